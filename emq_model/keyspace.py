@@ -1,0 +1,86 @@
+"""The keyspace grammar: ``emq:{q}:<kind>`` for a queue's keys, ``emq:{q}:job:<id>`` for
+rows. Inputs are gated before a key is composed, so a malformed id or a queue name that
+would move the hash tag never reaches the wire (specs/lifecycle.md, "Keyspace")."""
+
+from __future__ import annotations
+
+from .branded_id import require
+from .errors import ArgError
+from .spec import LIMITS, SPEC
+
+KINDS: tuple[str, ...] = ("pending", "active", "schedule", "dead", "metrics:completed", "metrics:failed")
+"""The fixed keys of one queue, in the order every script declares them as KEYS."""
+
+VERSION_KEY = SPEC["keys"]["version"]
+QUEUE_MAX_BYTES: int = LIMITS["queue_max_bytes"]
+
+
+def check_queue(queue: object) -> str:
+    """``queue`` itself if it may name a queue; ``ArgError`` if it is not a str, is empty,
+    longer than ``queue_max_bytes`` in UTF-8, or holds ``{``, ``}``, whitespace or a
+    control character."""
+    if not isinstance(queue, str):
+        raise ArgError(f"queue name must be a str, got {type(queue).__name__}")
+    try:
+        size = len(queue.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ArgError(f"queue name is not encodable as UTF-8: {queue!r}") from None
+    if size == 0:
+        raise ArgError("queue name is empty")
+    if size > QUEUE_MAX_BYTES:
+        raise ArgError(f"queue name is {size} bytes, more than {QUEUE_MAX_BYTES}")
+    for ch in queue:
+        if ch in "{}" or ch.isspace() or not ch.isprintable():
+            raise ArgError(f"queue name may not hold {ch!r}: {queue!r}")
+    return queue
+
+
+def prefix(queue: str) -> str:
+    """``emq:{queue}:``, the prefix of every key of the queue."""
+    return "emq:{" + check_queue(queue) + "}:"
+
+
+def queue_key(queue: str, kind: str) -> str:
+    """``emq:{queue}:<kind>`` for one of ``KINDS``."""
+    if kind not in KINDS:
+        raise ArgError(f"unknown key kind {kind!r}; one of {KINDS}")
+    return prefix(queue) + kind
+
+
+def queue_keys(queue: str) -> list[str]:
+    """The queue's fixed keys in script KEYS order."""
+    p = prefix(queue)
+    return [p + kind for kind in KINDS]
+
+
+def job_key(queue: str, branded: str) -> str:
+    """``emq:{queue}:job:<id>`` for a well-formed JOB id (``KindError`` otherwise)."""
+    return prefix(queue) + "job:" + require(branded)
+
+
+def _crc16(data: bytes) -> int:
+    """CRC16-XMODEM (poly 0x1021, init 0), the cluster's key hash."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+        crc &= 0xFFFF
+    return crc
+
+
+def hash_tag(key: bytes) -> bytes:
+    """The part of ``key`` the cluster hashes: the first ``{…}`` with a non-empty inside,
+    else the whole key."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+def slot(key: str | bytes) -> int:
+    """The cluster slot of ``key``: CRC16 of its hash tag mod 16384."""
+    raw = key.encode("utf-8") if isinstance(key, str) else key
+    return _crc16(hash_tag(raw)) % 16384

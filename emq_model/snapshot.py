@@ -1,0 +1,165 @@
+"""The snapshot: one queue's whole keyspace as an immutable, comparable, printable value.
+
+The model builds it from its memory; ``emq_live`` reads it from a real keyspace. Two
+snapshots are equal exactly when every location holds the same members with the same
+scores, every row has the same fields and bytes, the counters agree and no stray key
+exists on either side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping
+
+from .spec import LOCATIONS
+
+Score = int | float
+Entries = tuple[tuple[str, Score], ...]
+Row = tuple[tuple[str, bytes], ...]
+
+
+def zset_order(entries: Iterable[tuple[str, Score]]) -> Entries:
+    """Entries in the order Valkey keeps a sorted set: by score, then by member bytes."""
+    return tuple(sorted(entries, key=lambda e: (e[1], e[0].encode("utf-8", "surrogateescape"))))
+
+
+def norm_score(score: float | int) -> Score:
+    """An integral score as ``int`` (Valkey hands scores back as doubles)."""
+    return int(score) if float(score).is_integer() else float(score)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A queue's keyspace. ``locations`` maps each of the four sets to its entries in
+    Valkey order; ``rows`` maps ids (the row key's suffix) to their fields, sorted;
+    ``stray`` lists keys under ``emq:{q}:`` that the grammar does not name."""
+
+    queue: str
+    pending: Entries = ()
+    active: Entries = ()
+    schedule: Entries = ()
+    dead: Entries = ()
+    rows: tuple[tuple[str, Row], ...] = ()
+    completed: int = 0
+    failed: int = 0
+    stray: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def build(
+        cls,
+        queue: str,
+        locations: Mapping[str, Iterable[tuple[str, Score]]],
+        rows: Mapping[str, Mapping[str, bytes]],
+        completed: int = 0,
+        failed: int = 0,
+        stray: Iterable[str] = (),
+    ) -> "Snapshot":
+        """A snapshot from plain mappings, normalised to the canonical order."""
+        sets = {loc: zset_order((m, norm_score(s)) for m, s in locations.get(loc, ())) for loc in LOCATIONS}
+        return cls(
+            queue=queue,
+            rows=tuple(sorted((i, tuple(sorted(r.items()))) for i, r in rows.items())),
+            completed=completed,
+            failed=failed,
+            stray=tuple(sorted(stray)),
+            **sets,
+        )
+
+    def location(self, name: str) -> Entries:
+        """The entries of one of the four sets."""
+        return getattr(self, name)
+
+    def where(self, job_id: str) -> list[str]:
+        """Every location that holds ``job_id`` (one, in a sound keyspace)."""
+        return [loc for loc in LOCATIONS if any(m == job_id for m, _ in self.location(loc))]
+
+    def score(self, loc: str, job_id: str) -> Score | None:
+        """The score of ``job_id`` in ``loc``, or ``None``."""
+        return next((s for m, s in self.location(loc) if m == job_id), None)
+
+    def members(self) -> Iterator[tuple[str, str, Score]]:
+        """``(location, id, score)`` for every member of every set."""
+        for loc in LOCATIONS:
+            for m, s in self.location(loc):
+                yield loc, m, s
+
+    def row(self, job_id: str) -> dict[str, bytes] | None:
+        """The fields of ``job_id``'s row, or ``None``."""
+        for i, r in self.rows:
+            if i == job_id:
+                return dict(r)
+        return None
+
+    def row_map(self) -> dict[str, dict[str, bytes]]:
+        """Every row, by id."""
+        return {i: dict(r) for i, r in self.rows}
+
+    def ids(self) -> set[str]:
+        """Every id that is a member somewhere or has a row."""
+        return {m for _, m, _ in self.members()} | {i for i, _ in self.rows}
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able form (bytes as latin-1 text keeps every byte; see specs/trace.md)."""
+        return {
+            "queue": self.queue,
+            **{loc: [[m, s] for m, s in self.location(loc)] for loc in LOCATIONS},
+            "rows": {i: {f: v.decode("latin-1") for f, v in r} for i, r in self.rows},
+            "completed": self.completed,
+            "failed": self.failed,
+            "stray": list(self.stray),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Snapshot":
+        """The inverse of ``to_json``."""
+        return cls.build(
+            data["queue"],
+            {loc: [tuple(e) for e in data[loc]] for loc in LOCATIONS},
+            {i: {f: v.encode("latin-1") for f, v in r.items()} for i, r in data["rows"].items()},
+            data["completed"],
+            data["failed"],
+            data.get("stray", ()),
+        )
+
+    def __str__(self) -> str:
+        lines = [f"queue {self.queue!r}: completed={self.completed} failed={self.failed}"]
+        for loc in LOCATIONS:
+            body = ", ".join(f"{m}@{s}" for m, s in self.location(loc))
+            lines.append(f"  {loc:<8} [{body}]")
+        for i, r in self.rows:
+            body = " ".join(f"{f}={v!r}" for f, v in r)
+            lines.append(f"  row {i}: {body}")
+        if self.stray:
+            lines.append(f"  stray keys: {', '.join(self.stray)}")
+        return "\n".join(lines)
+
+
+def diff(expected: Snapshot, seen: Snapshot) -> list[str]:
+    """The differences between two snapshots, in plain words, ``expected`` first."""
+    out: list[str] = []
+    for loc in LOCATIONS:
+        want, got = dict(expected.location(loc)), dict(seen.location(loc))
+        for m in sorted(want.keys() | got.keys()):
+            if m not in got:
+                out.append(f"{m} should be in {loc} (score {want[m]}) but is not")
+            elif m not in want:
+                out.append(f"{m} is in {loc} (score {got[m]}) but should not be")
+            elif want[m] != got[m]:
+                out.append(f"{m} in {loc} has score {got[m]}, expected {want[m]}")
+    want_rows, got_rows = expected.row_map(), seen.row_map()
+    for i in sorted(want_rows.keys() | got_rows.keys()):
+        if i not in got_rows:
+            out.append(f"row {i} is missing")
+        elif i not in want_rows:
+            out.append(f"row {i} exists but should not")
+        else:
+            w, g = want_rows[i], got_rows[i]
+            for f in sorted(w.keys() | g.keys()):
+                if w.get(f) != g.get(f):
+                    out.append(f"row {i} field {f} is {g.get(f)!r}, expected {w.get(f)!r}")
+    for name in ("completed", "failed"):
+        if getattr(expected, name) != getattr(seen, name):
+            out.append(f"counter {name} is {getattr(seen, name)}, expected {getattr(expected, name)}")
+    for key in sorted(set(seen.stray) - set(expected.stray)):
+        out.append(f"stray key {key} exists")
+    return out
