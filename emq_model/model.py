@@ -1,8 +1,18 @@
-"""QueueModel — the oracle (being written; see specs/lifecycle.md)."""
+"""QueueModel — the oracle: one queue's four locations, rows and counters in memory, with
+the clock as a parameter. Every method is one rule of specs/lifecycle.md §6; a refused
+call raises an ``EmqError`` and changes nothing (all checks come before the first write).
+"""
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from . import errors, spec
+from .keyspace import check_queue
+from .snapshot import Snapshot, zset_order
+
+PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
+LEASE_EXPIRED = b"lease expired"
 
 
 class Claimed(NamedTuple):
@@ -11,3 +21,229 @@ class Claimed(NamedTuple):
     id: str
     payload: bytes
     token: int
+
+
+class QueueModel:
+    """The reference model of one queue. Locations map id -> score; rows map id -> fields.
+
+    ``last_dropped`` holds the orphans the last claim dropped (T-claim-5).
+    """
+
+    def __init__(self, queue: str) -> None:
+        self.queue = check_queue(queue)
+        self.sets: dict[str, dict[str, int]] = {loc: {} for loc in spec.LOCATIONS}
+        self.rows: dict[str, dict[str, bytes]] = {}
+        self.completed = 0
+        self.failed = 0
+        self.last_dropped: tuple[str, ...] = ()
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _where(self, job_id: str) -> str | None:
+        return next((loc for loc in spec.LOCATIONS if job_id in self.sets[loc]), None)
+
+    def _exists(self, job_id: str) -> bool:
+        return job_id in self.rows or self._where(job_id) is not None
+
+    def _move(self, job_id: str, to: str, score: int) -> None:
+        for members in self.sets.values():
+            members.pop(job_id, None)
+        self.sets[to][job_id] = score
+        self.rows[job_id]["state"] = spec.STATE_OF[to].encode()
+
+    def _due(self, loc: str, now: int, limit: int) -> list[str]:
+        due = [(m, s) for m, s in self.sets[loc].items() if s <= now]
+        return [m for m, _ in zset_order(due)[:limit]]
+
+    def _live_attempt(self, job_id: str, token: int, allowed: tuple[str, ...]) -> None:
+        """Refuse with EMQSTALE unless the row exists, the id is in ``allowed`` and the
+        token equals attempts (T-complete-2/3, T-retry-1..3, T-extend-1)."""
+        row = self.rows.get(job_id)
+        if row is None:
+            raise errors.StaleError(f"{job_id} is gone")
+        loc = self._where(job_id)
+        if loc not in allowed:
+            raise errors.StaleError(f"{job_id} is in {loc or 'no location'}; its attempt was settled")
+        attempts = int(row["attempts"])
+        if token != attempts:
+            raise errors.StaleError(f"token {token} does not match attempts {attempts}")
+
+    def _fresh(self, job_id: str, payload: bytes, loc: str, score: int) -> None:
+        self.rows[job_id] = {"state": b"", "attempts": b"0", "payload": payload}
+        self._move(job_id, loc, score)
+
+    # -- transitions -----------------------------------------------------------------
+
+    def enqueue(self, id: str, payload: bytes | str) -> str:
+        """T-enqueue: a new job into pending; ``duplicate`` if the id exists."""
+        a = spec.check_args("enqueue", {"id": id, "payload": payload})
+        if self._exists(a["id"]):
+            return "duplicate"
+        self._fresh(a["id"], a["payload"], PENDING, 0)
+        return "enqueued"
+
+    def schedule(
+        self, id: str, payload: bytes | str, *, run_at: int | None = None, delay_ms: int | None = None, now: int
+    ) -> str:
+        """T-schedule: a new job into schedule at ``run_at`` or ``now + delay_ms``."""
+        a = spec.check_args("schedule", {"id": id, "payload": payload, "run_at": run_at, "delay_ms": delay_ms})
+        now = spec.check_now(now)
+        if (a["run_at"] is None) == (a["delay_ms"] is None):
+            raise errors.ArgError("schedule takes exactly one of run_at and delay_ms")
+        if self._exists(a["id"]):
+            return "duplicate"
+        at = a["run_at"] if a["run_at"] is not None else now + a["delay_ms"]
+        self._fresh(a["id"], a["payload"], SCHEDULE, at)
+        return "scheduled"
+
+    def claim(self, lease_ms: int, *, now: int) -> Claimed | None:
+        """T-claim: the lowest pending job becomes active until ``now + lease_ms``;
+        orphans met on the way are dropped and recorded in ``last_dropped``."""
+        a = spec.check_args("claim", {"lease_ms": lease_ms})
+        now = spec.check_now(now)
+        dropped = []
+        pending = self.sets[PENDING]
+        while pending:
+            job_id = zset_order(pending.items())[0][0]
+            if job_id not in self.rows:
+                del pending[job_id]
+                dropped.append(job_id)
+                continue
+            row = self.rows[job_id]
+            row["attempts"] = str(int(row["attempts"]) + 1).encode()
+            self._move(job_id, ACTIVE, now + a["lease_ms"])
+            self.last_dropped = tuple(dropped)
+            return Claimed(job_id, row["payload"], int(row["attempts"]))
+        self.last_dropped = tuple(dropped)
+        return None
+
+    def complete(self, id: str, token: int) -> str:
+        """T-complete: the live attempt settles; ``gone`` if there is no row."""
+        a = spec.check_args("complete", {"id": id, "token": token})
+        if a["id"] not in self.rows:
+            return "gone"
+        loc = self._where(a["id"])
+        self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
+        del self.sets[loc][a["id"]]
+        del self.rows[a["id"]]
+        self.completed += 1
+        return "ok"
+
+    def retry(self, id: str, token: int, *, delay_ms: int, max_attempts: int, error: bytes | str, now: int) -> str:
+        """T-retry: the live attempt failed; to schedule, or to dead past ``max_attempts``."""
+        a = spec.check_args(
+            "retry", {"id": id, "token": token, "delay_ms": delay_ms, "max_attempts": max_attempts, "error": error}
+        )
+        now = spec.check_now(now)
+        self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
+        row = self.rows[a["id"]]
+        row["last_error"] = a["error"]
+        if int(row["attempts"]) < a["max_attempts"]:
+            self._move(a["id"], SCHEDULE, now + a["delay_ms"])
+            return "scheduled"
+        self._move(a["id"], DEAD, 0)
+        self.failed += 1
+        return "dead"
+
+    def extend(self, id: str, token: int, lease_ms: int, *, now: int) -> str:
+        """T-extend: the active lease becomes ``now + lease_ms``."""
+        a = spec.check_args("extend", {"id": id, "token": token, "lease_ms": lease_ms})
+        now = spec.check_now(now)
+        self._live_attempt(a["id"], a["token"], (ACTIVE,))
+        self.sets[ACTIVE][a["id"]] = now + a["lease_ms"]
+        return "ok"
+
+    def promote(self, *, now: int, limit: int = 100) -> int:
+        """T-promote: due scheduled jobs (score <= now) back to pending; the count moved."""
+        a = spec.check_args("promote", {"limit": limit})
+        now = spec.check_now(now)
+        moved = 0
+        for job_id in self._due(SCHEDULE, now, a["limit"]):
+            if job_id not in self.rows:
+                del self.sets[SCHEDULE][job_id]
+                continue
+            self._move(job_id, PENDING, 0)
+            moved += 1
+        return moved
+
+    def reap(self, *, now: int, limit: int = 100, max_attempts: int | None = None) -> int:
+        """T-reap: expired leases (score <= now) back to pending, or to dead when
+        ``max_attempts`` is given and reached; the count moved."""
+        a = spec.check_args("reap", {"limit": limit, "max_attempts": max_attempts})
+        now = spec.check_now(now)
+        moved = 0
+        for job_id in self._due(ACTIVE, now, a["limit"]):
+            row = self.rows.get(job_id)
+            if row is None:
+                del self.sets[ACTIVE][job_id]
+                continue
+            if a["max_attempts"] is not None and int(row["attempts"]) >= a["max_attempts"]:
+                row["last_error"] = LEASE_EXPIRED
+                self._move(job_id, DEAD, 0)
+                self.failed += 1
+            else:
+                self._move(job_id, PENDING, 0)
+            moved += 1
+        return moved
+
+    def reprocess(self, id: str) -> str:
+        """T-reprocess: a dead job back to pending, attempts kept."""
+        a = spec.check_args("reprocess", {"id": id})
+        if a["id"] not in self.rows or self._where(a["id"]) != DEAD:
+            raise errors.StateError(f"{a['id']} is not dead")
+        self._move(a["id"], PENDING, 0)
+        return "ok"
+
+    def remove(self, id: str) -> str:
+        """T-remove: a job that is not active is deleted; ``gone`` if it does not exist."""
+        a = spec.check_args("remove", {"id": id})
+        loc = self._where(a["id"])
+        if loc == ACTIVE:
+            raise errors.LockError(f"{a['id']} is active")
+        if not self._exists(a["id"]):
+            return "gone"
+        if loc is not None:
+            del self.sets[loc][a["id"]]
+        self.rows.pop(a["id"], None)
+        return "ok"
+
+    # -- fault injection (not a transition) -------------------------------------------
+
+    def forget_row(self, id: str) -> None:
+        """Delete a row as an operator would by hand, leaving its member an orphan."""
+        self.rows.pop(spec.check_value("job_id", "id", id), None)
+
+    # -- reads -----------------------------------------------------------------------
+
+    def browse(self, n: int) -> list[str]:
+        """R-browse: the ``n`` newest pending ids, newest first."""
+        a = spec.check_args("browse", {"n": n})
+        members = sorted(self.sets[PENDING], key=lambda m: m.encode(), reverse=True)
+        return members[: a["n"]]
+
+    def counts(self) -> dict[str, int]:
+        """R-counts: the cardinality of each location."""
+        return {loc: len(members) for loc, members in self.sets.items()}
+
+    def state(self, id: str) -> str:
+        """R-state: the location holding the id, ``unknown`` or ``absent``."""
+        a = spec.check_args("state", {"id": id})
+        loc = self._where(a["id"])
+        if loc is not None:
+            return loc
+        return "unknown" if a["id"] in self.rows else "absent"
+
+    def job(self, id: str) -> dict[str, bytes] | None:
+        """R-job: the row's fields, or ``None``."""
+        a = spec.check_args("job", {"id": id})
+        row = self.rows.get(a["id"])
+        return dict(row) if row is not None else None
+
+    def snapshot(self) -> Snapshot:
+        """The whole queue as an immutable value (the type emq_live reads too)."""
+        return Snapshot.build(self.queue, {k: v.items() for k, v in self.sets.items()}, self.rows,
+                              self.completed, self.failed)
+
+    def __repr__(self) -> str:
+        return f"QueueModel({self.queue!r}, counts={self.counts()})"
+
