@@ -1,0 +1,222 @@
+-- lib.lua: helpers shared by every EchoMQ script (specs/lifecycle.md §4).
+--
+-- The loader (emq_live/scripts.py) assembles each script as
+--   generated prelude (local `emq` = constants from specs/transitions.json)
+--   .. lib.lua .. <op>.lua
+-- so `emq` is a chunk-local table, never a global. Nothing here writes to Valkey.
+--
+-- emq.begin(op) checks a call in the order of CC-5 and returns (args, nil) or
+-- (nil, error_reply):
+--   1. the number of KEYS (6, or 7 with the row key) and of ARGV (the op's argv, plus
+--      one optional trailing `now` for ops with clock = true)          -> EMQARG
+--   2. the job id, ARGV[1], for ops about one id (ID-1, ID-2, ID-7)    -> EMQKIND
+--   3. KEYS[1] = emq:{q}:pending for a queue name allowed by CC-1/KS-3, KEYS[2..6]
+--      derived from it, KEYS[7] = emq:{q}:job:<id>                      -> EMQARG
+--   4. every other argument in table order (CC-2 canonical decimals)   -> EMQARG
+--   5. the trailing `now`, else the server clock (CLK-1)               -> EMQARG
+-- args carries: keys (pending, active, schedule, dead, completed, failed, row),
+-- prefix ("emq:{q}:"), now (clock ops), and each argv value by its name (integers as
+-- Lua numbers, exact: every bound is <= 2^53-1; an absent optional argument is nil).
+
+-- luacheck: globals emq
+
+local KIND, ARG = "EMQKIND", "EMQARG"
+
+function emq.refuse(code, reason)
+  return redis.error_reply(code .. " " .. reason)
+end
+
+-- Compare two canonical decimal strings by their bytes: -1, 0 or 1. Never Lua's `<` on
+-- strings, which follows the locale's strcoll.
+function emq.cmp_decimal(a, b)
+  if #a ~= #b then
+    return #a < #b and -1 or 1
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y and -1 or 1
+    end
+  end
+  return 0
+end
+
+-- A canonical decimal string: "0", or a digit 1-9 followed by digits (CC-2).
+function emq.is_decimal(s)
+  local n = #s
+  if n == 0 then
+    return false
+  end
+  for i = 1, n do
+    local b = string.byte(s, i)
+    if b < 48 or b > 57 then
+      return false
+    end
+  end
+  return n == 1 or string.byte(s, 1) ~= 48
+end
+
+-- An integer argument of a type with decimal-string bounds: the number, or nil.
+function emq.integer(s, t)
+  if not emq.is_decimal(s) then
+    return nil
+  end
+  if emq.cmp_decimal(s, t.min) < 0 or emq.cmp_decimal(s, t.max) > 0 then
+    return nil
+  end
+  return tonumber(s)
+end
+
+-- An integer written into a key (a score, a counter): its canonical decimal form.
+-- Every value we write is below 2^53, where "%.0f" is exact.
+function emq.int(n)
+  return string.format("%.0f", n)
+end
+
+local function in_alphabet(b)
+  return (b >= 48 and b <= 57) or (b >= 65 and b <= 90) or (b >= 97 and b <= 122)
+end
+
+-- A well-formed id of the JOB namespace (ID-1, ID-2, ID-7).
+function emq.is_job_id(s)
+  if type(s) ~= "string" or #s ~= emq.id_len then
+    return false
+  end
+  if string.sub(s, 1, 3) ~= emq.job_ns then
+    return false
+  end
+  for i = 4, emq.id_len do
+    if not in_alphabet(string.byte(s, i)) then
+      return false
+    end
+  end
+  -- fixed width and an alphabet in ASCII order: byte order is numeric order
+  return emq.cmp_decimal(string.sub(s, 4), emq.body_max) <= 0
+end
+
+-- The queue name inside KEYS[1] = emq:{q}:pending, or nil (CC-1: 1..queue_max_bytes
+-- bytes, no `{`, `}`, no byte below 0x21, no 0x7F).
+local function queue_of(pending_key)
+  local head, tail = "emq:{", "}:" .. emq.kinds[1]
+  if type(pending_key) ~= "string" or #pending_key <= #head + #tail then
+    return nil
+  end
+  if string.sub(pending_key, 1, #head) ~= head or string.sub(pending_key, -#tail) ~= tail then
+    return nil
+  end
+  local q = string.sub(pending_key, #head + 1, #pending_key - #tail)
+  if #q < 1 or #q > emq.queue_max_bytes then
+    return nil
+  end
+  for i = 1, #q do
+    local b = string.byte(q, i)
+    if b < 33 or b == 127 or b == 123 or b == 125 then
+      return nil
+    end
+  end
+  return q
+end
+
+-- The server clock in ms (CLK-1).
+function emq.time_ms()
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+function emq.begin(op)
+  local spec = emq.ops[op]
+  local argv = spec.argv
+  local nkeys = #emq.kinds + (spec.row_key and 1 or 0)
+  if #KEYS ~= nkeys then
+    return nil, emq.refuse(ARG, op .. " takes " .. nkeys .. " keys, got " .. #KEYS)
+  end
+  local nargs = #ARGV
+  if not (nargs == #argv or (spec.clock and nargs == #argv + 1)) then
+    return nil, emq.refuse(ARG, op .. " takes " .. #argv .. (spec.clock and " or " .. (#argv + 1) or "")
+      .. " arguments, got " .. nargs)
+  end
+  local args = {keys = {}}
+  local first = 1
+  if argv[1] and argv[1].type == "job_id" then
+    if not emq.is_job_id(ARGV[1]) then
+      return nil, emq.refuse(KIND, "not a well-formed " .. emq.job_ns .. " id")
+    end
+    args[argv[1].name] = ARGV[1]
+    first = 2
+  end
+  local q = queue_of(KEYS[1])
+  if not q then
+    return nil, emq.refuse(ARG, "KEYS[1] is not emq:{q}:" .. emq.kinds[1] .. " of an allowed queue name")
+  end
+  local prefix = "emq:{" .. q .. "}:"
+  args.prefix = prefix
+  for i, kind in ipairs(emq.kinds) do
+    if KEYS[i] ~= prefix .. kind then
+      return nil, emq.refuse(ARG, "KEYS[" .. i .. "] is not " .. prefix .. kind)
+    end
+    args.keys[emq.key_names[i]] = KEYS[i]
+  end
+  if spec.row_key then
+    if KEYS[nkeys] ~= prefix .. "job:" .. ARGV[1] then
+      return nil, emq.refuse(ARG, "KEYS[" .. nkeys .. "] is not " .. prefix .. "job:<ARGV[1]>")
+    end
+    args.keys.row = KEYS[nkeys]
+  end
+  for i = first, #argv do
+    local a, v = argv[i], ARGV[i]
+    local t = emq.types[a.type]
+    if a.optional and v == "" then
+      v = nil
+    elseif a.type == "payload" then
+      v = v -- any bytes
+    elseif a.type == "text" then
+      if #v > t.max_bytes then
+        return nil, emq.refuse(ARG, a.name .. " is longer than " .. t.max_bytes .. " bytes")
+      end
+    elseif t.values then
+      local ok = false
+      for _, allowed in ipairs(t.values) do
+        if v == allowed then
+          ok = true
+        end
+      end
+      if not ok then
+        return nil, emq.refuse(ARG, a.name .. " must be one of " .. table.concat(t.values, ", "))
+      end
+    else
+      v = emq.integer(v, t)
+      if v == nil then
+        return nil, emq.refuse(ARG, a.name .. " must be a canonical decimal in [" .. t.min .. ", " .. t.max .. "]")
+      end
+    end
+    args[a.name] = v
+  end
+  if spec.clock then
+    if nargs == #argv + 1 then
+      local t = emq.types.time
+      args.now = emq.integer(ARGV[nargs], t)
+      if args.now == nil then
+        return nil, emq.refuse(ARG, "now must be a canonical decimal in [" .. t.min .. ", " .. t.max .. "]")
+      end
+    else
+      args.now = emq.time_ms()
+    end
+  end
+  return args, nil
+end
+
+-- The location holding `id` (its key name in args.keys) and its score, or nil.
+function emq.locate(keys, id)
+  for _, loc in ipairs(emq.locations) do
+    local score = redis.call("ZSCORE", keys[loc], id)
+    if score then
+      return loc, score
+    end
+  end
+  return nil, nil
+end
+
+-- Whether an id exists: it has a row or is a member of any location.
+function emq.exists(keys, id)
+  return redis.call("EXISTS", keys.row) == 1 or emq.locate(keys, id) ~= nil
+end

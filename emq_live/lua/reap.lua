@@ -1,0 +1,36 @@
+-- reap: take back expired leases (active score <= now): to pending, or to dead when
+-- max_attempts is given and attempts >= max_attempts (T-reap).
+--
+-- KEYS: pending, active, schedule, dead, metrics:completed, metrics:failed (CC-1)
+-- ARGV: [1] limit (1..limit_max), [2] max_attempts (1..token_max, or "" for none),
+--       [3] optional now (ms; default: the server clock)
+-- Reply: the number of jobs moved, to pending and to dead (an integer). At most `limit`
+--        members are taken, in set order; a member without a row is removed and not
+--        counted (T-reap-4). To dead: state=dead, last_error="lease expired", failed += 1.
+-- Refusals: EMQARG (KEYS/ARGV count, keys, limit, max_attempts, now).
+
+-- luacheck: read globals emq
+
+local a, err = emq.begin("reap")
+if err then return err end
+local k = a.keys
+
+local expired = redis.call("ZRANGE", k.active, "-inf", emq.int(a.now), "BYSCORE", "LIMIT", 0, a.limit)
+local moved = 0
+for _, id in ipairs(expired) do
+  local row = a.prefix .. "job:" .. id
+  redis.call("ZREM", k.active, id)
+  if redis.call("EXISTS", row) == 1 then
+    local attempts = tonumber(redis.call("HGET", row, "attempts"))
+    if a.max_attempts and attempts and attempts >= a.max_attempts then
+      redis.call("ZADD", k.dead, "0", id)
+      redis.call("HSET", row, "state", emq.states.dead, "last_error", emq.lease_expired)
+      redis.call("HINCRBY", k.failed, "count", 1)
+    else
+      redis.call("ZADD", k.pending, "0", id)
+      redis.call("HSET", row, "state", emq.states.pending)
+    end
+    moved = moved + 1
+  end
+end
+return moved

@@ -1,0 +1,26 @@
+-- remove: delete a job that is not active: its membership and its row (T-remove).
+--
+-- KEYS: pending, active, schedule, dead, metrics:completed, metrics:failed (CC-1),
+--       [7] emq:{q}:job:<id>
+-- ARGV: [1] id
+-- Reply: "ok" (removed from pending, schedule and dead; row deleted; an orphan member
+--        without a row is removed too); "gone" when the id has no row and no membership.
+-- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys), EMQLOCK (the id is active).
+
+-- luacheck: read globals emq
+
+local a, err = emq.begin("remove")
+if err then return err end
+local k, id = a.keys, a.id
+
+if redis.call("ZSCORE", k.active, id) then
+  return emq.refuse("EMQLOCK", "the job is active: it is held under a lease")
+end
+if not emq.exists(k, id) then
+  return "gone"
+end
+redis.call("ZREM", k.pending, id)
+redis.call("ZREM", k.schedule, id)
+redis.call("ZREM", k.dead, id)
+redis.call("DEL", k.row)
+return "ok"

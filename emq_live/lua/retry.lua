@@ -1,0 +1,40 @@
+-- retry: settle a job's attempt as failed: schedule it again, or dead-letter it once it
+-- has used max_attempts (T-retry).
+--
+-- KEYS: pending, active, schedule, dead, metrics:completed, metrics:failed (CC-1),
+--       [7] emq:{q}:job:<id>
+-- ARGV: [1] id, [2] token (1..token_max), [3] delay_ms (0..ms_max),
+--       [4] max_attempts (1..token_max), [5] error (at most text_max bytes),
+--       [6] optional now (ms; default: the server clock)
+-- Reply: "scheduled" (attempts < max_attempts: schedule at now + delay_ms) or "dead"
+--        (dead, score 0, failed += 1); both write last_error and state.
+-- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys, arguments, now),
+--           EMQSTALE (no row; the id is in schedule, dead or nowhere; token != attempts).
+
+-- luacheck: read globals emq
+
+local a, err = emq.begin("retry")
+if err then return err end
+local k, id = a.keys, a.id
+
+if redis.call("EXISTS", k.row) == 0 then
+  return emq.refuse("EMQSTALE", "the job is gone")
+end
+local loc = emq.locate(k, id)
+if loc ~= "active" and loc ~= "pending" then
+  return emq.refuse("EMQSTALE", "the attempt was already settled: the job is in " .. (loc or "no location"))
+end
+local attempts = tonumber(redis.call("HGET", k.row, "attempts"))
+if attempts ~= a.token then
+  return emq.refuse("EMQSTALE", "the token does not match the job's attempts")
+end
+redis.call("ZREM", k[loc], id)
+if attempts < a.max_attempts then
+  redis.call("ZADD", k.schedule, emq.int(a.now + a.delay_ms), id)
+  redis.call("HSET", k.row, "state", emq.states.schedule, "last_error", a.error)
+  return "scheduled"
+end
+redis.call("ZADD", k.dead, "0", id)
+redis.call("HSET", k.row, "state", emq.states.dead, "last_error", a.error)
+redis.call("HINCRBY", k.failed, "count", 1)
+return "dead"
