@@ -1,0 +1,392 @@
+"""The live client: a ``Queue`` over redis-py with exactly the model's methods and
+answers (``emq_model.model.QueueModel``), running the scripts of ``emq_live/lua``.
+
+Targets (``connect(url)``):
+- no URL: an in-process fakeredis server (Lua 5.1 through lupa), a fresh isolated one
+  for every ``connect()`` unless a ``fakeredis.FakeServer`` is passed as ``server``;
+- ``redis://``, ``rediss://``, ``unix://``, and ``valkey://`` / ``valkeys://`` (read as
+  ``redis://`` / ``rediss://``): redis-py.
+
+The connection speaks RESP2 (``protocol=2``) on every target: fakeredis and Valkey hand
+back the same values under it (scripts reply with integers, bulk strings and arrays only,
+CC-4), and script errors arrive as plain error replies.
+
+Arguments are checked in Python before any I/O, with the same code the model uses
+(``emq_model.spec.check_args``, ``check_now``, ``emq_model.keyspace``): a refused call
+sends nothing. The scripts check everything again for callers that reach them directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import redis
+
+from emq_model import errors, keyspace, spec
+from emq_model.model import Claimed
+from emq_model.snapshot import Snapshot
+
+from .scripts import ScriptSet
+
+log = logging.getLogger("emq_live")
+
+PROTOCOL = 2
+"""The RESP version of every connection (see the module docstring)."""
+
+
+def _url(url: str) -> str:
+    for scheme, to in (("valkey://", "redis://"), ("valkeys://", "rediss://")):
+        if url.startswith(scheme):
+            return to + url[len(scheme) :]
+    return url
+
+
+def connect(
+    url: str | None = None,
+    *,
+    scripts: str | Path | None = None,
+    server: Any = None,
+    fence: bool = True,
+) -> "Connection":
+    """A connection to ``url`` (fakeredis when ``None``), fenced (KS-6) and with the
+    scripts loaded. ``scripts`` names another script directory (a port's scripts with
+    the same calling convention)."""
+    if url is None:
+        import fakeredis
+
+        server = server if server is not None else fakeredis.FakeServer()
+        client = fakeredis.FakeRedis(server=server, protocol=PROTOCOL)
+    else:
+        if server is not None:
+            raise ValueError("server is only for the in-process fakeredis target (url=None)")
+        client = redis.Redis.from_url(_url(url), protocol=PROTOCOL)
+    conn = Connection(client, ScriptSet(scripts))
+    try:
+        if fence:
+            conn.fence()
+        conn.scripts.load(client)
+    except BaseException:
+        client.close()
+        raise
+    return conn
+
+
+class Connection:
+    """A redis-py (or fakeredis) client plus the assembled scripts."""
+
+    def __init__(self, client: Any, scripts: ScriptSet | None = None) -> None:
+        self.redis = client
+        self.scripts = scripts if scripts is not None else ScriptSet()
+
+    def fence(self) -> str:
+        """KS-6: read ``{emq}:version``; if absent write ours with ``SET NX`` and read it
+        back; any other value than ours raises ``VersionError``."""
+        key = keyspace.VERSION_KEY
+        got = self.redis.get(key)
+        if got is None:
+            self.redis.set(key, spec.WIRE_VERSION, nx=True)
+            got = self.redis.get(key)
+        value = got.decode("utf-8", "replace") if isinstance(got, bytes) else str(got)
+        if value != spec.WIRE_VERSION:
+            raise errors.VersionError(f"{key} is {value!r}, this client speaks wire version {spec.WIRE_VERSION!r}")
+        return value
+
+    def queue(self, name: str) -> "Queue":
+        """The queue ``name`` (``ArgError`` for a name KS-3 refuses)."""
+        return Queue(self, name)
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _score(value: Any) -> int | float:
+    f = float(value)
+    return int(f) if f.is_integer() else f
+
+
+def _pairs(flat: Sequence[Any]) -> list[tuple[Any, Any]]:
+    return list(zip(flat[0::2], flat[1::2]))
+
+
+class _Call:
+    """One checked call: the script, its KEYS and ARGV, and how to read its reply."""
+
+    __slots__ = ("name", "keys", "args", "answer")
+
+    def __init__(self, name: str, keys: list[str], args: list[Any], answer: Callable[[Any], Any]) -> None:
+        self.name, self.keys, self.args, self.answer = name, keys, args, answer
+
+
+class Queue:
+    """One queue: the model's methods, keyword-only arguments and answers, on a server."""
+
+    def __init__(self, conn: Connection, name: str) -> None:
+        self.name = keyspace.check_queue(name)
+        self.conn = conn
+        self.keys = keyspace.queue_keys(name)
+        self.last_dropped: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    # -- building calls (all checks happen here, before any I/O) ---------------------
+
+    def _clock(self, now: Any) -> list[Any]:
+        return [] if now is None else [spec.check_now(now)]
+
+    def _id_keys(self, job_id: str) -> list[str]:
+        return self.keys + [keyspace.job_key(self.name, job_id)]
+
+    def _text_answer(self, reply: Any) -> str:
+        return _text(reply)
+
+    def _claim_answer(self, reply: Any) -> Claimed | None:
+        tag = _text(reply[0])
+        if tag == "job":
+            _, job_id, payload, token, *dropped = reply
+            answer: Claimed | None = Claimed(_text(job_id), bytes(payload), int(token))
+        elif tag == "empty":
+            dropped, answer = list(reply[1:]), None
+        else:
+            raise ValueError(f"claim: unexpected reply {reply!r}")
+        self.last_dropped = tuple(_text(d) for d in dropped)
+        if self.last_dropped:
+            log.warning(
+                "claim on queue %r dropped %d orphan member(s) without a row: %s",
+                self.name,
+                len(self.last_dropped),
+                ", ".join(self.last_dropped),
+            )
+        return answer
+
+    def _enqueue(self, id: str, payload: Any) -> _Call:
+        a = spec.check_args("enqueue", {"id": id, "payload": payload})
+        return _Call("enqueue", self._id_keys(a["id"]), [a["id"], a["payload"]], self._text_answer)
+
+    def _schedule(self, id: str, payload: Any, run_at: Any, delay_ms: Any, now: Any) -> _Call:
+        a = spec.check_args("schedule", {"id": id, "payload": payload, "run_at": run_at, "delay_ms": delay_ms})
+        if (a["run_at"] is None) == (a["delay_ms"] is None):
+            raise errors.ArgError("schedule takes exactly one of run_at and delay_ms")
+        mode, value = ("at", a["run_at"]) if a["run_at"] is not None else ("in", a["delay_ms"])
+        args = [a["id"], a["payload"], mode, value] + self._clock(now)
+        return _Call("schedule", self._id_keys(a["id"]), args, self._text_answer)
+
+    def _claim(self, lease_ms: Any, now: Any) -> _Call:
+        a = spec.check_args("claim", {"lease_ms": lease_ms})
+        return _Call("claim", list(self.keys), [a["lease_ms"]] + self._clock(now), self._claim_answer)
+
+    def _complete(self, id: str, token: Any) -> _Call:
+        a = spec.check_args("complete", {"id": id, "token": token})
+        return _Call("complete", self._id_keys(a["id"]), [a["id"], a["token"]], self._text_answer)
+
+    def _retry(self, id: str, token: Any, delay_ms: Any, max_attempts: Any, error: Any, now: Any) -> _Call:
+        a = spec.check_args(
+            "retry", {"id": id, "token": token, "delay_ms": delay_ms, "max_attempts": max_attempts, "error": error}
+        )
+        args = [a["id"], a["token"], a["delay_ms"], a["max_attempts"], a["error"]] + self._clock(now)
+        return _Call("retry", self._id_keys(a["id"]), args, self._text_answer)
+
+    def _extend(self, id: str, token: Any, lease_ms: Any, now: Any) -> _Call:
+        a = spec.check_args("extend", {"id": id, "token": token, "lease_ms": lease_ms})
+        args = [a["id"], a["token"], a["lease_ms"]] + self._clock(now)
+        return _Call("extend", self._id_keys(a["id"]), args, self._text_answer)
+
+    def _promote(self, limit: Any, now: Any) -> _Call:
+        a = spec.check_args("promote", {"limit": limit})
+        return _Call("promote", list(self.keys), [a["limit"]] + self._clock(now), int)
+
+    def _reap(self, limit: Any, max_attempts: Any, now: Any) -> _Call:
+        a = spec.check_args("reap", {"limit": limit, "max_attempts": max_attempts})
+        cap = "" if a["max_attempts"] is None else a["max_attempts"]
+        return _Call("reap", list(self.keys), [a["limit"], cap] + self._clock(now), int)
+
+    def _reprocess(self, id: str) -> _Call:
+        a = spec.check_args("reprocess", {"id": id})
+        return _Call("reprocess", self._id_keys(a["id"]), [a["id"]], self._text_answer)
+
+    def _remove(self, id: str) -> _Call:
+        a = spec.check_args("remove", {"id": id})
+        return _Call("remove", self._id_keys(a["id"]), [a["id"]], self._text_answer)
+
+    def _run(self, call: _Call) -> Any:
+        reply = self.conn.scripts.run(self.conn.redis, call.name, call.keys, call.args)
+        return call.answer(reply)
+
+    # -- transitions ---------------------------------------------------------------
+
+    def enqueue(self, id: str, payload: bytes | str) -> str:
+        """T-enqueue: ``"enqueued"`` or ``"duplicate"``."""
+        return self._run(self._enqueue(id, payload))
+
+    def schedule(
+        self,
+        id: str,
+        payload: bytes | str,
+        *,
+        run_at: int | None = None,
+        delay_ms: int | None = None,
+        now: int | None = None,
+    ) -> str:
+        """T-schedule: ``"scheduled"`` or ``"duplicate"``."""
+        return self._run(self._schedule(id, payload, run_at, delay_ms, now))
+
+    def claim(self, lease_ms: int, *, now: int | None = None) -> Claimed | None:
+        """T-claim: ``Claimed(id, payload, token)`` or ``None``; sets ``last_dropped``."""
+        return self._run(self._claim(lease_ms, now))
+
+    def complete(self, id: str, token: int) -> str:
+        """T-complete: ``"ok"`` or ``"gone"``."""
+        return self._run(self._complete(id, token))
+
+    def retry(
+        self,
+        id: str,
+        token: int,
+        *,
+        delay_ms: int,
+        max_attempts: int,
+        error: bytes | str,
+        now: int | None = None,
+    ) -> str:
+        """T-retry: ``"scheduled"`` or ``"dead"``."""
+        return self._run(self._retry(id, token, delay_ms, max_attempts, error, now))
+
+    def extend(self, id: str, token: int, lease_ms: int, *, now: int | None = None) -> str:
+        """T-extend: ``"ok"``."""
+        return self._run(self._extend(id, token, lease_ms, now))
+
+    def promote(self, *, now: int | None = None, limit: int = 100) -> int:
+        """T-promote: how many scheduled jobs moved to pending."""
+        return self._run(self._promote(limit, now))
+
+    def reap(self, *, now: int | None = None, limit: int = 100, max_attempts: int | None = None) -> int:
+        """T-reap: how many expired leases moved (to pending or dead)."""
+        return self._run(self._reap(limit, max_attempts, now))
+
+    def reprocess(self, id: str) -> str:
+        """T-reprocess: ``"ok"``."""
+        return self._run(self._reprocess(id))
+
+    def remove(self, id: str) -> str:
+        """T-remove: ``"ok"`` or ``"gone"``."""
+        return self._run(self._remove(id))
+
+    # -- reads -----------------------------------------------------------------------
+
+    def browse(self, n: int) -> list[str]:
+        """R-browse: the ``n`` newest pending ids, newest first."""
+        a = spec.check_args("browse", {"n": n})
+        ids = self.conn.redis.zrange(self.keys[0], "+", "-", desc=True, bylex=True, offset=0, num=a["n"])
+        return [_text(i) for i in ids]
+
+    def counts(self) -> dict[str, int]:
+        """R-counts: the cardinality of each location, read at one instant."""
+        reply = self.conn.scripts.run(self.conn.redis, "counts", self.keys, [])
+        return {loc: int(n) for loc, n in zip(spec.LOCATIONS, reply)}
+
+    def state(self, id: str) -> str:
+        """R-state: the location of the id, ``"unknown"`` or ``"absent"``."""
+        a = spec.check_args("state", {"id": id})
+        return _text(self.conn.scripts.run(self.conn.redis, "state", self._id_keys(a["id"]), [a["id"]]))
+
+    def job(self, id: str) -> dict[str, bytes] | None:
+        """R-job: the row's fields, or ``None``."""
+        a = spec.check_args("job", {"id": id})
+        row = self.conn.redis.hgetall(keyspace.job_key(self.name, a["id"]))
+        return {_text(f): bytes(v) for f, v in row.items()} or None
+
+    def snapshot(self) -> Snapshot:
+        """The queue's whole keyspace, read at one instant (snapshot.lua)."""
+        reply = self.conn.scripts.run(self.conn.redis, "snapshot", self.keys, [])
+        n = len(spec.LOCATIONS)
+        locations = {loc: [(_text(m), _score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
+        rows = {_text(i): {_text(f): bytes(v) for f, v in _pairs(fields)} for i, fields in _pairs(reply[n])}
+        stray = [_text(k) for k in reply[n + 3]]
+        counters = []
+        for key, flat in zip(self.keys[4:6], reply[n + 1 : n + 3]):
+            fields = {_text(f): bytes(v) for f, v in _pairs(flat)}
+            count = fields.pop("count", b"0")
+            if fields or not _canonical(count):
+                stray.append(key)  # a counter the grammar does not describe
+                count = b"0" if not _canonical(count) else count
+            counters.append(int(count))
+        return Snapshot.build(self.name, locations, rows, counters[0], counters[1], stray)
+
+    # -- batches ---------------------------------------------------------------------
+
+    def pipeline(self) -> "Batch":
+        """A batch of transitions sent in one round trip (see ``Batch``)."""
+        return Batch(self)
+
+
+def _canonical(value: bytes) -> bool:
+    return value.isdigit() and value.isascii() and (value == b"0" or not value.startswith(b"0"))
+
+
+class Batch:
+    """Transitions queued on a ``Queue`` and sent in one non-transactional pipeline by
+    ``execute()``. Every call is checked when it is queued (a refused argument raises
+    there, and nothing is sent). ``execute()`` returns the answers in order; with
+    ``raise_on_error`` (the default) the first refusal is raised after the whole batch
+    ran, else refusals are returned in place as ``EmqError`` instances."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.calls: list[_Call] = []
+
+    def _add(self, call: _Call) -> "Batch":
+        self.calls.append(call)
+        return self
+
+    def enqueue(self, id: str, payload: bytes | str) -> "Batch":
+        return self._add(self.queue._enqueue(id, payload))
+
+    def schedule(self, id: str, payload: bytes | str, *, run_at: int | None = None, delay_ms: int | None = None, now: int | None = None) -> "Batch":
+        return self._add(self.queue._schedule(id, payload, run_at, delay_ms, now))
+
+    def claim(self, lease_ms: int, *, now: int | None = None) -> "Batch":
+        return self._add(self.queue._claim(lease_ms, now))
+
+    def complete(self, id: str, token: int) -> "Batch":
+        return self._add(self.queue._complete(id, token))
+
+    def retry(self, id: str, token: int, *, delay_ms: int, max_attempts: int, error: bytes | str, now: int | None = None) -> "Batch":
+        return self._add(self.queue._retry(id, token, delay_ms, max_attempts, error, now))
+
+    def extend(self, id: str, token: int, lease_ms: int, *, now: int | None = None) -> "Batch":
+        return self._add(self.queue._extend(id, token, lease_ms, now))
+
+    def promote(self, *, now: int | None = None, limit: int = 100) -> "Batch":
+        return self._add(self.queue._promote(limit, now))
+
+    def reap(self, *, now: int | None = None, limit: int = 100, max_attempts: int | None = None) -> "Batch":
+        return self._add(self.queue._reap(limit, max_attempts, now))
+
+    def reprocess(self, id: str) -> "Batch":
+        return self._add(self.queue._reprocess(id))
+
+    def remove(self, id: str) -> "Batch":
+        return self._add(self.queue._remove(id))
+
+    def execute(self, *, raise_on_error: bool = True) -> list[Any]:
+        calls, self.calls = self.calls, []
+        conn = self.queue.conn
+        replies = conn.scripts.run_batch(conn.redis, [(c.name, c.keys, c.args) for c in calls])
+        out = [r if isinstance(r, Exception) else c.answer(r) for c, r in zip(calls, replies)]
+        if raise_on_error:
+            for r in out:
+                if isinstance(r, Exception):
+                    raise r
+        return out
