@@ -1,0 +1,423 @@
+"""Throwaway Valkey / Redis servers for tests, the CLI and crash experiments.
+
+Contract:
+
+* ``ServerProcess()`` starts ``valkey-server`` (or any compatible ``binary``, e.g.
+  ``redis-server``) bound to 127.0.0.1 on a free port chosen here — never the default
+  port 6379 — with its working dir in a fresh temp dir, and stdout/stderr in
+  ``<dir>/server.log``.
+* Persistence is off unless asked: ``save ""`` and ``appendonly no``. With
+  ``persistence=True`` the server runs ``appendonly yes`` / ``appendfsync always``, so a
+  write that was answered survives ``kill()`` + ``restart()``.
+* ``start()`` returns only once the server answers PING *and* reports our pid (so a
+  foreign server that won a port race is never mistaken for ours). The wait is bounded;
+  on timeout or early exit it raises ``ServerStartError`` carrying the log tail.
+* A missing binary raises ``ServerMissing`` naming the install command. Never a skip.
+* ``stop()`` ends the server and removes the temp dir; the object is then spent.
+  ``kill()`` sends SIGKILL and keeps the dir; ``restart()`` brings the server back on
+  the same port with the same dir (after a graceful shutdown if it is still running).
+
+Only the stdlib and redis-py are used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+__all__ = [
+    "INSTALL_HINT",
+    "ServerError",
+    "ServerMissing",
+    "ServerProcess",
+    "ServerStartError",
+    "free_port",
+]
+
+HOST = "127.0.0.1"
+DEFAULT_BINARY = "valkey-server"
+
+INSTALL_HINT = (
+    "Install the servers with `bash scripts/install-valkey.sh` (as root), or by hand: "
+    "add a `bookworm-backports` apt source (see DEVELOPERS.md), then "
+    "`apt-get install -t bookworm-backports valkey-server valkey-tools`; "
+    "Debian's Redis 7.0 for a second server: `apt-get install redis-server`."
+)
+
+# Directives this class owns; a caller's ``config`` may not set them.
+_RESERVED = frozenset({"port", "bind", "dir", "daemonize", "logfile", "pidfile", "include"})
+_PORT_ATTEMPTS = 5
+_LOG_NAME = "server.log"
+_CONF_NAME = "server.conf"
+
+
+class ServerError(RuntimeError):
+    """Base class of the errors raised by this module."""
+
+
+class ServerMissing(ServerError):
+    """The server binary is not installed (or not executable)."""
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+        super().__init__(f"server binary {binary!r} not found on PATH. {INSTALL_HINT}")
+
+
+class ServerStartError(ServerError):
+    """The server exited early or did not answer PING within the timeout."""
+
+
+class _PortTaken(ServerError):
+    """Internal: the chosen port was taken between picking it and binding it."""
+
+
+def free_port(host: str = HOST) -> int:
+    """Return a TCP port on ``host`` that was free a moment ago (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _resolve(binary: str) -> str:
+    """Absolute path of ``binary`` (a name on PATH or a path), else ``ServerMissing``."""
+    if os.sep in binary:
+        if os.path.isfile(binary) and os.access(binary, os.X_OK):
+            return os.path.abspath(binary)
+        raise ServerMissing(binary)
+    found = shutil.which(binary)
+    if found is None:
+        raise ServerMissing(binary)
+    return found
+
+
+def _quote(value: str) -> str:
+    """Quote one config value the way the server's config parser reads it."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _cleanup(proc_box: list[subprocess.Popen[bytes] | None], workdir: str) -> None:
+    """Finalizer: kill a server that was never stopped and remove its dir."""
+    proc = proc_box[0]
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+class ServerProcess:
+    """One throwaway server process on 127.0.0.1; see the module docstring.
+
+    Args:
+        binary: executable name on PATH, or a path (default ``valkey-server``).
+        persistence: ``True`` for ``appendonly yes`` + ``appendfsync always``.
+        config: extra directives, ``{"cluster-enabled": "yes"}``; the value is written
+            verbatim after the name, so ``{"save": '"60 1"'}`` works. Written after the
+            defaults, so it can override ``save``/``appendonly``/``appendfsync``, but not
+            the directives this class owns (port, bind, dir, daemonize, logfile, pidfile).
+        startup_timeout: seconds ``start()``/``restart()`` wait for PING.
+        port: a fixed port instead of a free one (no retry on a bind race then).
+    """
+
+    def __init__(
+        self,
+        binary: str = DEFAULT_BINARY,
+        *,
+        persistence: bool = False,
+        config: Mapping[str, str] | None = None,
+        startup_timeout: float = 15.0,
+        port: int | None = None,
+    ) -> None:
+        self.binary = binary
+        self.persistence = persistence
+        self.config: dict[str, str] = dict(config or {})
+        bad = sorted(k for k in self.config if k.lower() in _RESERVED)
+        if bad:
+            raise ValueError(f"config may not set {bad}: ServerProcess owns them")
+        self.startup_timeout = startup_timeout
+        self.host = HOST
+        self._fixed_port = port
+        self._port: int | None = port
+        self._path: str | None = None
+        self._dir: Path | None = None
+        self._proc_box: list[subprocess.Popen[bytes] | None] = [None]
+        self._finalizer: weakref.finalize | None = None
+        self._spent = False
+
+    # ----------------------------------------------------------------- properties
+
+    @property
+    def _proc(self) -> subprocess.Popen[bytes] | None:
+        return self._proc_box[0]
+
+    @property
+    def port(self) -> int:
+        """The TCP port (fixed for the life of this object once started)."""
+        if self._port is None:
+            raise ServerError("server not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT``."""
+        return f"redis://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """Pid of the running server process."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            raise ServerError("server not running")
+        return proc.pid
+
+    @property
+    def dir(self) -> Path:
+        """The temp dir: the server's working dir, config, data and log."""
+        if self._dir is None:
+            raise ServerError("server not started")
+        return self._dir
+
+    @property
+    def log_path(self) -> Path:
+        """The file that receives the server's stdout and stderr."""
+        return self.dir / _LOG_NAME
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        proc = self._proc
+        return proc is not None and proc.poll() is None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ServerProcess:
+        """Start the server and wait until it answers PING; return ``self``.
+
+        Raises ``ServerMissing`` for a missing binary, ``ServerStartError`` on timeout or
+        early exit (with the log tail). A port lost to a bind race is retried on a new one.
+        """
+        if self._spent:
+            raise ServerError("this ServerProcess was stopped; make a new one")
+        if self.running:
+            raise ServerError("server already running")
+        self._path = _resolve(self.binary)
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="emq-server-"))
+            self._finalizer = weakref.finalize(
+                self, _cleanup, self._proc_box, str(self._dir)
+            )
+        attempts = 1 if self._fixed_port is not None else _PORT_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            self._port = self._fixed_port if self._fixed_port is not None else free_port()
+            try:
+                self._launch()
+                return self
+            except _PortTaken as exc:
+                if attempt == attempts:
+                    self._discard()
+                    raise ServerStartError(
+                        f"{self.binary}: could not bind a free port after {attempts} tries: {exc}"
+                    ) from exc
+            except BaseException:
+                self._discard()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _discard(self) -> None:
+        """After a failed start(): kill the process, remove the dir, allow a new start()."""
+        self._halt(signal.SIGKILL)
+        if self._finalizer is not None:
+            self._finalizer()
+        self._finalizer = None
+        self._dir = None
+        self._port = self._fixed_port
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Shut the server down (SIGTERM, then SIGKILL after ``timeout``) and remove its
+        temp dir. Idempotent; the object cannot be started again afterwards."""
+        if self._spent:
+            return
+        self._halt(signal.SIGTERM, timeout=timeout)
+        self._spent = True
+        if self._finalizer is not None:
+            self._finalizer()  # removes the dir (process already gone)
+        self._dir = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash) and reap it; the data dir and port are kept."""
+        if self._proc is None or self._proc.poll() is not None:
+            raise ServerError("server not running")
+        self._halt(signal.SIGKILL)
+
+    def restart(self) -> ServerProcess:
+        """Start the server again on the same port with the same data dir; a running
+        server is shut down gracefully first. Returns ``self`` once PING answers."""
+        if self._spent or self._dir is None or self._port is None:
+            raise ServerError("restart() needs a server that was started and not stopped")
+        self._halt(signal.SIGTERM)
+        try:
+            self._launch()
+        except _PortTaken as exc:
+            raise ServerStartError(
+                f"{self.binary}: port {self._port} is taken, cannot restart: {exc}"
+            ) from exc
+        return self
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else ("stopped" if self._spent else "idle")
+        return f"<ServerProcess {self.binary} {self.host}:{self._port} {state}>"
+
+    # -------------------------------------------------------------------- queries
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A new redis-py client for this server (caller closes it)."""
+        return redis.Redis(host=self.host, port=self.port, **kwargs)
+
+    def version(self) -> str:
+        """The server's version, e.g. ``"8.0.1"`` for Valkey 8 or ``"7.0.15"`` for Redis.
+
+        Asked over the wire while running (``valkey_version``, else ``redis_version``),
+        else read from ``BINARY --version``."""
+        if self.running:
+            with self.client(socket_timeout=5) as c:
+                info = c.info("server")
+            return str(info.get("valkey_version") or info["redis_version"])
+        out = subprocess.run(
+            [_resolve(self.binary), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+        m = re.search(r"\bv=(\S+)", out)
+        if m is None:
+            raise ServerError(f"cannot read a version from {out!r}")
+        return m.group(1)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the server log ('' if there is none)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except (OSError, ServerError):
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # ------------------------------------------------------------------ internals
+
+    def _write_config(self) -> Path:
+        lines = [
+            f"port {self.port}",
+            f"bind {self.host}",
+            f"dir {_quote(str(self.dir))}",
+            "daemonize no",
+            'logfile ""',
+            'save ""',
+            "appendonly yes" if self.persistence else "appendonly no",
+        ]
+        if self.persistence:
+            lines.append("appendfsync always")
+        lines += [f"{k} {v}" for k, v in self.config.items()]
+        conf = self.dir / _CONF_NAME
+        conf.write_text("\n".join(lines) + "\n")
+        return conf
+
+    def _launch(self) -> None:
+        """Spawn the process on ``self._port`` and wait for it; raise on failure."""
+        assert self._path is not None
+        conf = self._write_config()
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [self._path, str(conf)],
+                cwd=self.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # terminal signals reach only us, not the server
+            )
+        self._proc_box[0] = proc
+        self._wait_ready(proc, log_offset)
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], log_offset: int) -> None:
+        """Poll until ``proc`` answers PING with its own pid; raise on exit or timeout."""
+        deadline = time.monotonic() + self.startup_timeout
+        delay = 0.005
+        last_error: BaseException | None = None
+        while True:
+            if proc.poll() is not None:
+                if "Address already in use" in self._log_since(log_offset):
+                    raise _PortTaken(f"port {self._port}: address already in use")
+                raise ServerStartError(
+                    f"{self.binary} exited with code {proc.returncode} during startup "
+                    f"(port {self._port}, dir {self._dir}). Log tail:\n{self.log_tail()}"
+                )
+            if time.monotonic() >= deadline:
+                raise ServerStartError(
+                    f"{self.binary} did not answer PING within {self.startup_timeout}s "
+                    f"(port {self._port}, pid {proc.pid}, dir {self._dir}; last error: "
+                    f"{last_error!r}). Log tail:\n{self.log_tail()}"
+                )
+            try:
+                # One try per poll: redis-py's own retries would overrun the deadline.
+                with self.client(
+                    socket_connect_timeout=0.5, socket_timeout=1, retry=Retry(NoBackoff(), 0)
+                ) as c:
+                    c.ping()
+                    pid = int(c.info("server")["process_id"])
+                if pid == proc.pid:
+                    return
+                last_error = ServerError(f"port {self._port} answered from pid {pid}")
+            except redis.exceptions.RedisError as exc:
+                last_error = exc  # not listening yet, or still loading its data
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _halt(self, sig: signal.Signals, timeout: float = 10.0) -> None:
+        """Send ``sig`` to a live server and reap it (SIGKILL if it outlives timeout)."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._proc_box[0] = None

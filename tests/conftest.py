@@ -1,0 +1,24 @@
+"""Shared pytest fixtures. Servers are throwaway processes on free loopback ports
+(emq_live.server), never the default port; a missing binary is an error, not a skip."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from emq_live.server import ServerProcess
+
+
+@pytest.fixture(scope="session")
+def valkey() -> Iterator[ServerProcess]:
+    """A valkey-server for the whole session (no persistence)."""
+    with ServerProcess("valkey-server") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[ServerProcess]:
+    """Debian's redis-server 7.0, the second server under test (no persistence)."""
+    with ServerProcess("redis-server") as server:
+        yield server
