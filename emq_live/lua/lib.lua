@@ -167,9 +167,7 @@ function emq.begin(op)
     local t = emq.types[a.type]
     if a.optional and v == "" then
       v = nil
-    elseif a.type == "payload" then
-      v = v -- any bytes
-    elseif a.type == "text" then
+    elseif t.max_bytes then
       if #v > t.max_bytes then
         return nil, emq.refuse(ARG, a.name .. " is longer than " .. t.max_bytes .. " bytes")
       end
@@ -183,12 +181,12 @@ function emq.begin(op)
       if not ok then
         return nil, emq.refuse(ARG, a.name .. " must be one of " .. table.concat(t.values, ", "))
       end
-    else
+    elseif t.min then
       v = emq.integer(v, t)
       if v == nil then
         return nil, emq.refuse(ARG, a.name .. " must be a canonical decimal in [" .. t.min .. ", " .. t.max .. "]")
       end
-    end
+    end -- a payload (no bounds) is any bytes
     args[a.name] = v
   end
   if spec.clock then
