@@ -1,8 +1,8 @@
 """Harness of the live tests (tests/test_live.py, tests/test_scripts.py).
 
 - Backends: ``model`` (QueueModel alone), ``fakeredis`` (in-process, a fresh server per
-  test) and ``valkey`` (the session's throwaway valkey-server, database ``DB`` flushed per
-  test).
+  test), ``valkey`` (the session's throwaway valkey-server, database ``DB`` flushed per
+  test) and ``redis`` (Debian's redis-server 7.0, likewise: a second real server).
 - ``Twin``: one queue driven on the model and on a live backend in lockstep. Every call
   is made on both; answers (or refusal codes) must be equal, ``last_dropped`` too; after
   an answer the live snapshot must equal the model's (and show the same invariant
@@ -30,7 +30,7 @@ from emq_model.snapshot import Snapshot, diff
 DB = 9
 """The Valkey database the live tests use (flushed before each test)."""
 
-LIVE = ("fakeredis", "valkey")
+LIVE = ("fakeredis", "valkey", "redis")
 BACKENDS = ("model",) + LIVE
 OPS = tuple(spec.OPS)
 
@@ -53,7 +53,7 @@ def make_backend(kind: str, request: pytest.FixtureRequest) -> "Backend":
         return Backend(kind, None)
     if kind == "fakeredis":
         return Backend(kind, emq_live.connect())
-    url = flush_url(request.getfixturevalue("valkey"))
+    url = flush_url(request.getfixturevalue("valkey" if kind == "valkey" else "redis_server"))
     return Backend(kind, emq_live.connect(url), url)
 
 
@@ -68,7 +68,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator["Backend"]:
 
 @pytest.fixture(params=LIVE)
 def live(request: pytest.FixtureRequest) -> Iterator["Backend"]:
-    """Each live backend in turn (fakeredis, Valkey)."""
+    """Each live backend in turn (fakeredis, Valkey, Redis)."""
     b = make_backend(request.param, request)
     yield b
     b.conn.close()
