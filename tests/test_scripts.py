@@ -229,3 +229,37 @@ def test_snapshot_reports_stray_keys_and_wrong_types(live) -> None:
         "emq:{s*[x]}:junk", "emq:{s*[x]}:job:" + J(2), "emq:{s*[x]}:metrics:completed", "emq:{s*[x]}:metrics:failed",
     ]))
     assert snap.failed == 2 and snap.completed == 0 and [i for i, _ in snap.rows] == [J(1)]
+
+
+def test_id_overflow_check_ignores_the_servers_collation(tmp_path, monkeypatch) -> None:
+    """Valkey collates Lua strings with strcoll under its locale (it calls setlocale with
+    LC_COLLATE from the environment). Under en_US.UTF-8 ``"a0" < "Az"`` holds, so an
+    overflow check written with Lua's ``<`` would accept ``JOBa0000000000`` (> 2^63-1).
+    lib.lua compares bytes: the id is refused on that server too."""
+    import shutil
+    import subprocess
+
+    import redis
+
+    import emq_live
+    from emq_live.server import ServerProcess
+
+    if shutil.which("localedef") is None:
+        pytest.skip("localedef is not installed: no en_US.UTF-8 locale can be built")
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    built = subprocess.run(["localedef", "-i", "en_US", "-f", "UTF-8", str(locales / "en_US.UTF-8")],
+                           capture_output=True)
+    if not (locales / "en_US.UTF-8").is_dir():
+        pytest.skip(f"en_US.UTF-8 could not be built: {built.stderr[-200:]!r}")
+    monkeypatch.setenv("LOCPATH", str(locales))
+    monkeypatch.setenv("LC_ALL", "en_US.UTF-8")
+    with ServerProcess() as server:
+        with redis.Redis.from_url(server.url) as r:
+            assert r.eval('return ("a0" < "Az") and 1 or 0', 0) == 1  # the collation is in force
+        with emq_live.connect(server.url) as conn:
+            for bad in ("JOBa0000000000", "JOBB0000000000", "JOBAzL8n0Y58m8"):
+                with pytest.raises(errors.KindError):
+                    conn.scripts.run(conn.redis, "enqueue", [*KEYS6, row(bad)], [bad, ""])
+            assert conn.scripts.run(conn.redis, "enqueue", [*KEYS6, row(MAX_ID)], [MAX_ID, ""]) == b"enqueued"
+            assert conn.queue(Q).snapshot().rows[0][0] == MAX_ID
