@@ -1,0 +1,62 @@
+"""Transition coverage: which (op, outcome) cells of the spec table a run reached.
+
+The cells come from ``specs/transitions.json``; ``classify`` names the cell a call landed
+in from its answer and the model's state around it, so a rule whose precondition never
+holds shows up as an unreached cell instead of hiding.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from emq_model.errors import EmqError
+from emq_model.spec import cells
+
+
+def classify(
+    op: str, answer: Any, *, was: str | None = None, dropped: bool = False, dead_before: int = 0, dead_after: int = 0
+) -> list[str]:
+    """The outcome names of one call. ``answer`` is the model's answer or its
+    ``EmqError``; ``was`` is the id's location before the call (complete); ``dropped``
+    whether a claim dropped orphans; the failed counter before/after tells a reap's
+    dead-letterings from its requeues."""
+    if isinstance(answer, EmqError):
+        return [answer.code]
+    if op == "claim":
+        return ["empty" if answer is None else "claimed"] + (["dropped"] if dropped else [])
+    if op == "complete" and answer == "ok" and was == "pending":
+        return ["late"]
+    if op == "promote":
+        return ["moved" if answer else "none"]
+    if op == "reap":
+        dead = dead_after - dead_before
+        out = []
+        if dead:
+            out.append("dead")
+        if answer - dead:
+            out.append("requeued")
+        return out or ["none"]
+    return [answer]
+
+
+class Coverage:
+    """Counts of every cell reached; the spec's cells are the denominator."""
+
+    def __init__(self) -> None:
+        self.hits: Counter[tuple[str, str]] = Counter()
+        self.total = cells()
+
+    def add(self, op: str, outcome: str) -> None:
+        """Count one reached cell (a cell outside the table is a kit bug, so it raises)."""
+        if (op, outcome) not in self.total:
+            raise KeyError(f"outcome {op}/{outcome} is not a cell of specs/transitions.json")
+        self.hits[(op, outcome)] += 1
+
+    def unreached(self) -> list[tuple[str, str]]:
+        """Cells of the table no call reached, in table order."""
+        return [c for c in self.total if not self.hits[c]]
+
+    def reached(self) -> int:
+        """How many distinct cells were reached."""
+        return len(self.total) - len(self.unreached())

@@ -1,0 +1,347 @@
+"""The conformance machine: a Hypothesis rule-based state machine that drives the model
+and a target side by side, on two queues, and after every step demands equal answers
+(INV-8), equal snapshots (INV-8) and clean invariants (INV-1..7) on both sides.
+
+Vocabulary: a *rule* is one call of an op; a *step* is one rule with its checks; the
+*clock* is virtual (the model's ``now`` passed to both sides); a *claim* in the bundle
+keeps its token forever, so stale and foreign tokens come back after reaps, retries and
+reclaims.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from hypothesis import event, strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
+
+from emq_model import branded_id, spec
+from emq_model.errors import EmqError
+from emq_model.invariants import Violation, check
+from emq_model.model import Claimed, QueueModel
+from emq_model.snapshot import Snapshot, diff
+
+from .coverage import Coverage, classify
+from .targets import Target
+
+# Two queues per run so a leak across queues shows; the second name carries glob
+# metacharacters and non-ASCII so a snapshot that scans keys without escaping, or that
+# mangles UTF-8, diverges.
+QUEUES = ("alpha", "β*[x]")
+
+# A small id pool makes duplicates, foreign tokens and re-enqueues after completion common.
+POOL = tuple(branded_id.encode("JOB", branded_id.snowflake(branded_id.EPOCH_MS + 1000 * i, 1, i)) for i in range(1, 7))
+
+# Malformed and foreign ids: each must be refused with EMQKIND before anything else.
+BAD_IDS = (
+    "", "JOB", "JOBzzzzzzzzzzz", "ORD0KHTOWnGLuC", "job0KHTOWnGLuC", "J0B0KHTOWnGLuC",
+    "JOB0KHTOWnGLu", "JOB0KHTOWnGLuCC", "JOB0KHTOWnGL-C", "JOBé0KHTOWnGL", " JOB0KHTOWnGLu",
+    42, None, b"JOB0KHTOWnGLuC",
+)
+BAD_QUEUES = ("", "a{b", "a}b", "a b", "tab\tq", "nl\n", "nul\x00", "del\x7f", "x" * 129, 7)
+
+START = 1_750_000_000_000  # the virtual clock's first reading (ms)
+PAYLOADS = st.one_of(st.sampled_from([b"", b"p", "ü", b"\x00\xff"]), st.binary(max_size=8))
+LEASES = st.integers(1, 12)  # short, so leases expire within a few ticks
+DELAYS = st.integers(0, 20)
+CAPS = st.integers(1, 3)
+TOKENS = st.integers(1, 5)
+LIMITS = st.sampled_from([1, 2, 100])
+# Most steps go to the first queue, so one queue's lifecycle gets deep; the second sees
+# enough traffic for a cross-queue leak to show.
+queues = st.sampled_from(QUEUES[:1] * 3 + QUEUES[1:])
+ids = st.sampled_from(POOL)
+SETTLES = st.sampled_from(["complete", "retry", "extend"])
+# A spoil makes one argument (or the clock) of a call bad: (which argument, which bad
+# value), both taken modulo what the op has. Most calls are unspoiled.
+Spoil = tuple[int, int] | None
+SPOIL = st.one_of(st.none(), st.none(), st.none(), st.tuples(st.integers(0, 7), st.integers(0, 15)))
+
+
+class Divergence(AssertionError):
+    """The target left the model: ``kind`` is answer, snapshot or invariant; ``rule`` the
+    spec rule it cites; ``lines`` the evidence in plain words."""
+
+    def __init__(self, kind: str, rule: str, step: "Step", lines: list[str]) -> None:
+        self.kind, self.rule, self.step, self.lines = kind, rule, step, lines
+        super().__init__(f"{kind} diverges at step {step.index} {step.call()} ({rule}):\n  " + "\n  ".join(lines))
+
+
+@dataclass
+class Step:
+    """One call as it ran on both sides."""
+
+    index: int
+    queue: str
+    op: str
+    args: dict[str, Any]
+    model: Any = None
+    target: Any = None
+
+    def call(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
+        return f"{self.op}({self.queue!r}, {body})"
+
+
+@dataclass
+class Run:
+    """What a whole run accumulates across examples (the machine is rebuilt per example)."""
+
+    coverage: Coverage = field(default_factory=Coverage)
+    examples: int = 0
+    steps: int = 0
+    checks: int = 0
+    last: list[Step] = field(default_factory=list)
+    progress: Callable[["Run"], None] | None = None
+
+
+def outcome(fn: Callable[[], Any]) -> Any:
+    """A call's answer, or the refusal it raised (refusals compare by code)."""
+    try:
+        return fn()
+    except EmqError as err:
+        return err
+
+
+class Conformance(RuleBasedStateMachine):
+    """Model vs target, step by step. Build with ``Conformance.factory(target, run)``."""
+
+    claims = Bundle("claims")
+
+    target: Target
+    run: Run
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target.reset()
+        self.run.examples += 1
+        self.run.last = self.steps = []
+        self.now = START
+        self.models = {q: QueueModel(q) for q in QUEUES}
+        self.impls = {q: self.target.queue(q) for q in QUEUES}
+        self.previous: dict[str, tuple[Snapshot, Snapshot]] = {}
+        self.orphans: dict[str, set[str]] = {q: set() for q in QUEUES}
+        if self.run.progress:
+            self.run.progress(self.run)
+
+    @classmethod
+    def factory(cls, target: Target, run: Run) -> Callable[[], "Conformance"]:
+        """A zero-argument factory for ``run_state_machine_as_test``."""
+        machine = type(cls.__name__, (cls,), {"target": target, "run": run})
+        return machine
+
+    # -- the one way a step runs --------------------------------------------------------
+
+    def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
+        """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
+        argument spoiled if asked), then check answers, snapshots and invariants."""
+        model = self.models[queue]
+        if spec.OPS[op]["clock"]:
+            args = {**args, "now": self.now}
+        if spoil is not None:
+            args = _spoiled(op, args, spoil)
+        was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
+        failed_before = model.failed
+        step = Step(len(self.steps) + 1, queue, op, args)
+        self.steps.append(step)
+        self.run.steps += 1
+        step.model = outcome(lambda: getattr(model, op)(**args))
+        step.target = outcome(lambda: getattr(self.impls[queue], op)(**args))
+        if step.model != step.target or type(step.model) is not type(step.target):
+            raise Divergence("answer", spec.rule(op) if op in spec.OPS else "INV-8", step,
+                             [f"model answered {step.model!r}", f"target answered {step.target!r}"])
+        if op == "claim" and model.last_dropped != self.impls[queue].last_dropped:
+            raise Divergence("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
+                                                           f"target dropped {self.impls[queue].last_dropped}"])
+        if op in spec.TRANSITIONS:
+            for name in classify(op, step.model, was=was, dropped=bool(model.last_dropped) if op == "claim" else False,
+                                 dead_before=failed_before, dead_after=model.failed):
+                self.run.coverage.add(op, name)
+                event(f"{op}/{name}")
+        self.verify(queue, step)
+        return step.model
+
+    def verify(self, queue: str, step: Step) -> None:
+        """INV-8 (snapshots equal), then INV-1..7 on both sides against the previous step."""
+        mine, theirs = self.models[queue].snapshot(), self.target.snapshot(queue)
+        if mine != theirs:
+            raise Divergence("snapshot", "INV-8", step, diff(mine, theirs))
+        prev_mine, prev_theirs = self.previous.get(queue, (None, None))
+        members = {m for _, m, _ in mine.members()}
+        self.orphans[queue] &= members
+        for side, snap, prev in (("model", mine, prev_mine), ("target", theirs, prev_theirs)):
+            found = [v for v in check(snap, prev) if not self._expected(queue, v)]
+            self.run.checks += 1
+            if found:
+                raise Divergence("invariant", found[0].invariant, step, [f"{side}: {v}" for v in found])
+        self.previous[queue] = (mine, theirs)
+
+    def _expected(self, queue: str, v: Violation) -> bool:
+        """An orphan member the machine itself made (``vandalize``) is not a violation."""
+        return v.invariant == "INV-2" and v.id in self.orphans[queue] and "orphan member" in v.seen
+
+    # -- rules: producers --------------------------------------------------------------
+
+    @initialize(jobs=st.lists(ids, max_size=4, unique=True))
+    def backlog(self, jobs: list[str]) -> None:
+        """Start most examples with work waiting, so claims find jobs early."""
+        for job in jobs:
+            self.step(QUEUES[0], "enqueue", {"id": job, "payload": job.encode()})
+
+    @rule(q=queues, job=ids, payload=PAYLOADS, spoil=SPOIL)
+    def enqueue(self, q: str, job: str, payload: bytes, spoil: Spoil) -> None:
+        self.step(q, "enqueue", {"id": job, "payload": payload}, spoil=spoil)
+
+    @rule(q=queues, job=ids, payload=PAYLOADS, when=st.integers(-5, 30),
+          how=st.sampled_from(["delay_ms", "run_at", "delay_ms", "run_at", "both", "neither"]), spoil=SPOIL)
+    def schedule(self, q: str, job: str, payload: bytes, when: int, how: str, spoil: Spoil) -> None:
+        """Both and neither of run_at and delay_ms are refused (T-schedule-1)."""
+        at = {"delay_ms": {"delay_ms": max(when, 0)}, "run_at": {"run_at": max(self.now + when, 0)},
+              "both": {"delay_ms": 1, "run_at": self.now}, "neither": {}}[how]
+        self.step(q, "schedule", {"id": job, "payload": payload, **at}, spoil=spoil)
+
+    # -- rules: workers ----------------------------------------------------------------
+
+    @rule(target=claims, q=queues, lease=LEASES, spoil=SPOIL)
+    def claim(self, q: str, lease: int, spoil: Spoil) -> Any:
+        got = self.step(q, "claim", {"lease_ms": lease}, spoil=spoil)
+        return multiple((q, got.id, got.token)) if isinstance(got, Claimed) else multiple()
+
+    @rule(c=claims, op=SETTLES, foreign=st.sampled_from([False, False, False, True]), delay=DELAYS, cap=CAPS,
+          lease=LEASES, spoil=SPOIL)
+    def settle(self, c: tuple[str, str, int], op: str, foreign: bool, delay: int, cap: int, lease: int,
+               spoil: Spoil) -> None:
+        """A worker settles a claim it kept, maybe long after it went stale, maybe
+        against the other queue."""
+        q, job, token = c
+        self.step(self._other(q) if foreign else q, op, self._settle_args(op, job, token, delay, cap, lease), spoil=spoil)
+
+    @rule(q=queues, op=SETTLES, where=st.sampled_from(["active", "active", "pending"]), pick=st.integers(0, 7),
+          delay=DELAYS, cap=CAPS, lease=LEASES, spoil=SPOIL)
+    def work(self, q: str, op: str, where: str, pick: int, delay: int, cap: int, lease: int, spoil: Spoil) -> None:
+        """The holder of a job's latest token settles it: from active, or late from
+        pending after a reap."""
+        rows = self.models[q].rows
+        # Only jobs that were ever claimed have a token to hold (attempts >= 1).
+        members = sorted(m for m in self.models[q].sets[where] if m in rows and rows[m]["attempts"] != b"0")
+        if members:
+            job = members[pick % len(members)]
+            token = int(rows[job]["attempts"])
+            self.step(q, op, self._settle_args(op, job, token, delay, cap, lease), spoil=spoil)
+
+    @rule(q=queues, job=ids, token=TOKENS, op=SETTLES)
+    def guess(self, q: str, job: str, token: int, op: str) -> None:
+        """A settle with a token nobody was handed (or was, long ago)."""
+        self.step(q, op, self._settle_args(op, job, token, 3, 2, 7))
+
+    # -- rules: pumps and operators ----------------------------------------------------
+
+    @rule(q=queues, limit=LIMITS, spoil=SPOIL)
+    def promote(self, q: str, limit: int, spoil: Spoil) -> None:
+        self.step(q, "promote", {"limit": limit}, spoil=spoil)
+
+    @rule(q=queues, limit=LIMITS, cap=st.one_of(st.none(), CAPS), spoil=SPOIL)
+    def reap(self, q: str, limit: int, cap: int | None, spoil: Spoil) -> None:
+        self.step(q, "reap", {"limit": limit, "max_attempts": cap}, spoil=spoil)
+
+    @rule(q=queues, job=ids, pick=st.one_of(st.none(), st.integers(0, 7)), spoil=SPOIL)
+    def reprocess(self, q: str, job: str, pick: int | None, spoil: Spoil) -> None:
+        self.step(q, "reprocess", {"id": self._pick(q, "dead", pick, job)}, spoil=spoil)
+
+    @rule(q=queues, job=ids, pick=st.one_of(st.none(), st.integers(0, 7)),
+          where=st.sampled_from(spec.LOCATIONS), spoil=SPOIL)
+    def remove(self, q: str, job: str, pick: int | None, where: str, spoil: Spoil) -> None:
+        self.step(q, "remove", {"id": self._pick(q, where, pick, job)}, spoil=spoil)
+
+    @rule(q=queues, which=st.sampled_from(["browse", "counts", "state", "job"]), job=ids, n=st.integers(1, 4),
+          spoil=SPOIL)
+    def read(self, q: str, which: str, job: str, n: int, spoil: Spoil) -> None:
+        args = {"browse": {"n": n}, "counts": {}, "state": {"id": job}, "job": {"id": job}}[which]
+        self.step(q, which, args, spoil=spoil)
+
+    @precondition(lambda self: any(m.sets["pending"] for m in self.models.values()))
+    @rule(q=queues, pick=st.integers(0, 7))
+    def vandalize(self, q: str, pick: int) -> None:
+        """An operator deletes a pending job's row by hand: claim must drop the orphan
+        (T-claim-2), never resurrect it."""
+        pending = sorted(self.models[q].sets["pending"])
+        if not pending:
+            return
+        job = pending[pick % len(pending)]
+        self.models[q].forget_row(job)
+        self.target.forget_row(q, job)
+        self.orphans[q].add(job)
+        self.verify(q, Step(len(self.steps) + 1, q, "forget_row", {"id": job}))
+
+    # -- rules: the clock ----------------------------------------------------------------
+
+    @rule(delta=st.integers(0, 25))
+    def tick(self, delta: int) -> None:
+        self.now += delta
+
+    @rule(q=queues, pick=st.integers(0, 7), offset=st.sampled_from([-1, 0, 1]))
+    def to_boundary(self, q: str, pick: int, offset: int) -> None:
+        """Jump to a lease deadline or run-at, minus one, on it, or one past it: the
+        boundaries where `<` and `<=` differ."""
+        model = self.models[q]
+        marks = sorted(set(model.sets["active"].values()) | set(model.sets["schedule"].values()))
+        if marks:
+            self.now = max(self.now, marks[pick % len(marks)] + offset)
+
+    # -- rules: hostile callers ----------------------------------------------------------
+
+    @rule(name=st.sampled_from(BAD_QUEUES))
+    def bad_queue(self, name: Any) -> None:
+        """KS-3: a bad queue name is refused before any key exists, on both sides."""
+        model = outcome(lambda: QueueModel(name))
+        target = outcome(lambda: self.target.queue(name))
+        step = Step(len(self.steps) + 1, repr(name), "queue", {"name": name}, model, target)
+        self.steps.append(step)
+        if not (isinstance(model, EmqError) and model == target):
+            raise Divergence("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _pick(self, q: str, loc: str, pick: int | None, fallback: str) -> str:
+        """A member of the model's ``loc`` chosen by ``pick`` (so the op meets the state
+        it cares about), or ``fallback`` when ``pick`` is None or the location is empty."""
+        members = sorted(self.models[q].sets[loc])
+        return members[pick % len(members)] if members and pick is not None else fallback
+
+    @staticmethod
+    def _settle_args(op: str, job: str, token: int, delay: int, cap: int, lease: int) -> dict[str, Any]:
+        extra = {"complete": {}, "retry": {"delay_ms": delay, "max_attempts": cap, "error": "boom"},
+                 "extend": {"lease_ms": lease}}[op]
+        return {"id": job, "token": token, **extra}
+
+    def _other(self, q: str) -> str:
+        return QUEUES[1 - QUEUES.index(q)]
+
+    @invariant()
+    def clock_is_valid(self) -> None:
+        assert 0 <= self.now <= spec.LIMITS["ms_max"]
+
+
+def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int]) -> dict[str, Any]:
+    """``args`` with one argument (the clock counts as one) replaced by a value outside
+    its type from the spec table: the refusal must be that type's code."""
+    table = spec.OPS[op]["args"] + ([{"name": "now", "type": "time", "optional": True}] if "now" in args else [])
+    if not table:
+        return args
+    victim = table[spoil[0] % len(table)]
+    bad = _bad_values(victim)
+    return {**args, victim["name"]: bad[spoil[1] % len(bad)]}
+
+
+def _bad_values(arg: dict[str, Any]) -> list[Any]:
+    """Values outside an argument's type, from the spec table."""
+    t = spec.TYPES[arg["type"]]
+    if arg["type"] == "job_id":
+        return list(BAD_IDS)
+    if arg["type"] in ("payload", "text"):
+        too_long = [b"x" * (spec.bound(t["max_bytes"]) + 1)] if "max_bytes" in t else []
+        return [7, 1.5, ["list"]] + too_long
+    lo, hi = spec.bound(t["min"]), spec.bound(t["max"])
+    bad = [lo - 1, hi + 1, 1.5, str(lo + 1), True]
+    return bad if arg.get("optional") else bad + [None]
