@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import redis
 
 import emq_live
 from emq_live.scripts import ScriptSet, prelude
@@ -540,3 +539,17 @@ def test_prelude_is_generated_from_the_table() -> None:
         argv = emq[b"ops"][op.encode()][b"argv"]
         assert [argv[i + 1][b"name"].decode() for i in range(len(d["argv"]))] == [a["name"] for a in d["argv"]]
     assert ScriptSet()["claim"].source.startswith(prelude())
+
+
+def test_a_server_restart_is_recovered_unnoticed() -> None:
+    """A restart empties the script cache; the next call meets NOSCRIPT (after redis-py
+    reconnects) and goes through."""
+    with ServerProcess(persistence=True) as server:
+        conn = emq_live.connect(server.url)
+        q = conn.queue("restart")
+        assert q.enqueue(J(1), b"kept") == "enqueued"
+        server.restart()
+        assert q.claim(10, now=T0) == Claimed(J(1), b"kept", 1)
+        assert conn.redis.script_exists(conn.scripts["claim"].sha) == [True]
+        assert conn.redis.script_exists(conn.scripts["enqueue"].sha) == [False]
+        conn.close()
