@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -134,6 +134,9 @@ class ServerProcess:
             the directives this class owns (port, bind, dir, daemonize, logfile, pidfile).
         startup_timeout: seconds ``start()``/``restart()`` wait for PING.
         port: a fixed port instead of a free one (no retry on a bind race then).
+
+    With ``cluster-enabled yes`` and no ``cluster-port`` in ``config``, a free cluster bus
+    port is picked as well (``.cluster_port``), kept across ``restart()``.
     """
 
     def __init__(
@@ -155,10 +158,17 @@ class ServerProcess:
         self.host = HOST
         self._fixed_port = port
         self._port: int | None = port
+        # Cluster mode: the bus port defaults to port + 10000, which may be taken or
+        # exceed 65535 for a high free port; so pick a free bus port too (cluster-port).
+        self._wants_bus_port = (
+            self.config.get("cluster-enabled", "").strip().strip('"').lower() == "yes"
+            and not any(k.lower() == "cluster-port" for k in self.config)
+        )
+        self.cluster_port: int | None = None
         self._path: str | None = None
         self._dir: Path | None = None
         self._proc_box: list[subprocess.Popen[bytes] | None] = [None]
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: Callable[[], object] | None = None
         self._spent = False
 
     # ----------------------------------------------------------------- properties
@@ -226,6 +236,10 @@ class ServerProcess:
         attempts = 1 if self._fixed_port is not None else _PORT_ATTEMPTS
         for attempt in range(1, attempts + 1):
             self._port = self._fixed_port if self._fixed_port is not None else free_port()
+            if self._wants_bus_port:
+                self.cluster_port = free_port()
+                while self.cluster_port == self._port:
+                    self.cluster_port = free_port()
             try:
                 self._launch()
                 return self
@@ -248,6 +262,7 @@ class ServerProcess:
         self._finalizer = None
         self._dir = None
         self._port = self._fixed_port
+        self.cluster_port = None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Shut the server down (SIGTERM, then SIGKILL after ``timeout``) and remove its
@@ -344,6 +359,8 @@ class ServerProcess:
         ]
         if self.persistence:
             lines.append("appendfsync always")
+        if self.cluster_port is not None:
+            lines.append(f"cluster-port {self.cluster_port}")
         lines += [f"{k} {v}" for k, v in self.config.items()]
         conf = self.dir / _CONF_NAME
         conf.write_text("\n".join(lines) + "\n")

@@ -22,6 +22,14 @@ def _port_is_free(port: int) -> bool:
         return True
 
 
+def free_port_above(low: int) -> int:
+    """A free loopback port >= low (scanning up), for the cluster bus port case."""
+    for port in range(low, 65536):
+        if _port_is_free(port):
+            return port
+    raise RuntimeError(f"no free port above {low}")
+
+
 def test_valkey_answers_ping_and_eval(valkey: ServerProcess) -> None:
     assert valkey.url == f"redis://127.0.0.1:{valkey.port}"
     assert valkey.port != 6379
@@ -90,6 +98,15 @@ def test_without_persistence_kill_loses_data() -> None:
 
 def test_extra_config_is_applied() -> None:
     with ServerProcess(config={"cluster-enabled": "yes"}) as srv:
+        assert srv.cluster_port is not None and srv.cluster_port != srv.port
+        with srv.client(decode_responses=True) as c:
+            assert c.info("cluster")["cluster_enabled"] == 1
+            assert c.config_get("cluster-port") == {"cluster-port": str(srv.cluster_port)}
+
+
+def test_cluster_mode_on_a_high_port() -> None:
+    """The default bus port (port + 10000) would exceed 65535: a free one is used."""
+    with ServerProcess(port=free_port_above(56000), config={"cluster-enabled": "yes"}) as srv:
         with srv.client() as c:
             assert c.info("cluster")["cluster_enabled"] == 1
 
