@@ -31,7 +31,7 @@ from .targets import Target
 QUEUES = ("alpha", "β*[x]")
 
 # A small id pool makes duplicates, foreign tokens and re-enqueues after completion common.
-POOL = tuple(branded_id.encode("JOB", branded_id.snowflake(branded_id.EPOCH_MS + 1000 * i, 1, i)) for i in range(1, 7))
+POOL = tuple(branded_id.encode("JOB", branded_id.snowflake(branded_id.EPOCH_MS + 1000 * i, 1, i)) for i in range(1, 9))
 
 # Malformed and foreign ids: each must be refused with EMQKIND before anything else.
 BAD_IDS = (
@@ -46,13 +46,16 @@ PAYLOADS = st.one_of(st.sampled_from([b"", b"p", "ü", b"\x00\xff"]), st.binary(
 LEASES = st.integers(1, 12)  # short, so leases expire within a few ticks
 DELAYS = st.integers(0, 20)
 CAPS = st.integers(1, 3)
-TOKENS = st.integers(1, 5)
 LIMITS = st.sampled_from([1, 2, 100])
 # Most steps go to the first queue, so one queue's lifecycle gets deep; the second sees
 # enough traffic for a cross-queue leak to show.
 queues = st.sampled_from(QUEUES[:1] * 3 + QUEUES[1:])
 ids = st.sampled_from(POOL)
 SETTLES = st.sampled_from(["complete", "retry", "extend"])
+# A pump may first move the clock to a boundary of the location it pumps: (which score,
+# offset -1/0/+1). None runs it at the current clock.
+At = tuple[int, int] | None
+AT = st.one_of(st.none(), st.tuples(st.integers(0, 7), st.sampled_from([-1, 0, 1])))
 # A spoil makes one argument (or the clock) of a call bad: (which argument, which bad
 # value), both taken modulo what the op has. Most calls are unspoiled.
 Spoil = tuple[int, int] | None
@@ -104,6 +107,34 @@ def outcome(fn: Callable[[], Any]) -> Any:
         return err
 
 
+class Crash:
+    """A target call that raised something other than a refusal (a script error, a bad
+    reply): always a divergence, never equal to an answer."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def __repr__(self) -> str:
+        return f"raised {type(self.exc).__name__}: {self.exc}"
+
+
+def target_outcome(fn: Callable[[], Any]) -> Any:
+    """``outcome`` for the target side: unexpected exceptions become a ``Crash``, except
+    a lost connection, which is the environment's problem and propagates."""
+    try:
+        return outcome(fn)
+    except (ConnectionError, OSError, *_connection_errors()):
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything a broken implementation raises
+        return Crash(exc)
+
+
+def _connection_errors() -> tuple[type[Exception], ...]:
+    import redis
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
 class Conformance(RuleBasedStateMachine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``."""
 
@@ -147,7 +178,7 @@ class Conformance(RuleBasedStateMachine):
         self.steps.append(step)
         self.run.steps += 1
         step.model = outcome(lambda: getattr(model, op)(**args))
-        step.target = outcome(lambda: getattr(self.impls[queue], op)(**args))
+        step.target = target_outcome(lambda: getattr(self.impls[queue], op)(**args))
         if step.model != step.target or type(step.model) is not type(step.target):
             raise Divergence("answer", spec.rule(op) if op in spec.OPS else "INV-8", step,
                              [f"model answered {step.model!r}", f"target answered {step.target!r}"])
@@ -193,7 +224,7 @@ class Conformance(RuleBasedStateMachine):
     def enqueue(self, q: str, job: str, payload: bytes, spoil: Spoil) -> None:
         self.step(q, "enqueue", {"id": job, "payload": payload}, spoil=spoil)
 
-    @rule(q=queues, job=ids, payload=PAYLOADS, when=st.integers(-5, 30),
+    @rule(q=queues, job=ids, payload=PAYLOADS, when=st.integers(-10, 20),
           how=st.sampled_from(["delay_ms", "run_at", "delay_ms", "run_at", "both", "neither"]), spoil=SPOIL)
     def schedule(self, q: str, job: str, payload: bytes, when: int, how: str, spoil: Spoil) -> None:
         """Both and neither of run_at and delay_ms are refused (T-schedule-1)."""
@@ -217,32 +248,24 @@ class Conformance(RuleBasedStateMachine):
         q, job, token = c
         self.step(self._other(q) if foreign else q, op, self._settle_args(op, job, token, delay, cap, lease), spoil=spoil)
 
-    @rule(q=queues, op=SETTLES, where=st.sampled_from(["active", "active", "pending"]), pick=st.integers(0, 7),
-          delay=DELAYS, cap=CAPS, lease=LEASES, spoil=SPOIL)
-    def work(self, q: str, op: str, where: str, pick: int, delay: int, cap: int, lease: int, spoil: Spoil) -> None:
+    @precondition(lambda self: self._holders())
+    @rule(op=SETTLES, pick=st.integers(0, 15), delay=DELAYS, cap=CAPS, lease=LEASES, spoil=SPOIL)
+    def work(self, op: str, pick: int, delay: int, cap: int, lease: int, spoil: Spoil) -> None:
         """The holder of a job's latest token settles it: from active, or late from
         pending after a reap."""
-        rows = self.models[q].rows
-        # Only jobs that were ever claimed have a token to hold (attempts >= 1).
-        members = sorted(m for m in self.models[q].sets[where] if m in rows and rows[m]["attempts"] != b"0")
-        if members:
-            job = members[pick % len(members)]
-            token = int(rows[job]["attempts"])
-            self.step(q, op, self._settle_args(op, job, token, delay, cap, lease), spoil=spoil)
-
-    @rule(q=queues, job=ids, token=TOKENS, op=SETTLES)
-    def guess(self, q: str, job: str, token: int, op: str) -> None:
-        """A settle with a token nobody was handed (or was, long ago)."""
-        self.step(q, op, self._settle_args(op, job, token, 3, 2, 7))
+        q, job, token = self._holders()[pick % len(self._holders())]
+        self.step(q, op, self._settle_args(op, job, token, delay, cap, lease), spoil=spoil)
 
     # -- rules: pumps and operators ----------------------------------------------------
 
-    @rule(q=queues, limit=LIMITS, spoil=SPOIL)
-    def promote(self, q: str, limit: int, spoil: Spoil) -> None:
+    @rule(q=queues, limit=LIMITS, at=AT, spoil=SPOIL)
+    def promote(self, q: str, limit: int, at: At, spoil: Spoil) -> None:
+        self._advance(q, "schedule", at)
         self.step(q, "promote", {"limit": limit}, spoil=spoil)
 
-    @rule(q=queues, limit=LIMITS, cap=st.one_of(st.none(), CAPS), spoil=SPOIL)
-    def reap(self, q: str, limit: int, cap: int | None, spoil: Spoil) -> None:
+    @rule(q=queues, limit=LIMITS, cap=st.one_of(st.none(), CAPS), at=AT, spoil=SPOIL)
+    def reap(self, q: str, limit: int, cap: int | None, at: At, spoil: Spoil) -> None:
+        self._advance(q, "active", at)
         self.step(q, "reap", {"limit": limit, "max_attempts": cap}, spoil=spoil)
 
     @rule(q=queues, job=ids, pick=st.one_of(st.none(), st.integers(0, 7)), spoil=SPOIL)
@@ -280,15 +303,6 @@ class Conformance(RuleBasedStateMachine):
     def tick(self, delta: int) -> None:
         self.now += delta
 
-    @rule(q=queues, pick=st.integers(0, 7), offset=st.sampled_from([-1, 0, 1]))
-    def to_boundary(self, q: str, pick: int, offset: int) -> None:
-        """Jump to a lease deadline or run-at, minus one, on it, or one past it: the
-        boundaries where `<` and `<=` differ."""
-        model = self.models[q]
-        marks = sorted(set(model.sets["active"].values()) | set(model.sets["schedule"].values()))
-        if marks:
-            self.now = max(self.now, marks[pick % len(marks)] + offset)
-
     # -- rules: hostile callers ----------------------------------------------------------
 
     @rule(name=st.sampled_from(BAD_QUEUES))
@@ -308,6 +322,25 @@ class Conformance(RuleBasedStateMachine):
         it cares about), or ``fallback`` when ``pick`` is None or the location is empty."""
         members = sorted(self.models[q].sets[loc])
         return members[pick % len(members)] if members and pick is not None else fallback
+
+    def _holders(self) -> list[tuple[str, str, int]]:
+        """(queue, id, token) of every job whose latest token a worker may hold: active
+        ones, and pending ones that were claimed before (attempts >= 1, a reap's leftovers)."""
+        return [
+            (q, job, int(model.rows[job]["attempts"]))
+            for q, model in self.models.items()
+            for loc in ("active", "pending")
+            for job in sorted(model.sets[loc])
+            if job in model.rows and model.rows[job]["attempts"] != b"0"
+        ]
+
+    def _advance(self, q: str, loc: str, at: At) -> None:
+        """Move the clock forward to a score of ``loc`` (a lease deadline or a run-at)
+        minus one, on it, or one past it: the boundaries where `<` and `<=` differ."""
+        marks = sorted(set(self.models[q].sets[loc].values()))
+        if at is not None and marks:
+            pick, offset = at
+            self.now = max(self.now, marks[pick % len(marks)] + offset)
 
     @staticmethod
     def _settle_args(op: str, job: str, token: int, delay: int, cap: int, lease: int) -> dict[str, Any]:
