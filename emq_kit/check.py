@@ -9,7 +9,10 @@ holds cannot hide.
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
+import sys
 import random
 import time
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from .machine import Conformance, Divergence, Run, Step
+from .cli import EXIT_FAIL, EXIT_OK, Usage, positive
 from .targets import Target
 
 
@@ -149,3 +153,127 @@ def run_check(
         shrunk=list(run.last) if divergence else [],
         hypothesis_report=lines,
     )
+
+
+def _target(url: str | None, scripts: str | None) -> Any:
+    """A live target, with every way it can fail to exist turned into ``Usage``."""
+    import redis
+
+    from emq_model.errors import EmqError
+
+    from .targets import LiveTarget
+
+    try:
+        return LiveTarget(url, scripts)
+    except FileNotFoundError as exc:
+        raise Usage(f"scripts: {exc}") from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise Usage(f"cannot reach {url}: {exc}") from None
+    except ValueError as exc:
+        raise Usage(f"bad URL {url!r}: {exc}") from None
+    except EmqError as exc:
+        raise Usage(f"{url}: {exc}") from None
+    except redis.exceptions.ResponseError as exc:
+        raise Usage(f"{url} refused to load the scripts: {exc}") from None
+
+
+def _progress(profile_examples: int) -> Any:
+    """A progress line on a terminal; nothing when piped."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(run: Run) -> None:
+        sys.stderr.write(
+            f"\r  examples {run.examples}/{profile_examples}  steps {run.steps}  "
+            f"cells {run.coverage.reached()}/{len(run.coverage.total)} "
+        )
+        sys.stderr.flush()
+
+    return show
+
+
+def format_step(step: Step) -> str:
+    """One step of a counterexample: the call, then both answers when they differ."""
+    same = step.model == step.target and type(step.model) is type(step.target)
+    answer = f"-> {step.model!r}" if same else f"-> model {step.model!r} | target {step.target!r}"
+    return f"  {step.index:>3}. {step.call()} {answer}"
+
+
+def format_report(report: Report) -> str:
+    """The human summary, with the counterexample when there is one."""
+    t = report.target
+    lines = [
+        f"emq check: {report.verdict.upper()}  target {t.get('target')} ({t.get('server', '?')}), "
+        f"scripts {t.get('scripts', '-')}, profile {report.profile}, seed {report.seed}",
+        f"  examples {report.examples}   steps {report.steps}   invariant checks {report.checks}",
+        f"  cells {report.reached}/{report.total} (op x outcome, specs/transitions.json)",
+        f"  wall {report.seconds:.2f} s   {report.steps_per_second:,.0f} checked steps/s",
+    ]
+    if report.unreached:
+        lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
+    d = report.divergence
+    if d is not None:
+        lines.append("")
+        lines.append(f"counterexample: the {d.kind} diverges at step {d.step.index} ({d.rule})")
+        lines.extend(f"  {line}" for line in d.lines)
+        lines.append("")
+        lines.append(f"shrunk steps ({len(report.shrunk)}):")
+        lines.extend(format_step(s) for s in report.shrunk)
+        lines.append(f"replay the search with: emq check --seed {report.seed} --profile {report.profile}")
+    return "\n".join(lines)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The machine-readable summary (``--json``)."""
+    d = report.divergence
+    return {
+        "verdict": report.verdict,
+        "profile": report.profile,
+        "seed": report.seed,
+        "target": report.target,
+        "examples": report.examples,
+        "steps": report.steps,
+        "invariant_checks": report.checks,
+        "seconds": round(report.seconds, 3),
+        "steps_per_second": round(report.steps_per_second, 1),
+        "cells": {"reached": report.reached, "total": report.total,
+                  "unreached": [f"{op}/{o}" for op, o in report.unreached], "hits": report.hits},
+        "divergence": None if d is None else {
+            "kind": d.kind, "rule": d.rule, "step": d.step.index, "evidence": d.lines,
+            "steps": [format_step(s).strip() for s in report.shrunk],
+        },
+    }
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    profile = PROFILES[args.profile]
+    target = _target(args.url, args.scripts)
+    import redis
+
+    try:
+        report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
+                           progress=_progress(args.examples or profile.examples))
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise Usage(f"lost the server {args.url}: {exc}") from None
+    finally:
+        target.close()
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if args.json:
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        print(format_report(report))
+    return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def register(sub: Any) -> None:
+    """Add ``emq check`` to the command line."""
+    c = sub.add_parser("check", help="run the conformance machine: model vs an implementation")
+    c.add_argument("--url", help="a server (redis://, valkey://, unix://); default: embedded fakeredis")
+    c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
+    c.add_argument("--examples", type=positive, help="examples per round (default: the profile's)")
+    c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
+    c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
+    c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    c.add_argument("--json", action="store_true", help="print the summary as JSON")
+    c.set_defaults(func=cmd_check)
