@@ -45,6 +45,7 @@ __all__ = [
     "ServerError",
     "ServerMissing",
     "ServerProcess",
+    "ClusterProcess",
     "ServerStartError",
     "free_port",
 ]
@@ -438,3 +439,159 @@ class ServerProcess:
                 proc.kill()
                 proc.wait()
         self._proc_box[0] = None
+
+
+class ClusterProcess:
+    """A throwaway Valkey Cluster on 127.0.0.1: ``primaries`` servers with
+    ``cluster-enabled yes`` (each a ``ServerProcess`` with its own dir, port and bus port),
+    joined by ``<cli> --cluster create ... --cluster-replicas 0 --cluster-yes``.
+
+    ``start()`` returns once every node reports ``cluster_state:ok`` with all 16384 slots
+    and all nodes known, and every node hands out the same slot map (polled with a bounded
+    deadline; ``ServerStartError`` with the cli's output or the nodes' state otherwise).
+    ``url`` is ``redis+cluster://127.0.0.1:PORT`` of the first node, the cluster scheme of
+    ``emq_live.connect``. Usable outside pytest: ``with ClusterProcess() as c: ...``.
+
+    Args:
+        primaries: how many primary nodes (at least 3, the cli's minimum).
+        binary: the server executable; ``cli`` defaults to its sibling
+            (``valkey-server`` -> ``valkey-cli``, ``redis-server`` -> ``redis-cli``).
+        persistence, config: passed to every node's ``ServerProcess``.
+        startup_timeout: seconds for the cli and for the cluster to settle.
+    """
+
+    def __init__(
+        self,
+        primaries: int = 3,
+        *,
+        binary: str = DEFAULT_BINARY,
+        cli: str | None = None,
+        persistence: bool = False,
+        config: Mapping[str, str] | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        if primaries < 3:
+            raise ValueError("a cluster needs at least 3 primaries")
+        self.binary = binary
+        self.cli = cli if cli is not None else _sibling_cli(binary)
+        self.startup_timeout = startup_timeout
+        node_config = {**dict(config or {}), "cluster-enabled": "yes"}
+        self.nodes = [ServerProcess(binary, persistence=persistence, config=node_config) for _ in range(primaries)]
+
+    @property
+    def addresses(self) -> list[str]:
+        """``127.0.0.1:PORT`` of every node, in start order."""
+        return [f"{n.host}:{n.port}" for n in self.nodes]
+
+    @property
+    def url(self) -> str:
+        """``redis+cluster://127.0.0.1:PORT`` of the first node (any node is a seed)."""
+        return f"redis+cluster://{self.addresses[0]}"
+
+    def start(self) -> ClusterProcess:
+        """Start the nodes, create the cluster and wait until it is settled."""
+        cli = _resolve(self.cli)
+        try:
+            for node in self.nodes:
+                node.start()
+            try:
+                done = subprocess.run(
+                    [cli, "--cluster", "create", *self.addresses, "--cluster-replicas", "0", "--cluster-yes"],
+                    capture_output=True,
+                    text=True,
+                    timeout=self.startup_timeout,
+                    stdin=subprocess.DEVNULL,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise ServerStartError(f"{self.cli} --cluster create did not finish in {self.startup_timeout}s") from exc
+            if done.returncode != 0:
+                raise ServerStartError(
+                    f"{self.cli} --cluster create exited with {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+                )
+            self._wait_settled()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every node and remove their dirs. Idempotent."""
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> ClusterProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<ClusterProcess {' '.join(self.addresses) if all(n.running for n in self.nodes) else 'down'}>"
+
+    def client(self, **kwargs: Any) -> Any:
+        """A new ``redis.cluster.RedisCluster`` seeded with the first node (caller closes it)."""
+        from redis.cluster import RedisCluster
+
+        return RedisCluster(host=self.nodes[0].host, port=self.nodes[0].port, **kwargs)
+
+    def slot_map(self) -> list[tuple[int, int, int]]:
+        """``(first slot, last slot, port of its primary)`` for every range, sorted, as the
+        first node hands it out."""
+        with self.nodes[0].client(socket_timeout=5) as c:
+            return _slot_map(c)
+
+    def node_of(self, key: str | bytes) -> ServerProcess:
+        """The node whose primary serves ``key``'s slot."""
+        from emq_model.keyspace import slot
+
+        s = slot(key)
+        port = next(p for lo, hi, p in self.slot_map() if lo <= s <= hi)
+        return next(n for n in self.nodes if n.port == port)
+
+    def _wait_settled(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        delay = 0.01
+        while True:
+            state = self._state()
+            if state is None:
+                return
+            if time.monotonic() >= deadline:
+                raise ServerStartError(f"the cluster did not settle within {self.startup_timeout}s: {state}")
+            time.sleep(delay)  # the nodes gossip the new configuration: nothing to wait on
+            delay = min(delay * 2, 0.2)
+
+    def _state(self) -> str | None:
+        """``None`` once settled, else what is not settled yet."""
+        maps = []
+        for node in self.nodes:
+            try:
+                with node.client(socket_timeout=5, retry=Retry(NoBackoff(), 0)) as c:
+                    info = c.cluster("info")
+                    maps.append(_slot_map(c))
+            except redis.exceptions.RedisError as exc:
+                return f"{node.port}: {exc!r}"
+            info = info if isinstance(info, dict) else {}
+            want = {"cluster_state": "ok", "cluster_slots_ok": 16384, "cluster_known_nodes": len(self.nodes)}
+            seen = {k: _plain(info.get(k)) for k in want}
+            if seen != {k: _plain(v) for k, v in want.items()}:
+                return f"{node.port}: {seen}"
+        if any(m != maps[0] for m in maps) or len(maps[0]) != len(self.nodes):
+            return f"slot maps differ: {maps}"
+        return None
+
+
+def _plain(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _slot_map(client: redis.Redis) -> list[tuple[int, int, int]]:
+    """CLUSTER SLOTS as sorted ``(first, last, primary port)``."""
+    ranges = client.execute_command("CLUSTER SLOTS")
+    return sorted((int(r[0]), int(r[1]), int(r[2][1])) for r in ranges)
+
+
+def _sibling_cli(binary: str) -> str:
+    """``valkey-server`` -> ``valkey-cli`` (a path keeps its dir)."""
+    head, name = os.path.split(binary)
+    stem = name[: -len("-server")] if name.endswith("-server") else name
+    return os.path.join(head, stem + "-cli")
