@@ -6,6 +6,17 @@ Targets (``connect(url)``):
   for every ``connect()`` unless a ``fakeredis.FakeServer`` is passed as ``server``;
 - ``redis://``, ``rediss://``, ``unix://``, and ``valkey://`` / ``valkeys://`` (read as
   ``redis://`` / ``rediss://``): redis-py.
+- ``redis+cluster://host:port`` (also ``rediss+cluster``, ``valkey+cluster``,
+  ``valkeys+cluster``): a Valkey Cluster through ``redis.cluster.RedisCluster``, seeded
+  with that node. Cluster mode is chosen by the scheme, never guessed. Every script is
+  loaded on every primary; a call runs on the primary of its queue's slot (all keys of a
+  queue share the hash tag ``{q}``), and a ``NOSCRIPT`` from one node reloads it there.
+
+A call whose connection drops is not sent again by the client (redis-py's retries are
+off): the script may have run, so a blind resend could repeat a claim or turn one's own
+enqueue into ``duplicate``. The call raises ``redis.exceptions.ConnectionError`` (or
+``TimeoutError``); the next call reconnects. What the caller may assume then is
+specs/lifecycle.md §9 (ALO-*).
 
 The connection speaks RESP2 (``protocol=2``) on every target: fakeredis and Valkey hand
 back the same values under it (scripts reply with integers, bulk strings and arrays only,
@@ -23,6 +34,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import redis
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 from emq_model import errors, keyspace, spec
 from emq_model.model import Claimed
@@ -43,6 +57,21 @@ def _url(url: str) -> str:
     return url
 
 
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://", "valkey+cluster://", "valkeys+cluster://")
+"""URL schemes that select cluster mode (see the module docstring)."""
+
+
+def _client(url: str) -> Any:
+    """A redis-py client for ``url``: ``RedisCluster`` for a cluster scheme. Either way
+    a call is never resent after a connection error (``Retry(NoBackoff(), 0)``)."""
+    no_resend = Retry(NoBackoff(), 0)
+    for scheme in CLUSTER_SCHEMES:
+        if url.startswith(scheme):
+            plain = _url(scheme.replace("+cluster", "") + url[len(scheme) :])
+            return RedisCluster.from_url(plain, protocol=PROTOCOL, retry=no_resend)
+    return redis.Redis.from_url(_url(url), protocol=PROTOCOL, retry=no_resend)
+
+
 def connect(
     url: str | None = None,
     *,
@@ -61,7 +90,7 @@ def connect(
     else:
         if server is not None:
             raise ValueError("server is only for the in-process fakeredis target (url=None)")
-        client = redis.Redis.from_url(_url(url), protocol=PROTOCOL)
+        client = _client(url)
     conn = Connection(client, ScriptSet(scripts))
     try:
         if fence:

@@ -207,7 +207,9 @@ class ScriptSet:
     def _pipeline(self, client: Any, calls: Sequence[tuple[str, Sequence[Any], Sequence[Any]]]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for name, keys, args in calls:
-            pipe.evalsha(self.scripts[name].sha, len(keys), *keys, *args)
+            # execute_command, not pipe.evalsha: a cluster pipeline blocks the method
+            # (it cannot route it in general) but routes the command by its keys
+            pipe.execute_command("EVALSHA", self.scripts[name].sha, len(keys), *keys, *args)
         return list(pipe.execute(raise_on_error=False))
 
 
