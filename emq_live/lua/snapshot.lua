@@ -18,33 +18,32 @@ local a, err = emq.begin("snapshot")
 if err then return err end
 local k, prefix = a.keys, a.prefix
 
-local function key_type(key)
-  local t = redis.call("TYPE", key)
-  return type(t) == "table" and t.ok or t
+-- Read a key with the read command of its grammar type: the reply, or nil when the key
+-- holds another type (WRONGTYPE), which makes it stray. One call per key and no TYPE
+-- probe: fakeredis dispatches every call through Python, so calls are the cost.
+local stray = {}
+local function read(cmd, key, ...)
+  local got = redis.pcall(cmd, key, ...)
+  if got.err then
+    stray[#stray + 1] = key
+    return nil
+  end
+  return got
 end
 
-local stray = {}
 local fixed = {}
-for i, name in ipairs(emq.key_names) do
-  local want = i <= #emq.locations and "zset" or "hash"
-  local got = key_type(k[name])
+for _, name in ipairs(emq.key_names) do
   fixed[k[name]] = true
-  if got ~= "none" and got ~= want then
-    stray[#stray + 1] = k[name]
-  end
 end
 
 local reply = {}
 for i, loc in ipairs(emq.locations) do
-  if key_type(k[loc]) == "zset" then
-    reply[i] = redis.call("ZRANGE", k[loc], 0, -1, "WITHSCORES")
-  else
-    reply[i] = {}
-  end
+  reply[i] = read("ZRANGE", k[loc], 0, -1, "WITHSCORES") or {}
 end
 
 -- every key under the prefix: escape the glob's special bytes in the queue name
 local pattern = string.gsub(prefix, "[%*%?%[%]\\]", "\\%0") .. "*"
+local row_head = prefix .. "job:"
 local seen = {}
 local rows = {}
 local cursor = "0"
@@ -54,10 +53,12 @@ repeat
   for _, key in ipairs(page[2]) do
     if not seen[key] and not fixed[key] then
       seen[key] = true
-      local row_head = prefix .. "job:"
-      if string.sub(key, 1, #row_head) == row_head and #key > #row_head and key_type(key) == "hash" then
-        rows[#rows + 1] = string.sub(key, #row_head + 1)
-        rows[#rows + 1] = redis.call("HGETALL", key)
+      if string.sub(key, 1, #row_head) == row_head and #key > #row_head then
+        local fields = read("HGETALL", key)
+        if fields then
+          rows[#rows + 1] = string.sub(key, #row_head + 1)
+          rows[#rows + 1] = fields
+        end
       else
         stray[#stray + 1] = key
       end
@@ -67,11 +68,7 @@ until cursor == "0"
 reply[#emq.locations + 1] = rows
 
 for _, name in ipairs({"completed", "failed"}) do
-  if key_type(k[name]) == "hash" then
-    reply[#reply + 1] = redis.call("HGETALL", k[name])
-  else
-    reply[#reply + 1] = {}
-  end
+  reply[#reply + 1] = read("HGETALL", k[name]) or {}
 end
 reply[#reply + 1] = stray
 return reply
