@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from emq_model.keyspace import check_queue, job_key
+from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 
@@ -18,7 +18,7 @@ class Target(Protocol):
     """The surface the machine needs from an implementation."""
 
     def reset(self) -> None:
-        """Forget every queue: the next example starts from an empty keyspace."""
+        """Forget every queue: each queue handed out afterwards starts empty."""
 
     def queue(self, name: str) -> Any:
         """A queue object with the model's methods (``ArgError`` for a bad name)."""
@@ -66,8 +66,15 @@ class ModelTarget:
 
 
 class LiveTarget:
-    """The live client (``emq_live``) on fakeredis (``url=None``) or a server, running our
-    scripts or those of ``scripts`` (a directory with the same calling convention)."""
+    """The live client (``emq_live``) on fakeredis (``url=None``), a server or a cluster,
+    running our scripts or those of ``scripts`` (a directory with the same calling
+    convention).
+
+    It never flushes a database: a queue starts empty the first time it is handed out
+    after a reset, when every key under its prefix ``emq:{q}:`` is deleted (SCAN of the
+    glob-escaped prefix, then DEL; every primary of a cluster is scanned). Other keys, and
+    the fence, are left alone, so a user restricted to the queue keys can run it (README,
+    "Least privilege") and a shared server keeps its other data."""
 
     def __init__(self, url: str | None = None, scripts: str | None = None) -> None:
         from emq_live.client import connect
@@ -77,17 +84,29 @@ class LiveTarget:
         self.queues: dict[str, Any] = {}
 
     def reset(self) -> None:
-        self.conn.redis.flushall()
-        self.conn.fence()
         self.queues.clear()
 
     def queue(self, name: str) -> Any:
         if name not in self.queues:
-            self.queues[name] = self.conn.queue(name)
+            queue = self.conn.queue(name)  # the name is gated before any key is touched
+            self._wipe(name)
+            self.queues[name] = queue
         return self.queues[name]
 
     def snapshot(self, name: str) -> Snapshot:
         return self.queue(name).snapshot()
+    def _wipe(self, name: str) -> None:
+        """Delete every key of the queue ``name``."""
+        r = self.conn.redis
+        batch: list[bytes] = []
+        for key in r.scan_iter(match=pattern(name), count=1000):
+            batch.append(key)
+            if len(batch) == 1000:
+                r.delete(*batch)
+                batch.clear()
+        if batch:
+            r.delete(*batch)
+
 
     def forget_row(self, name: str, job_id: str) -> None:
         self.conn.redis.delete(job_key(name, job_id))
@@ -98,8 +117,7 @@ class LiveTarget:
 
             server = f"fakeredis {fakeredis.__version__}"
         else:
-            info = self.conn.redis.info("server")
-            server = f"{info.get('server_name', 'redis')} {info.get('valkey_version') or info.get('redis_version')}"
+            server = _server_name(self.conn.redis)
         return {
             "target": self.url or "fakeredis",
             "server": server,
@@ -109,3 +127,20 @@ class LiveTarget:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _server_name(r: Any) -> str:
+    """``valkey 8.0.1``, or ``valkey 8.0.1 cluster``: from HELLO, which every
+    authenticated user may send (INFO needs rights a restricted user lacks); a cluster
+    answers from its first node."""
+    from redis.cluster import RedisCluster
+
+    where = {"target_nodes": r.get_default_node()} if isinstance(r, RedisCluster) else {}
+    reply = r.execute_command("HELLO", "2", **where)
+    hello = {_text(k): _text(v) for k, v in zip(reply[0::2], reply[1::2])}
+    mode = " cluster" if hello.get("mode") == "cluster" else ""
+    return f"{hello.get('server', '?')} {hello.get('version', '?')}{mode}"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -40,6 +40,12 @@ def prefix(queue: str) -> str:
     return "emq:{" + check_queue(queue) + "}:"
 
 
+def pattern(queue: str) -> str:
+    """The SCAN/KEYS glob matching every key of the queue and nothing else: the prefix
+    with the glob's special characters (``* ? [ ] \\``) escaped, then ``*``."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in prefix(queue)) + "*"
+
+
 def queue_key(queue: str, kind: str) -> str:
     """``emq:{queue}:<kind>`` for one of ``KINDS``."""
     if kind not in KINDS:
