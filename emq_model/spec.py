@@ -67,7 +67,10 @@ def check_value(type_name: str, name: str, value: Any) -> Any:
         return require(value)
     if type_name in ("payload", "text"):
         if isinstance(value, str):
-            value = value.encode("utf-8")
+            try:
+                value = value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ArgError(f"{name} is a str that is not encodable as UTF-8") from None
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise ArgError(f"{name} must be bytes or str, got {type(value).__name__}")
         value = bytes(value)
