@@ -170,6 +170,7 @@ no("enqueue", KIND, "none-id", world, lambda m: m.enqueue(None, b"x"))
 no("enqueue", ARG, "int-payload", world, lambda m: m.enqueue(N, 5))
 no("enqueue", ARG, "none-payload", world, lambda m: m.enqueue(N, None))
 no("enqueue", ARG, "arg-before-duplicate", world, lambda m: m.enqueue(P, ["p"]))
+no("enqueue", ARG, "str-payload-not-utf8", world, lambda m: m.enqueue(N, "\ud800"))
 
 # -- schedule (T-schedule) -------------------------------------------------------------
 
@@ -209,6 +210,7 @@ no("schedule", ARG, "delay-float", world, lambda m: m.schedule(N, b"x", delay_ms
 no("schedule", ARG, "now-over-ms-max", world, lambda m: m.schedule(N, b"x", run_at=1, now=MS_MAX + 1))
 no("schedule", ARG, "bad-payload", world, lambda m: m.schedule(N, 1, run_at=1, now=1000))
 no("schedule", ARG, "arg-before-duplicate", world, lambda m: m.schedule(P, b"x", now=1000))
+no("schedule", ARG, "str-payload-not-utf8", world, lambda m: m.schedule(N, "a\udcff", run_at=1, now=1000))
 
 # -- claim (T-claim) -------------------------------------------------------------------
 
@@ -324,7 +326,8 @@ for _name, _kw in (
     ("delay-over-ms-max", {"delay_ms": MS_MAX + 1}), ("delay-str", {"delay_ms": "0"}),
     ("cap-zero", {"max_attempts": 0}), ("cap-float", {"max_attempts": 3.0}), ("cap-none", {"max_attempts": None}),
     ("error-int", {"error": 5}), ("error-text-max-plus-1", {"error": b"e" * (TEXT_MAX + 1)}),
-    ("error-multibyte-over", {"error": "é" * (TEXT_MAX // 2 + 1)}), ("now-bool", {"now": True}),
+    ("error-multibyte-over", {"error": "é" * (TEXT_MAX // 2 + 1)}), ("error-str-not-utf8", {"error": "\ud800"}),
+    ("now-bool", {"now": True}),
     ("now-over-ms-max", {"now": MS_MAX + 1}),
 ):
     _args = {"token": 1, "delay_ms": 0, "max_attempts": 3, "error": b"e", "now": 1000, **_kw}
