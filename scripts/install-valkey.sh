@@ -28,12 +28,12 @@ as_root() { "${SUDO[@]}" "$@"; }
 
 need_valkey=0
 plain=()  # packages from the release itself (no -t)
-have valkey-server || need_valkey=1
+{ have valkey-server && have valkey-cli; } || need_valkey=1  # valkey-cli: the cluster tests
 have redis-server || plain+=(redis-server)
 have luacheck || plain+=(lua-check)
 
 if [ "$need_valkey" -eq 0 ] && [ "${#plain[@]}" -eq 0 ]; then
-    log "valkey-server, redis-server and luacheck are installed; nothing to do"
+    log "valkey-server, valkey-cli, redis-server and luacheck are installed; nothing to do"
     exit 0
 fi
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from emq_live.server import ServerProcess
+from emq_live.server import ClusterProcess, ServerProcess
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +22,10 @@ def redis_server() -> Iterator[ServerProcess]:
     """Debian's redis-server 7.0, the second server under test (no persistence)."""
     with ServerProcess("redis-server") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[ClusterProcess]:
+    """A 3-primary Valkey Cluster for the whole session (no replicas, no persistence)."""
+    with ClusterProcess(3) as c:
+        yield c
