@@ -1,0 +1,335 @@
+"""``emq soak`` (issue 8, part 1): the history check catches a non-atomic claim (two
+round trips, interleaved step by step in one process, so the race is forced, not hoped
+for) and accepts the atomic one under the same interleaving; a real soak on Valkey keeps
+every job and passes; the command's table, JSON and exit codes; no process outlives a
+run that fails."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import redis
+
+import emq_live
+from emq_kit import cli, history
+from emq_kit.history import Event
+from emq_kit.ledger import account
+from emq_kit.linearize import ILLEGAL, OK
+from emq_kit.soak import Recorder, SoakConfig, SoakError, fate, format_report, run_soak
+from emq_live.client import Queue
+from emq_live.server import ServerProcess
+from emq_model import invariants, keyspace
+from emq_model.branded_id import JOB, encode
+from emq_model.model import Claimed
+from emq_model.snapshot import Snapshot
+
+J1, J2 = encode(JOB, 10), encode(JOB, 20)
+LONG_LEASE = 60_000
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+class Interleaved(Queue):
+    """A queue whose claim calls ``between()`` in the middle of its work, so a test can
+    run another client's call there."""
+
+    between: Callable[[], Any] = staticmethod(lambda: None)
+
+
+class AtomicClaim(Interleaved):
+    """The real claim (one script), with the other client's call before it: the two
+    claims overlap in time, and each is still one atomic step."""
+
+    def claim(self, lease_ms: int, *, now: int | None = None) -> Claimed | None:
+        self.between()
+        return super().claim(lease_ms, now=now)
+
+
+class SplitClaim(Interleaved):
+    """The defect under test: claim in two round trips — read the lowest pending id,
+    then ZREM + ZADD + HINCRBY (+ HSET, HGET) in a second one. Another client's call
+    between the two reads the same lowest id."""
+
+    def claim(self, lease_ms: int, *, now: int | None = None) -> Claimed | None:
+        r = self.conn.redis
+        head = r.zrange(self.keys[0], 0, 0)
+        if not head:
+            return None
+        self.between()
+        job = head[0].decode()
+        sec, usec = r.time()
+        row = keyspace.job_key(self.name, job)
+        pipe = r.pipeline(transaction=True)
+        pipe.zrem(self.keys[0], job)
+        pipe.zadd(self.keys[1], {job: sec * 1000 + usec // 1000 + lease_ms})
+        pipe.hincrby(row, "attempts", 1)
+        pipe.hset(row, "state", "active")
+        pipe.hget(row, "payload")
+        _, _, token, _, payload = pipe.execute()
+        return Claimed(job, payload or b"", int(token))
+
+
+def interleave(url: str, impl: type[Interleaved], inner: Callable[[Recorder], Any]) -> tuple[list[Event], Any]:
+    """Two jobs enqueued; client A claims, and in the middle of A's claim client B runs
+    ``inner`` (its own claim, maybe more); then A completes what it got. Returns the
+    history, with a snapshot at the end, and the final snapshot."""
+    name = unique("interleave")
+    events: list[Event] = []
+    with emq_live.connect(url) as conn_a, emq_live.connect(url) as conn_b:
+        setup = Recorder(conn_a.queue(name), "setup", events.append)
+        for job in (J1, J2):
+            setup.call("enqueue", id=job, payload=f"payload {job}")
+        b = Recorder(impl(conn_b, name), "B", events.append)
+        queue_a = impl(conn_a, name)
+        queue_a.between = lambda: inner(b)
+        a = Recorder(queue_a, "A", events.append)
+        got = a.call("claim", lease_ms=LONG_LEASE)
+        a.call("complete", id=got.id, token=got.token)
+        final = setup.snapshot()
+    return events, final
+
+
+def b_claims(b: Recorder) -> None:
+    b.call("claim", lease_ms=LONG_LEASE)
+
+
+def b_claims_and_completes(b: Recorder) -> None:
+    got = b.call("claim", lease_ms=LONG_LEASE)
+    b.call("complete", id=got.id, token=got.token)
+
+
+def test_a_split_claim_is_caught_double_claimed(valkey: ServerProcess) -> None:
+    events, final = interleave(valkey.url, SplitClaim, b_claims)
+    claims = [(e.process, e.output[0], e.output[2]) for e in events if e.op == "claim"]
+    assert sorted(claims) == [("A", J1, 2), ("B", J1, 1)]  # the race happened, as forced
+    # The keyspace alone looks sound: J1 active, J2 pending, every invariant holds.
+    assert invariants.check(final) == []
+    checked = history.check(events, seconds=10)
+    assert checked.verdict == ILLEGAL
+    assert [p.key for p in checked.linearizability.illegal] == [J1]
+
+
+def test_a_split_claim_is_caught_completing_a_job_twice(valkey: ServerProcess) -> None:
+    events, final = interleave(valkey.url, SplitClaim, b_claims_and_completes)
+    oks = [e.args["id"] for e in events if e.op == "complete" and e.output == "ok"]
+    assert oks == [J1, J1]
+    acc = account(events, final)
+    assert acc.duplicated == (J1,)
+    checked = history.check(events, seconds=10)
+    assert checked.verdict == ILLEGAL and J1 in [p.key for p in checked.linearizability.illegal]
+
+
+@pytest.mark.parametrize("inner", [b_claims, b_claims_and_completes])
+def test_the_atomic_claim_under_the_same_interleaving_is_accepted(valkey: ServerProcess, inner: Any) -> None:
+    events, final = interleave(valkey.url, AtomicClaim, inner)
+    a_claim, b_claim = (next(e for e in events if e.op == "claim" and e.process == p) for p in "AB")
+    assert a_claim.invoke < b_claim.invoke < b_claim.ret < a_claim.ret  # they overlap
+    assert {a_claim.output[0], b_claim.output[0]} == {J1, J2}
+    assert history.check(events, seconds=10).verdict == OK
+    assert invariants.check(final) == []
+
+
+def test_the_ledger_names_every_way_a_job_can_end() -> None:
+    """Five jobs: completed once, dead, lost (no trace, no ack), unsettled (still
+    pending), completed twice; and counters that disagree with the answers."""
+    done, dead, lost, stuck, twice = (encode(JOB, n) for n in (1, 2, 3, 4, 5))
+    events = [Event("p", "enqueue", {"id": j, "payload": "x"}, "enqueued", 0, 1) for j in (done, dead, lost, stuck, twice)]
+    events += [Event("w", "complete", {"id": j, "token": 1}, "ok", 2, 3) for j in (done, twice, twice)]
+    rows = {j: {"state": b"x", "attempts": b"1", "payload": b"x"} for j in (dead, stuck)}
+    final = Snapshot.build("q", {"dead": [(dead, 0)], "pending": [(stuck, 0)]}, rows, completed=3, failed=0)
+    acc = account(events, final)
+    assert (acc.created, acc.completed, acc.dead) == (5, 1, 1)
+    assert (acc.lost, acc.duplicated, acc.unsettled) == ((lost,), (twice,), (stuck,))
+    assert acc.problems == ("counter failed is 0, but 1 jobs are dead",)
+    assert not acc.clean
+
+
+def test_inv7_between_snapshots_allows_for_jobs_born_in_between() -> None:
+    """A job enqueued and completed between two snapshots is in neither; only the
+    ``born`` bound (SOAK-13) tells INV-7 that the completion may be real."""
+    before = Snapshot.build("q", {}, {}, completed=0)
+    after = Snapshot.build("q", {}, {}, completed=1)
+    assert [v.invariant for v in invariants.check(after, before)] == ["INV-7"]
+    assert invariants.check(after, before, born=1) == []
+    assert [v.invariant for v in invariants.check(Snapshot.build("q", {}, {}, completed=2), before, born=1)] == ["INV-7"]
+
+
+# -- real soaks ------------------------------------------------------------------------------------
+
+SMALL = SoakConfig(workers=3, jobs=150, seconds=40, crash=0.1, overrun=0.05, check_seconds=30, seed=7)
+
+
+def test_fates_follow_their_probabilities() -> None:
+    cfg = SoakConfig(crash=0.1, fail=0.2, overrun=0.3, long=0.1)
+    assert [fate(d, cfg) for d in (0.0, 0.05, 0.2, 0.45, 0.65, 0.85, 0.999)] == [
+        "crash", "crash", "fail", "overrun", "long", "complete", "complete"]
+
+
+@pytest.mark.parametrize("bad", [{"workers": 0}, {"producers": 1025}, {"crash": 0.6, "fail": 0.6},
+                                 {"scheduled": -0.1}, {"seconds": 0}])
+def test_a_bad_config_is_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        SoakConfig(**bad)
+
+
+def test_a_soak_on_valkey_keeps_every_job(valkey: ServerProcess) -> None:
+    report = run_soak(valkey.url, SMALL)
+    fig = report.figures()
+    assert report.ok, "\n".join(fig["problems"])
+    assert fig["jobs"] == SMALL.jobs
+    assert fig["completed"] + fig["dead"] == SMALL.jobs
+    assert (fig["lost"], fig["duplicated"], fig["unsettled"], fig["violations"]) == (0, 0, 0, 0)
+    assert fig["linearizability"] == OK and fig["partitions"] == SMALL.jobs and fig["claim_order"] == 0
+    assert fig["history"] == len(report.events) > 3 * SMALL.jobs
+    # The run did what it claims to exercise: crashes recovered by the reaper, retries,
+    # extensions, promotions, and a stale or gone answer to a worker that overran.
+    assert fig["restarts"] >= 1
+    assert any(e.op == "reap" and e.output > 0 for e in report.events)
+    assert any(e.op == "promote" and e.output > 0 for e in report.events)
+    assert {"retry", "extend", "schedule"} <= set(fig["ops"])
+    assert any(e.op == "complete" and e.output in ("EMQSTALE", "gone") for e in report.events)
+    assert fig["snapshots"] >= 2
+    # A passed run leaves nothing of its queue behind.
+    with valkey.client() as r:
+        assert list(r.scan_iter(match=f"emq:{{{report.queue}}}:*")) == []
+
+
+def test_a_run_the_check_could_not_finish_does_not_pass(valkey: ServerProcess) -> None:
+    """A check budget too small to judge even one partition: the verdict is unknown, and
+    unknown is not a pass."""
+    report = run_soak(valkey.url, SoakConfig(workers=2, jobs=20, seconds=30, check_seconds=1e-9))
+    fig = report.figures()
+    assert (fig["lost"], fig["duplicated"], fig["violations"]) == (0, 0, 0)
+    assert fig["linearizability"] == "unknown" and fig["unknown"] == 20
+    assert not report.ok and fig["verdict"] == "fail"
+    assert "20 partitions unknown within the check budget" in format_report(report)
+
+
+def test_the_command_prints_figures_as_json_and_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --url the command starts its own valkey-server."""
+    code = cli.main(["soak", "--workers", "2", "--jobs", "40", "--seconds", "30", "--json"])
+    out = capsys.readouterr().out
+    fig = json.loads(out)
+    assert code == 0, fig["problems"]
+    assert fig["server"].startswith("throwaway valkey-server")
+    for key in ("jobs", "workers", "lost", "duplicated", "violations", "history", "check_seconds"):
+        assert key in fig
+    assert (fig["jobs"], fig["workers"], fig["lost"], fig["duplicated"]) == (40, 2, 0, 0)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--producers", "2000", "--jobs", "5"], "at most 1024 producers"),
+    (["--url", "redis+cluster://127.0.0.1:1"], "cluster URL is not supported"),
+    (["--url", "redis://127.0.0.1:1"], "cannot use redis://127.0.0.1:1"),
+    (["--url", "bogus://x"], "cannot use bogus://x"),
+])
+def test_the_command_refuses_bad_input_with_exit_2(argv: list[str], says: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["soak", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def _children() -> set[int]:
+    """The pids of this process's live children (every thread's)."""
+    out: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        text = (task / "children").read_text().split()
+        out |= {int(pid) for pid in text}
+    return out
+
+
+def _when_busy(url: str, then: Callable[[], None], seen: set[int]) -> threading.Thread:
+    """A thread that waits (bounded) until the soak's processes have written some jobs,
+    notes this process's children, and runs ``then``."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 20
+        with redis.Redis.from_url(url) as r:
+            while time.monotonic() < deadline and r.dbsize() < 30:
+                time.sleep(0.01)
+        seen.update(_children())
+        then()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+BUSY = SoakConfig(workers=3, jobs=5000, seconds=30, rate=200)
+"""A run that would go on for 25 s if nothing stopped it."""
+
+
+def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the coordinator while its children and its own valkey-server run: when
+    ``run_soak`` returns, none of them is left (the children would otherwise work on)."""
+    import emq_live.server as server_module
+
+    started: list[ServerProcess] = []
+
+    class Recorded(ServerProcess):
+        def start(self) -> ServerProcess:
+            super().start()
+            started.append(self)  # answering PING by now
+            return self
+
+    monkeypatch.setattr(server_module, "ServerProcess", Recorded)
+    before, seen = _children(), set()
+    main = threading.main_thread().ident
+    assert main is not None
+    threads: list[threading.Thread] = []
+
+    def interrupt() -> None:
+        signal.pthread_kill(main, signal.SIGINT)
+
+    def watch() -> None:
+        deadline = time.monotonic() + 20
+        while not started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if started:
+            threads.append(_when_busy(started[0].url, interrupt, seen))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_soak(None, BUSY)
+    finally:
+        watcher.join(30)
+        for t in threads:
+            t.join(30)
+    assert len(seen - before) >= 1 + BUSY.producers + BUSY.workers + 2  # the server and every child
+    assert _children() - before == set()
+    assert not any(_alive(pid) for pid in seen - before)
+
+
+def test_a_run_whose_server_dies_fails_with_an_error_and_leaves_no_process_behind() -> None:
+    before, seen = _children(), set()
+    with ServerProcess("valkey-server") as server:
+        before.add(server.pid)
+        killer = _when_busy(server.url, server.kill, seen)
+        try:
+            with pytest.raises((SoakError, redis.exceptions.ConnectionError)):
+                run_soak(server.url, BUSY)
+        finally:
+            killer.join(30)
+    assert len(seen - before) >= BUSY.producers + BUSY.workers + 2
+    assert _children() - before == set()
+    assert not any(_alive(pid) for pid in seen - before)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
