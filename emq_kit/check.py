@@ -12,18 +12,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import random
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from hypothesis import HealthCheck, Verbosity, seed as hseed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, seed as hseed, settings
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from .machine import Conformance, Divergence, Run, Step
 from .cli import EXIT_FAIL, EXIT_OK, Usage, positive
+from .clock import Clock
 from .targets import Target
 
 
@@ -66,6 +68,9 @@ class Report:
     divergence: Divergence | None = None
     shrunk: list[Step] = field(default_factory=list)
     hypothesis_report: list[str] = field(default_factory=list)
+    trace: Path | None = None
+    trace_text: str = ""
+    first_failure: float | None = None  # perf_counter() at the first divergence
 
     @property
     def steps_per_second(self) -> float:
@@ -95,9 +100,11 @@ def run_check(
     steps: int | None = None,
     seed: int | None = None,
     progress: Callable[[Run], None] | None = None,
+    clock: Clock | None = None,
 ) -> Report:
-    """Run the machine on ``target`` and judge it. Exceptions that are not divergences
-    (a server that went away, a bug in the kit) propagate."""
+    """Run the machine on ``target`` under ``clock`` (virtual by default) and judge it.
+    Exceptions that are not divergences (a server that went away, a bug in the kit)
+    propagate."""
     seed = random.randrange(2**32) if seed is None else seed
     run = Run(progress=progress)
     lines: list[str] = []
@@ -110,7 +117,7 @@ def run_check(
     try:
         round_no, size = 0, per_round
         while size > 0:
-            factory = hseed(seed + round_no)(Conformance.factory(target, run))
+            factory = hseed(seed + round_no)(Conformance.factory(target, run, clock))
             config = settings(
                 max_examples=size,
                 stateful_step_count=steps or profile.steps,
@@ -119,6 +126,9 @@ def run_check(
                 suppress_health_check=list(HealthCheck),
                 verbosity=Verbosity.normal,
                 print_blob=False,
+                # The explain phase re-runs the failing example many times to annotate
+                # which draws matter; our trace says that better, at a fraction of the cost.
+                phases=[p for p in Phase if p is not Phase.explain],
             )
             try:
                 with with_reporter(lines.append):
@@ -152,19 +162,29 @@ def run_check(
         divergence=divergence,
         shrunk=list(run.last) if divergence else [],
         hypothesis_report=lines,
+        first_failure=run.first_failure,
     )
 
 
-def _target(url: str | None, scripts: str | None) -> Any:
-    """A live target, with every way it can fail to exist turned into ``Usage``."""
+def _target(url: str | None, scripts: str | None, driver: str | None = None, clock: str = "virtual",
+            timeout: float = 10.0) -> Any:
+    """A live target, or the port behind ``driver`` (emq_kit/port.py), with every way
+    it can fail to exist turned into ``Usage``."""
     import redis
 
     from emq_model.errors import EmqError
 
+    from .port import DriverError, DriverTarget
     from .targets import LiveTarget
 
+    if driver is not None and scripts is not None:
+        raise Usage("--scripts is for the built-in client; a driver loads its own scripts")
     try:
+        if driver is not None:
+            return DriverTarget(driver, url, clock=clock, timeout=timeout)
         return LiveTarget(url, scripts)
+    except DriverError as exc:
+        raise Usage(str(exc)) from None
     except FileNotFoundError as exc:
         raise Usage(f"scripts: {exc}") from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -214,12 +234,18 @@ def format_report(report: Report) -> str:
     d = report.divergence
     if d is not None:
         lines.append("")
-        lines.append(f"counterexample: the {d.kind} diverges at step {d.step.index} ({d.rule})")
-        lines.extend(f"  {line}" for line in d.lines)
-        lines.append("")
-        lines.append(f"shrunk steps ({len(report.shrunk)}):")
-        lines.extend(format_step(s) for s in report.shrunk)
-        lines.append(f"replay the search with: emq check --seed {report.seed} --profile {report.profile}")
+        if report.trace_text:
+            lines.append(f"counterexample, shrunk to {len(report.shrunk)} steps (ids renamed):")
+            lines.append(report.trace_text)
+        else:
+            lines.append(f"counterexample: the {d.kind} diverges at step {d.step.index} ({d.rule})")
+            lines.extend(f"  {line}" for line in d.lines)
+            lines.append(f"shrunk steps ({len(report.shrunk)}):")
+            lines.extend(format_step(s) for s in report.shrunk)
+        if report.trace is not None:
+            lines.append(f"trace: {report.trace}")
+            lines.append(f"replay it: emq replay {report.trace}")
+        lines.append(f"run the search again: emq check --seed {report.seed} --profile {report.profile}")
     return "\n".join(lines)
 
 
@@ -241,20 +267,44 @@ def report_json(report: Report) -> dict[str, Any]:
         "divergence": None if d is None else {
             "kind": d.kind, "rule": d.rule, "step": d.step.index, "evidence": d.lines,
             "steps": [format_step(s).strip() for s in report.shrunk],
+            "trace": None if report.trace is None else str(report.trace),
         },
     }
 
 
+def write_trace(report: Report, target: Target, directory: Path, clock: Clock | None) -> None:
+    """Record the shrunk counterexample as a trace file in ``directory`` (ids renamed,
+    replayed once more) and keep its path and printout on the report."""
+    from .replay import explain, record, step_table, trace_path
+    from .trace import TraceStep, header
+
+    head = header(report.target, seed=report.seed, profile=report.profile,
+                  clock=getattr(clock, "mode", "virtual"))
+    trace, result = record([TraceStep.of(s) for s in report.shrunk], target, head, clock)
+    report.trace = trace.write(trace_path(directory, trace))
+    report.trace_text = step_table(result) + "\n" + explain(result)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
-    target = _target(args.url, args.scripts)
+    if args.clock == "server" and args.url is None:
+        raise Usage("--clock server needs a server: give --url")
+    target = _target(args.url, args.scripts, args.driver, args.clock, args.timeout)
     import redis
 
+    from .clock import ServerClock
+    from .port import DriverError
+
     try:
+        clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
-                           progress=_progress(args.examples or profile.examples))
+                           progress=_progress(args.examples or profile.examples), clock=clock)
+        if report.divergence is not None:
+            write_trace(report, target, Path(args.traces), clock)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url}: {exc}") from None
+    except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot
+        raise Usage(f"driver {args.driver}: {exc}") from None
     finally:
         target.close()
     if sys.stderr.isatty():
@@ -271,9 +321,18 @@ def register(sub: Any) -> None:
     c = sub.add_parser("check", help="run the conformance machine: model vs an implementation")
     c.add_argument("--url", help="a server (redis://, valkey://, unix://); default: embedded fakeredis")
     c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
+    c.add_argument("--driver", metavar="CMD", help="check a port through its driver program "
+                   "(specs/driver-protocol.md); CMD is split like a shell would, and run without one")
+    c.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="with --driver: how long one request may take (default 10)")
+    c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
+                   help="pass the model's clock on every call (virtual), or none, judging scores "
+                   "within the server's TIME window around each call (server; needs --url)")
     c.add_argument("--examples", type=positive, help="examples per round (default: the profile's)")
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
+    c.add_argument("--traces", metavar="DIR", default=".emq/traces",
+                   help="where counterexample traces are written (default .emq/traces)")
     c.set_defaults(func=cmd_check)

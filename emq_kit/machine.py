@@ -3,17 +3,20 @@ and a target side by side, on two queues, and after every step demands equal ans
 (INV-8), equal snapshots (INV-8) and clean invariants (INV-1..7) on both sides.
 
 Vocabulary: a *rule* is one call of an op; a *step* is one rule with its checks; the
-*clock* is virtual (the model's ``now`` passed to both sides); a *claim* in the bundle
+*clock* is virtual (the model's ``now`` passed to both sides) or the server's
+(``emq_kit/clock.py``); a *claim* in the bundle
 keeps its token forever, so stale and foreign tokens come back after reaps, retries and
 reclaims.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hypothesis import event, strategies as st
+from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
 
 from emq_model import branded_id, spec
@@ -22,6 +25,7 @@ from emq_model.invariants import Violation, check
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
+from .clock import Clock, VirtualClock
 from .coverage import Coverage, classify
 from .targets import Target
 
@@ -97,6 +101,8 @@ class Run:
     checks: int = 0
     last: list[Step] = field(default_factory=list)
     progress: Callable[["Run"], None] | None = None
+    started: float = field(default_factory=time.perf_counter)
+    first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
 
 
 def outcome(fn: Callable[[], Any]) -> Any:
@@ -142,13 +148,14 @@ class Conformance(RuleBasedStateMachine):
 
     target: Target
     run: Run
+    clock: Clock
 
     def __init__(self) -> None:
         super().__init__()
         self.target.reset()
         self.run.examples += 1
         self.run.last = self.steps = []
-        self.now = START
+        self.now = self.clock.start(START)
         self.models = {q: QueueModel(q) for q in QUEUES}
         self.impls = {q: self.target.queue(q) for q in QUEUES}
         self.previous: dict[str, Snapshot] = {}
@@ -157,39 +164,53 @@ class Conformance(RuleBasedStateMachine):
             self.run.progress(self.run)
 
     @classmethod
-    def factory(cls, target: Target, run: Run) -> Callable[[], "Conformance"]:
-        """A zero-argument factory for ``run_state_machine_as_test``."""
-        machine = type(cls.__name__, (cls,), {"target": target, "run": run})
+    def factory(cls, target: Target, run: Run, clock: Clock | None = None) -> Callable[[], "Conformance"]:
+        """A zero-argument factory for ``run_state_machine_as_test`` (the virtual clock
+        unless ``clock`` says otherwise)."""
+        machine = type(cls.__name__, (cls,), {"target": target, "run": run, "clock": clock or VirtualClock()})
         return machine
 
     # -- the one way a step runs --------------------------------------------------------
 
+    def diverge(self, kind: str, rule: str, step: Step, lines: list[str]) -> Divergence:
+        """The divergence to raise; the run notes when it first saw one."""
+        if self.run.first_failure is None:
+            self.run.first_failure = time.perf_counter()
+        return Divergence(kind, rule, step, lines)
+
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
         argument spoiled if asked), then check answers, snapshots and invariants."""
-        model = self.models[queue]
         if spec.OPS[op]["clock"]:
-            args = {**args, "now": self.now}
+            args = self.clock.stamp(args, self.now)
         if spoil is not None:
             args = _spoiled(op, args, spoil)
+        return self.execute(queue, op, args)
+
+    def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:
+        """Run ``op`` with exactly ``args`` on both sides and check everything (the part
+        of a step that ``emq replay`` repeats from a trace)."""
+        model = self.models[queue]
         was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
         failed_before = model.failed
         step = Step(len(self.steps) + 1, queue, op, args)
         self.steps.append(step)
         self.run.steps += 1
-        step.model = outcome(lambda: getattr(model, op)(**args))
-        step.target = target_outcome(lambda: getattr(self.impls[queue], op)(**args))
+        step.model, step.target = self.clock.call(
+            op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
+            lambda a: target_outcome(lambda: getattr(self.impls[queue], op)(**a)), lambda: self.target.snapshot(queue))
         if step.model != step.target or type(step.model) is not type(step.target):
-            raise Divergence("answer", spec.rule(op) if op in spec.OPS else "INV-8", step,
+            raise self.diverge("answer", spec.rule(op) if op in spec.OPS else "INV-8", step,
                              [f"model answered {step.model!r}", f"target answered {step.target!r}"])
         if op == "claim" and model.last_dropped != self.impls[queue].last_dropped:
-            raise Divergence("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
+            raise self.diverge("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
                                                            f"target dropped {self.impls[queue].last_dropped}"])
         if op in spec.TRANSITIONS:
             for name in classify(op, step.model, was=was, dropped=bool(model.last_dropped) if op == "claim" else False,
                                  dead_before=failed_before, dead_after=model.failed):
                 self.run.coverage.add(op, name)
-                event(f"{op}/{name}")
+                if currently_in_test_context():
+                    event(f"{op}/{name}")
         self.verify(queue, step)
         return step.model
 
@@ -199,12 +220,12 @@ class Conformance(RuleBasedStateMachine):
         snapshot and the previous one, and the previous ones were equal too."""
         mine, theirs = self.models[queue].snapshot(), self.target.snapshot(queue)
         if mine != theirs:
-            raise Divergence("snapshot", "INV-8", step, diff(mine, theirs))
+            raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         self.orphans[queue] &= {m for _, m, _ in mine.members()}
         found = [v for v in check(mine, self.previous.get(queue)) if not self._expected(queue, v)]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
         if found:
-            raise Divergence("invariant", found[0].invariant, step, [str(v) for v in found])
+            raise self.diverge("invariant", found[0].invariant, step, [str(v) for v in found])
         self.previous[queue] = mine
 
     def _expected(self, queue: str, v: Violation) -> bool:
@@ -217,7 +238,7 @@ class Conformance(RuleBasedStateMachine):
     def backlog(self, jobs: list[str]) -> None:
         """Start most examples with work waiting, so claims find jobs early."""
         for job in jobs:
-            self.step(QUEUES[0], "enqueue", {"id": job, "payload": job.encode()})
+            self.step(QUEUES[0], "enqueue", {"id": job, "payload": b"backlog"})
 
     @rule(q=queues, job=ids, payload=PAYLOADS, spoil=SPOIL)
     def enqueue(self, q: str, job: str, payload: bytes, spoil: Spoil) -> None:
@@ -248,12 +269,14 @@ class Conformance(RuleBasedStateMachine):
         self.step(self._other(q) if foreign else q, op, self._settle_args(op, job, token, delay, cap, lease), spoil=spoil)
 
     @precondition(lambda self: self._holders())
-    @rule(op=SETTLES, pick=st.integers(0, 15), delay=DELAYS, cap=CAPS, lease=LEASES, spoil=SPOIL)
-    def work(self, op: str, pick: int, delay: int, cap: int, lease: int, spoil: Spoil) -> None:
-        """The holder of a job's latest token settles it: from active, or late from
-        pending after a reap."""
+    @rule(op=SETTLES, pick=st.integers(0, 15), skew=st.sampled_from([0, 0, 0, -1, 1]), delay=DELAYS, cap=CAPS,
+          lease=LEASES, spoil=SPOIL)
+    def work(self, op: str, pick: int, skew: int, delay: int, cap: int, lease: int, spoil: Spoil) -> None:
+        """The holder of a job's latest token settles it: from active, late from pending
+        after a reap, or too late from schedule or dead. A skewed token is the previous holder's (-1) or one never
+        handed out (+1): both must be refused while the job is live (EMQSTALE)."""
         q, job, token = self._holders()[pick % len(self._holders())]
-        self.step(q, op, self._settle_args(op, job, token, delay, cap, lease), spoil=spoil)
+        self.step(q, op, self._settle_args(op, job, max(token + skew, 1), delay, cap, lease), spoil=spoil)
 
     # -- rules: pumps and operators ----------------------------------------------------
 
@@ -290,29 +313,38 @@ class Conformance(RuleBasedStateMachine):
         pending = sorted(self.models[q].sets["pending"])
         if not pending:
             return
-        job = pending[pick % len(pending)]
-        self.models[q].forget_row(job)
-        self.target.forget_row(q, job)
-        self.orphans[q].add(job)
-        self.verify(q, Step(len(self.steps) + 1, q, "forget_row", {"id": job}))
+        self.forget(q, pending[pick % len(pending)])
+
+    def forget(self, queue: str, job: str) -> None:
+        """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
+        step = Step(len(self.steps) + 1, queue, "forget_row", {"id": job}, None, None)
+        self.steps.append(step)
+        self.models[queue].forget_row(job)
+        self.target.forget_row(queue, job)
+        self.orphans[queue].add(job)
+        self.verify(queue, step)
 
     # -- rules: the clock ----------------------------------------------------------------
 
     @rule(delta=st.integers(0, 25))
     def tick(self, delta: int) -> None:
-        self.now += delta
+        self.now = self.clock.advance(self.now + delta)
 
     # -- rules: hostile callers ----------------------------------------------------------
 
     @rule(name=st.sampled_from(BAD_QUEUES))
     def bad_queue(self, name: Any) -> None:
         """KS-3: a bad queue name is refused before any key exists, on both sides."""
+        self.open_queue(name)
+
+    def open_queue(self, name: Any) -> None:
+        """Open a queue by a name KS-3 refuses: both sides must refuse it (a trace step too)."""
         model = outcome(lambda: QueueModel(name))
-        target = outcome(lambda: self.target.queue(name))
-        step = Step(len(self.steps) + 1, repr(name), "queue", {"name": name}, model, target)
+        target = target_outcome(lambda: self.target.queue(name))
+        step = Step(len(self.steps) + 1, "", "queue", {"name": name}, model, target)
         self.steps.append(step)
         if not (isinstance(model, EmqError) and model == target):
-            raise Divergence("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
+            raise self.diverge("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -323,12 +355,14 @@ class Conformance(RuleBasedStateMachine):
         return members[pick % len(members)] if members and pick is not None else fallback
 
     def _holders(self) -> list[tuple[str, str, int]]:
-        """(queue, id, token) of every job whose latest token a worker may hold: active
-        ones, and pending ones that were claimed before (attempts >= 1, a reap's leftovers)."""
+        """(queue, id, token) of every job whose latest token a worker may still hold
+        (attempts >= 1): active ones; pending ones (a reap's leftovers, a late ack); and
+        ones already settled into schedule or dead, whose holder must now be refused
+        (the reference's defect: complete or retry from schedule/dead)."""
         return [
             (q, job, int(model.rows[job]["attempts"]))
             for q, model in self.models.items()
-            for loc in ("active", "pending")
+            for loc in ("active", "pending", "schedule", "dead")
             for job in sorted(model.sets[loc])
             if job in model.rows and model.rows[job]["attempts"] != b"0"
         ]
@@ -339,7 +373,7 @@ class Conformance(RuleBasedStateMachine):
         marks = sorted(set(self.models[q].sets[loc].values()))
         if at is not None and marks:
             pick, offset = at
-            self.now = max(self.now, marks[pick % len(marks)] + offset)
+            self.now = self.clock.advance(max(self.now, marks[pick % len(marks)] + offset))
 
     @staticmethod
     def _settle_args(op: str, job: str, token: int, delay: int, cap: int, lease: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ between examples. ``describe`` names it in summaries and trace headers.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 
 from emq_model.keyspace import check_queue, job_key, pattern
@@ -79,7 +80,8 @@ class LiveTarget:
     def __init__(self, url: str | None = None, scripts: str | None = None) -> None:
         from emq_live.client import connect
 
-        self.url, self.scripts_dir = url, scripts
+        self.url = url
+        self.scripts_dir = str(Path(scripts).resolve()) if scripts is not None else None
         self.conn = connect(url, scripts=scripts)
         self.queues: dict[str, Any] = {}
 
@@ -93,8 +95,6 @@ class LiveTarget:
             self.queues[name] = queue
         return self.queues[name]
 
-    def snapshot(self, name: str) -> Snapshot:
-        return self.queue(name).snapshot()
     def _wipe(self, name: str) -> None:
         """Delete every key of the queue ``name``."""
         r = self.conn.redis
@@ -107,6 +107,8 @@ class LiveTarget:
         if batch:
             r.delete(*batch)
 
+    def snapshot(self, name: str) -> Snapshot:
+        return self.queue(name).snapshot()
 
     def forget_row(self, name: str, job_id: str) -> None:
         self.conn.redis.delete(job_key(name, job_id))

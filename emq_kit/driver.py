@@ -1,0 +1,248 @@
+"""The driver protocol (specs/driver-protocol.md): how the kit talks to a port's driver
+over JSON lines, and the two reference drivers behind ``emq driver``.
+
+Both ends share this module's codec: ``encode``/``decode`` carry bytes as
+``{"b64": "..."}``; ``encode_answer``/``decode_answer`` give each op's result its wire
+shape. ``Driver`` is the driver loop (one request in, one reply out), serving any
+``Target``: ``emq driver --model`` serves a ``ModelTarget`` (the oracle), ``emq driver
+--live`` the Python client (``LiveTarget``) on the server the kit names in ``init``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import sys
+from typing import IO, Any, Callable
+
+from emq_model import errors, spec
+from emq_model.model import Claimed
+from emq_model.snapshot import Snapshot
+
+PROTOCOL = 1
+"""The protocol version a driver names in its ``init`` answer."""
+
+CONTROL_OPS = ("init", "reset", "queue", "shutdown")
+"""Ops about the session rather than a queue; every driver has them."""
+
+QUEUE_OPS: tuple[str, ...] = tuple(spec.OPS)
+"""The contract's ops (specs/transitions.json); every driver has them."""
+
+SERVERLESS_OPS = ("snapshot", "forget_row")
+"""Ops only a driver without a server offers: with a server the kit reads the keyspace
+and deletes rows itself."""
+
+REQUIRED_OPS = CONTROL_OPS + QUEUE_OPS
+
+PROTO = "EPROTO"
+"""Error code: the request breaks the protocol (not JSON, unknown op, bad framing)."""
+DRIVER = "EDRIVER"
+"""Error code: the driver or its client failed (an exception, a lost server)."""
+
+
+class ProtocolError(Exception):
+    """A message that breaks the protocol."""
+
+
+# -- values ---------------------------------------------------------------------------
+
+
+def encode(value: Any) -> Any:
+    """A Python value as JSON: bytes become ``{"b64": ...}``, tuples lists; str, int,
+    float, bool and None stay as they are."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"b64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, (list, tuple)):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    return value
+
+
+def decode(value: Any) -> Any:
+    """The inverse of ``encode``: ``{"b64": ...}`` becomes bytes (``ProtocolError`` if
+    it is not base64)."""
+    if isinstance(value, dict):
+        if value.keys() == {"b64"} and isinstance(value["b64"], str):
+            try:
+                return base64.b64decode(value["b64"], validate=True)
+            except binascii.Error as exc:
+                raise ProtocolError(f"bad base64 {value['b64']!r}: {exc}") from None
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+# -- answers ----------------------------------------------------------------------------
+
+
+def encode_answer(op: str, answer: Any, dropped: tuple[str, ...] = ()) -> Any:
+    """An op's answer in its wire shape (claim carries the dropped orphans)."""
+    if op == "claim":
+        job = None if answer is None else {"id": answer.id, "payload": encode(answer.payload), "token": answer.token}
+        return {"job": job, "dropped": list(dropped)}
+    if op == "snapshot":
+        return encode({**answer.to_json(), "rows": {i: dict(r) for i, r in answer.rows}})
+    return encode(answer)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shape(ok: bool, op: str, want: str, got: Any) -> None:
+    if not ok:
+        raise ProtocolError(f"{op} answered {json.dumps(got)[:200]}, expected {want}")
+
+
+def decode_answer(op: str, ok: Any) -> tuple[Any, tuple[str, ...]]:
+    """A reply's ``ok`` as the model's answer, plus the orphans a claim dropped;
+    ``ProtocolError`` for a value of the wrong shape."""
+    value = decode(ok)
+    kind = spec.OPS[op]["answers"][0] if op in spec.OPS else op
+    if op == "claim":
+        _shape(isinstance(value, dict) and value.keys() == {"job", "dropped"}
+               and isinstance(value["dropped"], list) and all(isinstance(d, str) for d in value["dropped"]),
+               op, '{"job": ..., "dropped": [id, ...]}', ok)
+        job = value["job"]
+        if job is None:
+            return None, tuple(value["dropped"])
+        _shape(isinstance(job, dict) and job.keys() == {"id", "payload", "token"} and isinstance(job["id"], str)
+               and isinstance(job["payload"], bytes) and _is_int(job["token"]),
+               op, '{"id": str, "payload": {"b64": ...}, "token": int}', ok["job"])
+        return Claimed(job["id"], job["payload"], job["token"]), tuple(value["dropped"])
+    if kind == "count":
+        _shape(_is_int(value), op, "an integer", ok)
+    elif kind == "ids":
+        _shape(isinstance(value, list) and all(isinstance(v, str) for v in value), op, "a list of ids", ok)
+    elif kind == "counts":
+        _shape(isinstance(value, dict) and all(_is_int(v) for v in value.values()), op,
+               '{"pending": int, ...}', ok)
+    elif kind == "row":
+        _shape(value is None or (isinstance(value, dict) and all(isinstance(v, bytes) for v in value.values())),
+               op, 'null or {field: {"b64": ...}}', ok)
+    elif op == "snapshot":
+        try:
+            return Snapshot.build(value["queue"], {loc: [tuple(e) for e in value[loc]] for loc in spec.LOCATIONS},
+                                  value["rows"], value["completed"], value["failed"], value["stray"]), ()
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ProtocolError(f"snapshot answered a malformed keyspace: {exc!r}") from None
+    elif op in spec.OPS:
+        _shape(isinstance(value, str), op, "a string", ok)
+    return value, ()
+
+
+# -- the driver loop --------------------------------------------------------------------
+
+
+class Driver:
+    """Serves requests on a backend made by ``open_backend(url)`` at ``init``: an object
+    with ``queue(name)`` (the model's methods) and ``close()``; ``reset()`` if it keeps
+    state between examples. A ``serverless`` backend (the model) is a ``Target``: it also
+    answers ``snapshot`` and ``forget_row``."""
+
+    def __init__(self, name: str, open_backend: Callable[[str | None], Any], *, serverless: bool) -> None:
+        self.name, self.open_backend, self.serverless = name, open_backend, serverless
+        self.backend: Any = None
+        self.done = False
+
+    def ops(self) -> list[str]:
+        return list(REQUIRED_OPS + (SERVERLESS_OPS if self.serverless else ()))
+
+    def handle(self, request: dict[str, Any]) -> Any:
+        """The ``ok`` value of one request; raises ``EmqError`` for a refusal and
+        ``ProtocolError`` for a request it cannot serve."""
+        op, args = request.get("op"), decode(request.get("args") or {})
+        if op == "init":
+            url = args.get("url")
+            if self.serverless and url is not None:
+                raise ProtocolError(f"{self.name} has no server: run the check without --url")
+            if not self.serverless and url is None:
+                raise ProtocolError(f"{self.name} needs a server: run the check with --url")
+            if args.get("clock") == "server" and self.serverless:
+                raise ProtocolError(f"{self.name} has no server clock: use --clock virtual")
+            self.backend = self.open_backend(url)
+            for name in args.get("queues", []):
+                self.backend.queue(name)
+            return {"name": self.name, "version": spec.SPEC_VERSION, "protocol": PROTOCOL, "ops": self.ops()}
+        if op == "shutdown":
+            self.done = True
+            return None
+        if self.backend is None:
+            raise ProtocolError(f"{op!r} before init")
+        if op == "reset":
+            if hasattr(self.backend, "reset"):
+                self.backend.reset()
+            return None
+        if op == "queue":
+            self.backend.queue(args.get("name"))
+            return None
+        if op == "snapshot" and self.serverless:
+            return encode_answer(op, self.backend.snapshot(request.get("queue")))
+        if op == "forget_row" and self.serverless:
+            self.backend.forget_row(request.get("queue"), args.get("id"))
+            return None
+        if op not in QUEUE_OPS:
+            raise ProtocolError(f"unknown op {op!r}")
+        queue = self.backend.queue(request.get("queue"))
+        answer = getattr(queue, op)(**args)
+        return encode_answer(op, answer, getattr(queue, "last_dropped", ()) if op == "claim" else ())
+
+    def reply(self, line: str) -> dict[str, Any]:
+        """The reply to one request line."""
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict) or "id" not in request:
+                raise ProtocolError("a request is an object with an id")
+        except (ValueError, ProtocolError) as exc:
+            return {"id": None, "error": {"code": PROTO, "message": str(exc)}}
+        try:
+            return {"id": request["id"], "ok": self.handle(request)}
+        except errors.EmqError as exc:
+            return {"id": request["id"], "error": {"code": exc.code, "message": exc.detail}}
+        except ProtocolError as exc:
+            return {"id": request["id"], "error": {"code": PROTO, "message": str(exc)}}
+        except Exception as exc:  # noqa: BLE001 - the kit judges it, the loop goes on
+            return {"id": request["id"], "error": {"code": DRIVER, "message": f"{type(exc).__name__}: {exc}"}}
+
+    def serve(self, stdin: IO[str], stdout: IO[str]) -> None:
+        """Answer requests until ``shutdown`` or the end of input."""
+        try:
+            for line in stdin:
+                stdout.write(json.dumps(self.reply(line)) + "\n")
+                stdout.flush()
+                if self.done:
+                    break
+        finally:
+            if self.backend is not None:
+                self.backend.close()
+
+
+# -- emq driver -------------------------------------------------------------------------
+
+
+def cmd_driver(args: argparse.Namespace) -> int:
+    from emq_live.client import connect
+
+    from .targets import ModelTarget
+
+    if args.model:
+        driver = Driver("emq-model", lambda url: ModelTarget(), serverless=True)
+    else:
+        driver = Driver("emq-python", lambda url: connect(args.url or url, scripts=args.scripts), serverless=False)
+    driver.serve(sys.stdin, sys.stdout)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``emq driver`` to the command line."""
+    d = sub.add_parser("driver", help="a reference driver: speak the driver protocol on stdin/stdout")
+    which = d.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", action="store_true", help="the model (serverless)")
+    which.add_argument("--live", action="store_true", help="the Python client, on the server init names")
+    which.add_argument("--url", help="the Python client, on URL instead of the server init names")
+    d.add_argument("--scripts", metavar="DIR", help="with --live/--url: a script directory")
+    d.set_defaults(func=cmd_driver)

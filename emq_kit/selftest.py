@@ -1,0 +1,276 @@
+"""``emq selftest``: the kit proves it has teeth. Mutants of our own transition scripts,
+one documented operator edit each (specs/selftest.md), are each checked by the machine
+within a budget; the report gives killed / survived, time-to-kill and the shrunk trace
+length per mutant. A survivor is either listed as equivalent, with the reason
+(``emq_kit/equivalent_mutants.json``), or a hole in the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import re
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from emq_model import spec
+
+from .check import Profile, run_check
+from .cli import EXIT_FAIL, EXIT_OK, Usage
+
+LOCATIONS = ("pending", "active", "schedule", "dead")
+WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
+PROFILE = Profile("selftest", examples=400, steps=50, gate=False)
+SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take to shrink
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One edit of one line of one script. ``key`` names it stably across unrelated
+    edits of the script: operator, script, the original line and which edit of it."""
+
+    operator: str
+    script: str
+    line: int
+    before: str
+    after: str
+    nth: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.operator}|{self.script}|{self.before.strip()}|{self.nth}"
+
+    def apply(self, text: str) -> str:
+        lines = text.split("\n")
+        assert lines[self.line - 1] == self.before, f"{self.key}: the script changed"
+        lines[self.line - 1] = self.after
+        return "\n".join(lines)
+
+
+def _code_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(number, line) of every line that is code, not a comment or blank."""
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.strip() and not line.strip().startswith("--"):
+            yield n, line
+
+
+_CALL = re.compile(r'^\s*redis\.call\("(\w+)"')
+_COMPARE = re.compile(r"<=|>=|(?<![<>~=])<(?!=)|(?<![<>~=-])>(?!=)")
+_SWAP = {"<": "<=", "<=": "<", ">": ">=", ">=": ">"}
+_CONSTANT = re.compile(r'"[01]"|(?<![\w.])[01](?![\w.])')
+_FLIP = {'"0"': '"1"', '"1"': '"0"', "0": "1", "1": "0"}
+_GUARD = re.compile(r"^(\s*)if (.+) then\s*$")
+_ZADD_KEY = re.compile(r'(redis\.call\("ZADD", k\.)(pending|active|schedule|dead)\b')
+_STATE = re.compile(r', "state", emq\.states\.\w+')
+_RANGE = re.compile(r'"-inf", (emq\.int\(a\.now\))')
+
+
+def _outside_strings(line: str, match: re.Match[str]) -> bool:
+    return line[: match.start()].count('"') % 2 == 0
+
+
+def mutants_of(script: str, text: str) -> list[Mutant]:
+    """Every mutant of one script under the six operators of specs/selftest.md."""
+    out: list[Mutant] = []
+    lines = text.split("\n")
+    for n, line in _code_lines(text):
+        call = _CALL.match(line)
+        if call and call.group(1) in WRITES:
+            out.append(Mutant("delete-write", script, n, line, ""))
+        for i, m in enumerate(m for m in _COMPARE.finditer(line) if _outside_strings(line, m)):
+            out.append(Mutant("swap-compare", script, n, line, line[: m.start()] + _SWAP[m.group()] + line[m.end():], i))
+        for m in _RANGE.finditer(line):  # a score range's inclusive upper bound is a <=
+            out.append(Mutant("swap-compare", script, n, line, line[: m.start(1)] + '"(" .. ' + line[m.start(1):], 9))
+        for i, m in enumerate(_CONSTANT.finditer(line)):
+            if m.group().startswith('"') or _outside_strings(line, m):
+                out.append(Mutant("flip-constant", script, n, line, line[: m.start()] + _FLIP[m.group()] + line[m.end():], i))
+        guard = _GUARD.match(line)
+        if guard and n < len(lines) and lines[n].strip().startswith("return"):
+            out.append(Mutant("drop-precondition", script, n, line, f"{guard.group(1)}if false then"))
+        zadd = _ZADD_KEY.search(line)
+        if zadd:
+            to = LOCATIONS[(LOCATIONS.index(zadd.group(2)) + 1) % len(LOCATIONS)]
+            out.append(Mutant("misroute-zadd", script, n, line, line[: zadd.start(2)] + to + line[zadd.end(2):]))
+        if call and call.group(1) == "HSET" and _STATE.search(line):
+            dropped = _STATE.sub("", line, count=1)
+            out.append(Mutant("drop-state-write", script, n, line, dropped if dropped.count(",") >= 3 else ""))
+    unique: dict[str, Mutant] = {}
+    for m in out:
+        unique.setdefault(f"{m.line}\0{m.after}", m)  # two operators with one effect: one mutant
+    return list(unique.values())
+
+
+def all_mutants(source: Path | None = None) -> list[Mutant]:
+    """The mutants of every transition script (not lib.lua, not the read scripts: those
+    are the observer, not the implementation under test)."""
+    node = source or resources.files("emq_live").joinpath("lua")
+    out: list[Mutant] = []
+    for op in spec.TRANSITIONS:
+        out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
+    return out
+
+
+def equivalents() -> dict[str, str]:
+    """Mutants shown equivalent to the original: key -> the reason."""
+    data = json.loads(resources.files("emq_kit").joinpath("equivalent_mutants.json").read_text("utf-8"))
+    return {e["key"]: e["reason"] for e in data["equivalent"]}
+
+
+@dataclass
+class Verdict:
+    """What the machine did to one mutant."""
+
+    mutant: Mutant
+    status: str  # killed, survived, equivalent
+    seconds: float  # to the first divergence when killed, else the time spent
+    examples: int
+    shrunk: int = 0
+    rule: str = ""
+    reason: str = ""
+
+
+def _mutated_dir(mutant: Mutant, source: Path | None, into: str) -> None:
+    src = source or resources.files("emq_live").joinpath("lua")
+    for entry in src.iterdir():
+        if entry.name.endswith(".lua"):
+            text = entry.read_text("utf-8")
+            if entry.name == f"{mutant.script}.lua":
+                text = mutant.apply(text)
+            Path(into, entry.name).write_text(text, "utf-8")
+
+
+def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float,
+           found: Any = None) -> Verdict:
+    """The machine against one mutant, to the end (in a child process of ``judge``);
+    ``found`` (a shared flag) is raised as soon as a divergence is seen."""
+    from .targets import LiveTarget
+
+    def note(run: Any) -> None:
+        if found is not None and run.first_failure is not None:
+            found.set()
+
+    with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
+        _mutated_dir(mutant, source, tmp)
+        try:
+            target = LiveTarget(url, tmp)
+        except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
+            return Verdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
+        try:
+            report = run_check(target, PROFILE, seed=seed, progress=note)
+        finally:
+            target.close()
+    if report.divergence is None:
+        return Verdict(mutant, "survived", report.seconds, report.examples)
+    return Verdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
+                   len(report.shrunk), report.divergence.rule)
+
+
+def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None) -> Verdict:
+    """Check one mutant with the machine within ``budget`` seconds of searching. The
+    check runs in a forked child, so a spent budget can stop it anywhere (Hypothesis
+    cannot be interrupted cleanly from inside); once a divergence is found, shrinking
+    may take up to ``SHRINK_ALLOWANCE`` more."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    found = ctx.Event()
+    started = time.perf_counter()
+
+    def work() -> None:
+        child.send(_check(mutant, url, seed, source, started, found))
+
+    proc = ctx.Process(target=work, daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(budget) or (found.is_set() and parent.poll(SHRINK_ALLOWANCE)):
+            return parent.recv()
+        reason = "shrinking ran out of time" if found.is_set() else f"budget of {budget:g} s spent"
+        return Verdict(mutant, "survived", time.perf_counter() - started, -1, reason=reason)
+    except EOFError:
+        return Verdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        parent.close()
+
+
+def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
+                 report: Callable[[Verdict], None] | None = None) -> list[Verdict]:
+    """Judge every mutant (those whose key contains ``only``, if given)."""
+    known = equivalents()
+    verdicts = []
+    for mutant in all_mutants():
+        if only and only not in mutant.key:
+            continue
+        v = judge(mutant, url, budget, seed)
+        if v.status == "survived" and mutant.key in known:
+            v.status, v.reason = "equivalent", known[mutant.key]
+        verdicts.append(v)
+        if report:
+            report(v)
+    return verdicts
+
+
+def summary(verdicts: list[Verdict]) -> dict[str, Any]:
+    """Killed over the non-equivalent mutants, median time-to-kill and shrunk length."""
+    killed = [v for v in verdicts if v.status == "killed"]
+    return {
+        "mutants": len(verdicts),
+        "killed": len(killed),
+        "equivalent": sum(v.status == "equivalent" for v in verdicts),
+        "survived": sum(v.status == "survived" for v in verdicts),
+        "median_seconds_to_kill": round(statistics.median(v.seconds for v in killed), 3) if killed else None,
+        "median_shrunk_steps": statistics.median(v.shrunk for v in killed if v.shrunk) if killed else None,
+    }
+
+
+def row(v: Verdict) -> str:
+    m = v.mutant
+    where = f"{m.script}.lua:{m.line}"
+    detail = v.rule if v.status == "killed" else v.reason
+    shrunk = str(v.shrunk) if v.shrunk else "-"
+    return f"| {m.operator} | {where} | `{m.before.strip()}` | {v.status} | {v.seconds:.2f} | {shrunk} | {detail} |"
+
+
+HEADER = "| operator | where | original line | verdict | s to kill | shrunk steps | rule / reason |\n|---|---|---|---|---|---|---|"
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    if args.list:
+        for m in all_mutants():
+            print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
+        return EXIT_OK
+    print(HEADER)
+    try:
+        verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: print(row(v), flush=True))
+    except Exception as exc:  # noqa: BLE001 - the environment, not a mutant: one line
+        raise Usage(f"selftest could not run: {exc}") from None
+    s = summary(verdicts)
+    print()
+    print(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
+          f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"summary": s, "mutants": [
+            {"key": v.mutant.key, "status": v.status, "seconds": round(v.seconds, 3), "examples": v.examples,
+             "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason} for v in verdicts]}, indent=1), "utf-8")
+    return EXIT_FAIL if s["survived"] else EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``emq selftest`` to the command line."""
+    t = sub.add_parser("selftest", help="mutate our own scripts and prove the machine kills every mutant")
+    t.add_argument("--url", help="a server to run the mutants on (default: embedded fakeredis)")
+    t.add_argument("--budget", type=float, default=30.0, metavar="SECONDS", help="time per mutant (default 30)")
+    t.add_argument("--seed", type=int, default=0, help="the seed of every mutant's run (default 0)")
+    t.add_argument("--only", metavar="TEXT", help="only the mutants whose key contains TEXT")
+    t.add_argument("--list", action="store_true", help="list the mutants and exit")
+    t.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
+    t.set_defaults(func=cmd_selftest)
+
