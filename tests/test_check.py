@@ -1,0 +1,81 @@
+"""`emq check`: the machine conforms on the real scripts (fakeredis and Valkey) and
+reaches every cell of the spec table; the gate fails a run that does not; the command's
+exits, summary and JSON; the same seed gives the same run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from emq_kit import cli
+from emq_kit.check import PROFILES, Profile, run_check
+from emq_kit.targets import LiveTarget, ModelTarget
+from emq_model.spec import cells
+
+
+@pytest.mark.parametrize("backend", ["fakeredis", "valkey"])
+def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("valkey").url if backend == "valkey" else None
+    target = LiveTarget(url)
+    try:
+        report = run_check(target, PROFILES["ci"], seed=20261129)
+    finally:
+        target.close()
+    assert report.verdict == "conforms", report.divergence
+    assert report.unreached == [] and report.reached == len(cells())
+    assert report.examples >= PROFILES["ci"].examples
+    assert report.checks >= 8 * report.steps  # INV-1..7 and INV-8 after every step
+
+
+def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:
+    tiny = Profile("tiny", examples=1, steps=2, gate=True)
+    report = run_check(ModelTarget(), tiny, seed=1)
+    assert report.verdict == "uncovered" and not report.ok
+    assert set(report.unreached) == set(cells()) - {tuple(k.split("/")) for k in report.hits}
+
+
+def test_without_the_gate_unreached_cells_are_reported_not_failed() -> None:
+    report = run_check(ModelTarget(), Profile("tiny", examples=1, steps=2, gate=False), seed=1)
+    assert report.verdict == "conforms" and report.unreached
+
+
+def test_the_same_seed_gives_the_same_run() -> None:
+    runs = [run_check(LiveTarget(), PROFILES["dev"], seed=7) for _ in range(2)]
+    assert runs[0].steps == runs[1].steps and runs[0].hits == runs[1].hits
+
+
+def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "--profile", "dev", "--seed", "3"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("emq check: CONFORMS")
+    for word in ("examples", "steps", "invariant checks", "cells", "checked steps/s", "seed 3"):
+        assert word in out
+
+
+def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", "--profile", "dev", "--seed", "3", "--json"]) == cli.EXIT_OK
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "conforms" and data["seed"] == 3 and data["profile"] == "dev"
+    assert data["cells"]["total"] == len(cells()) and data["divergence"] is None
+    assert data["steps"] > 0 and data["target"]["target"] == "fakeredis"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--url", "redis://127.0.0.1:1"], "cannot reach"),
+    (["--url", "foo://nowhere"], "bad URL"),
+    (["--scripts", "/nonexistent/dir"], "no script directory"),
+])
+def test_environment_errors_are_one_line_and_exit_2(argv: list[str], words: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", *argv]) == cli.EXIT_ENV
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_script_dir_missing_a_transition_is_an_environment_error(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "claim.lua").write_text("return 1\n")
+    assert cli.main(["check", "--scripts", str(tmp_path)]) == cli.EXIT_ENV
+    assert "lacks" in capsys.readouterr().err
