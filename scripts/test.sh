@@ -19,6 +19,7 @@ if [ ! -x .venv/bin/python ]; then
     "${PYTHON:-python3}" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+bash scripts/install-node-port.sh
 
 if [ -n "$(find emq_live/lua -name '*.lua' -print -quit 2>/dev/null)" ]; then
     luacheck --no-color emq_live/lua

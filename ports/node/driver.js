@@ -1,0 +1,95 @@
+// driver.js — the Node port's driver for `emq check --driver "node ports/node/driver.js"`
+// (specs/driver-protocol.md): JSON lines in on stdin, one reply per line out on stdout.
+//
+//   node driver.js [--scripts DIR]    DIR: what `emq scripts --out DIR` wrote (default ./lua)
+//
+// Each op maps the wire's arguments onto the client's API (emq.js) and its answer back;
+// bytes travel as {"b64": ...}. Refusals become error replies with their code.
+
+import { createInterface } from 'node:readline';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { connect, EmqError } from './emq.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const flag = process.argv.indexOf('--scripts');
+const scripts = flag > 0 ? process.argv[flag + 1] : join(here, 'lua');
+const { version } = JSON.parse(readFileSync(join(here, 'package.json'), 'utf8'));
+
+const isBytes = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).join() === 'b64';
+const b64 = (buf) => ({ b64: buf.toString('base64') });
+// Arguments: {"b64": ...} becomes a Buffer, everything else stays as sent (hostile values too).
+const decode = (v) => (isBytes(v) ? Buffer.from(v.b64, 'base64')
+  : v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, decode(x)]))
+    : v);
+
+let conn = null;
+
+const QUEUE_OPS = {
+  enqueue: (q, a) => q.enqueue(a.id, a.payload),
+  schedule: (q, a) => q.schedule(a.id, a.payload, { runAt: a.run_at, delayMs: a.delay_ms, now: a.now }),
+  claim: async (q, a) => {
+    const job = await q.claim(a.lease_ms, { now: a.now });
+    return { job: job && { id: job.id, payload: b64(job.payload), token: job.token }, dropped: q.lastDropped };
+  },
+  complete: (q, a) => q.complete(a.id, a.token),
+  retry: (q, a) => q.retry(a.id, a.token, { delayMs: a.delay_ms, maxAttempts: a.max_attempts, error: a.error, now: a.now }),
+  extend: (q, a) => q.extend(a.id, a.token, a.lease_ms, { now: a.now }),
+  promote: (q, a) => q.promote({ limit: a.limit, now: a.now }),
+  reap: (q, a) => q.reap({ limit: a.limit, maxAttempts: a.max_attempts, now: a.now }),
+  reprocess: (q, a) => q.reprocess(a.id),
+  remove: (q, a) => q.remove(a.id),
+  browse: (q, a) => q.browse(a.n),
+  counts: (q) => q.counts(),
+  state: (q, a) => q.state(a.id),
+  job: async (q, a) => {
+    const row = await q.job(a.id);
+    return row && Object.fromEntries(Object.entries(row).map(([field, value]) => [field, b64(value)]));
+  },
+};
+
+const CONTROL_OPS = {
+  init: async (a) => {
+    if (a.url == null) throw new Error('emq-node needs a server: run the check with --url');
+    conn = await connect(a.url, { scripts });
+    for (const name of a.queues) conn.queue(name);
+    return { name: 'emq-node', version, protocol: 1, ops: ['init', 'reset', 'queue', 'shutdown', ...Object.keys(QUEUE_OPS)] };
+  },
+  reset: async () => null, // the client keeps no state between calls; the kit wiped the queues
+  queue: async (a) => {
+    conn.queue(a.name);
+    return null;
+  },
+  shutdown: async () => null,
+};
+
+async function answer(request) {
+  const args = decode(request.args ?? {});
+  if (CONTROL_OPS[request.op]) return CONTROL_OPS[request.op](args);
+  if (!QUEUE_OPS[request.op]) throw new EmqError('EPROTO', `unknown op ${JSON.stringify(request.op)}`);
+  if (conn === null) throw new EmqError('EPROTO', `${request.op} before init`);
+  return QUEUE_OPS[request.op](conn.queue(request.queue), args);
+}
+
+function reply(id, body) {
+  return new Promise((resolve) => process.stdout.write(`${JSON.stringify({ id, ...body })}\n`, resolve));
+}
+
+for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+  let request;
+  try {
+    request = JSON.parse(line);
+  } catch (err) {
+    await reply(null, { error: { code: 'EPROTO', message: `not JSON: ${err.message}` } });
+    continue;
+  }
+  try {
+    await reply(request.id, { ok: await answer(request) });
+  } catch (err) {
+    const code = err instanceof EmqError ? err.code : 'EDRIVER';
+    await reply(request.id, { error: { code, message: err instanceof EmqError ? err.detail : String(err) } });
+  }
+  if (request.op === 'shutdown') break;
+}
+if (conn !== null) await conn.close();

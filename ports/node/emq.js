@@ -1,0 +1,288 @@
+// emq.js — an EchoMQ client for Node.js 20 on iovalkey (specs/lifecycle.md).
+//
+// It runs the project's Lua scripts as `emq scripts --out DIR` writes them (assembled,
+// byte for byte what the Python client loads) and checks arguments before any I/O
+// against DIR/transitions.json, in the contract's order (CC-5): the id (EMQKIND), then
+// each argument in table order (EMQARG), then the explicit clock. A refused call sends
+// nothing. Production code passes no `now`: the scripts then read the server clock.
+
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Valkey from 'iovalkey';
+
+export const CODES = ['EMQKIND', 'EMQSTALE', 'EMQSTATE', 'EMQLOCK', 'EMQARG', 'EMQVERSION'];
+const READ_SCRIPTS = ['counts', 'state'];
+const KEY_NAMES = ['pending', 'active', 'schedule', 'dead', 'completed', 'failed'];
+const ID_SHAPE = /^[A-Z]{3}[0-9A-Za-z]{11}$/;
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+// KS-3: `{`, `}`, whitespace and every non-printable character (Unicode C* and Z*).
+const BAD_QUEUE_CHAR = /[{}\s\p{C}\p{Z}]/u;
+
+/** A refused call: `code` is one of CODES; nothing changed. */
+export class EmqError extends Error {
+  constructor(code, detail) {
+    super(`${code} ${detail}`);
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
+const refuse = (code, detail) => {
+  throw new EmqError(code, detail);
+};
+
+/** The scripts and the table written by `emq scripts --out dir`. */
+export function loadBundle(dir) {
+  let text;
+  try {
+    text = readFileSync(join(dir, 'transitions.json'), 'utf8');
+  } catch (err) {
+    throw new Error(`no scripts in ${dir} (${err.code}): run \`emq scripts --out ${dir}\``);
+  }
+  const spec = JSON.parse(text);
+  // snowflake_max is 2^63-1, beyond a double: read it from the text, exactly.
+  spec.snowflakeMax = BigInt(/"snowflake_max":\s*(\d+)/.exec(text)[1]);
+  const names = Object.keys(spec.ops).filter((op) => spec.ops[op].kind === 'transition').concat(READ_SCRIPTS);
+  const scripts = {};
+  for (const name of names) {
+    const source = readFileSync(join(dir, `${name}.lua`));
+    scripts[name] = { source, sha: createHash('sha1').update(source).digest('hex') };
+  }
+  return { spec, scripts };
+}
+
+function checkId(spec, value) {
+  if (typeof value !== 'string' || !ID_SHAPE.test(value) || value.slice(0, 3) !== 'JOB') {
+    refuse('EMQKIND', `not a well-formed JOB id: ${JSON.stringify(value) ?? String(value)}`);
+  }
+  let n = 0n;
+  for (const ch of value.slice(3)) n = n * 62n + BigInt(BASE62.indexOf(ch));
+  if (n > spec.snowflakeMax) refuse('EMQKIND', `${value} overflows the snowflake range`);
+  return value;
+}
+
+function bound(spec, b) {
+  return typeof b === 'string' ? spec.limits[b] : b;
+}
+
+/** One argument checked against its type in the table; the value as it goes on the wire. */
+function checkValue(spec, type, name, value) {
+  const t = spec.types[type];
+  if (type === 'job_id') return checkId(spec, value);
+  if (type === 'payload' || type === 'text') {
+    let bytes;
+    if (typeof value === 'string') bytes = Buffer.from(value, 'utf8');
+    else if (value instanceof Uint8Array) bytes = Buffer.from(value);
+    else refuse('EMQARG', `${name} must be bytes or a string`);
+    if (t.max_bytes !== undefined && bytes.length > bound(spec, t.max_bytes)) {
+      refuse('EMQARG', `${name} is longer than ${bound(spec, t.max_bytes)} bytes`);
+    }
+    return bytes;
+  }
+  if (t.values) {
+    if (!t.values.includes(value)) refuse('EMQARG', `${name} must be one of ${t.values.join(', ')}`);
+    return value;
+  }
+  const lo = bound(spec, t.min);
+  const hi = bound(spec, t.max);
+  if (!Number.isInteger(value) || value < lo || value > hi) {
+    refuse('EMQARG', `${name} must be an integer in [${lo}, ${hi}]`);
+  }
+  return value;
+}
+
+/** Every argument of `op` in table order; `undefined` takes the table's default, and
+ * an optional argument may be null or undefined (absent). */
+function checkArgs(spec, op, values) {
+  const out = {};
+  for (const arg of spec.ops[op].args) {
+    const value = values[arg.name] === undefined ? (arg.default ?? undefined) : values[arg.name];
+    out[arg.name] = arg.optional && value == null ? null : checkValue(spec, arg.type, arg.name, value);
+  }
+  return out;
+}
+
+/** KS-3: a queue name, or EMQARG. */
+export function checkQueue(spec, name) {
+  if (typeof name !== 'string') refuse('EMQARG', 'a queue name is a string');
+  const size = Buffer.byteLength(name, 'utf8');
+  if (size === 0 || size > spec.limits.queue_max_bytes) refuse('EMQARG', `a queue name is 1 to ${spec.limits.queue_max_bytes} bytes`);
+  if (BAD_QUEUE_CHAR.test(name)) refuse('EMQARG', `queue name ${JSON.stringify(name)} holds a forbidden character`);
+  return name;
+}
+
+const text = (b) => (Buffer.isBuffer(b) ? b.toString('utf8') : String(b));
+
+/** Connect to `url` (redis:// or valkey://), fence (KS-6) and load the scripts of `scripts`. */
+export async function connect(url, { scripts }) {
+  const bundle = loadBundle(scripts);
+  const redis = new Valkey(url.replace(/^valkey(s?):\/\//, 'redis$1://'), {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0, // a call is never resent: the script may have run
+    retryStrategy: () => null,
+  });
+  await redis.connect();
+  const conn = new Connection(redis, bundle);
+  await conn.fence();
+  await conn.load();
+  return conn;
+}
+
+export class Connection {
+  constructor(redis, { spec, scripts }) {
+    this.redis = redis;
+    this.spec = spec;
+    this.scripts = scripts;
+  }
+
+  /** KS-6: the wire-version fence. */
+  async fence() {
+    const key = this.spec.keys.version;
+    let got = await this.redis.get(key);
+    if (got === null) {
+      await this.redis.set(key, this.spec.wire_version, 'NX');
+      got = await this.redis.get(key);
+    }
+    if (got !== this.spec.wire_version) refuse('EMQVERSION', `${key} is ${got}, this client speaks ${this.spec.wire_version}`);
+  }
+
+  async load(names = Object.keys(this.scripts)) {
+    for (const name of names) {
+      const sha = await this.redis.script('LOAD', this.scripts[name].source);
+      if (sha !== this.scripts[name].sha) throw new Error(`server hashed ${name}.lua as ${sha}, expected ${this.scripts[name].sha}`);
+    }
+  }
+
+  /** EVALSHA; on NOSCRIPT load the script and call again, once (the call did not run). */
+  async run(name, keys, args) {
+    const call = () => this.redis.evalshaBuffer(this.scripts[name].sha, keys.length, ...keys, ...args);
+    try {
+      try {
+        return await call();
+      } catch (err) {
+        if (!String(err.message).startsWith('NOSCRIPT')) throw err;
+        await this.load([name]);
+        return await call();
+      }
+    } catch (err) {
+      const [code, ...rest] = String(err.message).split(' ');
+      if (CODES.includes(code)) throw new EmqError(code, rest.join(' '));
+      throw err;
+    }
+  }
+
+  queue(name) {
+    return new Queue(this, checkQueue(this.spec, name));
+  }
+
+  async close() {
+    await this.redis.quit();
+  }
+}
+
+export class Queue {
+  constructor(conn, name) {
+    this.conn = conn;
+    this.spec = conn.spec;
+    this.name = name;
+    this.keys = KEY_NAMES.map((k) => conn.spec.keys[k].replace('{q}', () => `{${name}}`));
+    this.lastDropped = [];
+  }
+
+  rowKey(id) {
+    return this.spec.keys.row.replace('{q}', () => `{${this.name}}`).replace('<id>', () => id);
+  }
+
+  // An explicit clock (CLK-2) as the trailing argument, checked last (CC-6).
+  clock(now) {
+    return now == null ? [] : [String(checkValue(this.spec, 'time', 'now', now))];
+  }
+
+  async transition(op, a, argv, now, rowKey = true) {
+    const keys = rowKey ? [...this.keys, this.rowKey(a.id)] : this.keys;
+    const wire = argv.map((v) => (typeof v === 'number' ? String(v) : v ?? ''));
+    return this.conn.run(op, keys, [...wire, ...this.clock(now)]);
+  }
+
+  async enqueue(id, payload) {
+    const a = checkArgs(this.spec, 'enqueue', { id, payload });
+    return text(await this.transition('enqueue', a, [a.id, a.payload]));
+  }
+
+  async schedule(id, payload, { runAt, delayMs, now } = {}) {
+    const a = checkArgs(this.spec, 'schedule', { id, payload, run_at: runAt, delay_ms: delayMs });
+    if ((a.run_at === null) === (a.delay_ms === null)) refuse('EMQARG', 'schedule takes exactly one of runAt and delayMs');
+    const [mode, value] = a.run_at !== null ? ['at', a.run_at] : ['in', a.delay_ms];
+    return text(await this.transition('schedule', a, [a.id, a.payload, mode, value], now));
+  }
+
+  /** T-claim: {id, payload, token} or null; `lastDropped` lists the orphans dropped. */
+  async claim(leaseMs, { now } = {}) {
+    const a = checkArgs(this.spec, 'claim', { lease_ms: leaseMs });
+    const reply = await this.transition('claim', a, [a.lease_ms], now, false);
+    const job = text(reply[0]) === 'job';
+    const dropped = reply.slice(job ? 4 : 1).map(text);
+    this.lastDropped = dropped;
+    return job ? { id: text(reply[1]), payload: reply[2], token: Number(reply[3]) } : null;
+  }
+
+  async complete(id, token) {
+    const a = checkArgs(this.spec, 'complete', { id, token });
+    return text(await this.transition('complete', a, [a.id, a.token]));
+  }
+
+  async retry(id, token, { delayMs, maxAttempts, error, now } = {}) {
+    const a = checkArgs(this.spec, 'retry', { id, token, delay_ms: delayMs, max_attempts: maxAttempts, error });
+    return text(await this.transition('retry', a, [a.id, a.token, a.delay_ms, a.max_attempts, a.error], now));
+  }
+
+  async extend(id, token, leaseMs, { now } = {}) {
+    const a = checkArgs(this.spec, 'extend', { id, token, lease_ms: leaseMs });
+    return text(await this.transition('extend', a, [a.id, a.token, a.lease_ms], now));
+  }
+
+  async promote({ limit, now } = {}) {
+    const a = checkArgs(this.spec, 'promote', { limit });
+    return Number(await this.transition('promote', a, [a.limit], now, false));
+  }
+
+  async reap({ limit, maxAttempts, now } = {}) {
+    const a = checkArgs(this.spec, 'reap', { limit, max_attempts: maxAttempts });
+    return Number(await this.transition('reap', a, [a.limit, a.max_attempts], now, false));
+  }
+
+  async reprocess(id) {
+    const a = checkArgs(this.spec, 'reprocess', { id });
+    return text(await this.transition('reprocess', a, [a.id]));
+  }
+
+  async remove(id) {
+    const a = checkArgs(this.spec, 'remove', { id });
+    return text(await this.transition('remove', a, [a.id]));
+  }
+
+  /** R-browse: the n newest pending ids, newest first. */
+  async browse(n) {
+    const a = checkArgs(this.spec, 'browse', { n });
+    const ids = await this.conn.redis.zrangeBuffer(this.keys[0], '+', '-', 'BYLEX', 'REV', 'LIMIT', 0, a.n);
+    return ids.map(text);
+  }
+
+  async counts() {
+    const reply = await this.conn.run('counts', this.keys, []);
+    return Object.fromEntries(Object.keys(this.spec.locations).map((loc, i) => [loc, Number(reply[i])]));
+  }
+
+  async state(id) {
+    const a = checkArgs(this.spec, 'state', { id });
+    return text(await this.conn.run('state', [...this.keys, this.rowKey(a.id)], [a.id]));
+  }
+
+  /** R-job: the row's fields (Buffers), or null. */
+  async job(id) {
+    const a = checkArgs(this.spec, 'job', { id });
+    const row = await this.conn.redis.hgetallBuffer(this.rowKey(a.id));
+    return Object.keys(row).length ? row : null;
+  }
+}

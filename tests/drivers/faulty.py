@@ -1,0 +1,38 @@
+"""A driver that fails on purpose at every request for OP; otherwise it is the Python
+client's driver (emq driver --live).
+
+    python tests/drivers/faulty.py MODE OP
+
+MODE: ``exit`` (a line on stderr, then exit code 3), ``hang`` (never answers),
+``garbage`` (a line that is not JSON), ``shape`` (a well-formed reply of the wrong
+shape) or ``lacking`` (the right answer, without ``reap`` in an op list).
+"""
+
+import json
+import sys
+import time
+
+from emq_kit.driver import Driver
+from emq_live.client import connect
+
+mode, op = sys.argv[1], sys.argv[2]
+driver = Driver("faulty", connect, serverless=False)
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["op"] == op:
+        if mode == "exit":
+            print(f"faulty: exiting at {op} on purpose", file=sys.stderr, flush=True)
+            sys.exit(3)
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "lacking":
+            answer = driver.reply(line)
+            answer["ok"]["ops"].remove("reap")
+            reply = json.dumps(answer)
+        else:
+            reply = "this is not JSON" if mode == "garbage" else json.dumps({"id": request["id"], "ok": "sure"})
+    else:
+        reply = json.dumps(driver.reply(line))
+    print(reply, flush=True)
+    if request["op"] == "shutdown":
+        break

@@ -1,0 +1,129 @@
+"""Server-clock mode (emq_kit/clock.py, specs/driver-protocol.md §6): the policy that
+picks the model's clock inside the TIME window of a call, then whole runs on Valkey with
+the built-in client, the Node.js port, and a port whose clock runs behind the server's."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from emq_kit.clock import ServerClock, VirtualClock
+from emq_kit.machine import outcome
+from emq_model.branded_id import JOB, encode
+from emq_model import spec
+from emq_model.model import Claimed, QueueModel
+
+from test_driver import DRIVERS, NODE, check, emq, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
+
+A, B = encode(JOB, 1 << 22), encode(JOB, 2 << 22)
+
+
+def readings(*values: int) -> Any:
+    """A TIME source that answers ``values`` in turn and nothing more."""
+    it: Iterator[int] = iter(values)
+    return lambda: next(it)
+
+
+def run_model(op: str) -> Any:
+    return lambda m, a: outcome(lambda: getattr(m, op)(**a))
+
+
+def call(clock: Any, model: QueueModel, server: QueueModel, op: str, args: dict[str, Any], at: int) -> tuple[Any, Any]:
+    """``op`` through ``clock``, on ``model`` and on ``server``: a model standing in for an
+    implementation whose script read ``TIME`` = ``at``."""
+    return clock.call(op, model, args, run_model(op),
+                      lambda a: outcome(lambda: getattr(server, op)(**a, now=at)), server.snapshot)
+
+
+def pair(*jobs: str) -> tuple[QueueModel, QueueModel]:
+    sides = QueueModel("q"), QueueModel("q")
+    for side in sides:
+        for job in jobs:
+            side.enqueue(job, b"p")
+    return sides
+
+
+def test_a_lease_is_judged_by_the_clock_the_target_used_inside_the_window() -> None:
+    model, server = pair(A)
+    clock = ServerClock(readings(100, 103))
+    mine, theirs = call(clock, model, server, "claim", {"lease_ms": 5}, at=102)
+    assert mine == theirs == Claimed(A, b"p", 1)
+    assert clock.window == (100, 103, 102)
+    assert model.snapshot() == server.snapshot() and dict(model.snapshot().active) == {A: 107}
+
+
+@pytest.mark.parametrize("at, due", [(100, False), (101, True), (102, True)])
+def test_a_run_at_inside_the_window_may_be_due_or_not_but_one_clock_explains_the_call(at: int, due: bool) -> None:
+    model, server = QueueModel("q"), QueueModel("q")
+    for side in (model, server):
+        side.schedule(A, b"p", run_at=101, now=0)
+    clock = ServerClock(readings(100, 102))
+    mine, theirs = call(clock, model, server, "promote", {"limit": 10}, at=at)
+    assert mine == theirs == int(due)
+    assert model.snapshot() == server.snapshot()
+    assert clock.window[2] == (101 if due else 100)
+
+
+def test_a_score_outside_the_window_is_left_to_diverge() -> None:
+    model, server = pair(A)
+    clock = ServerClock(readings(100, 102))
+    call(clock, model, server, "claim", {"lease_ms": 5}, at=90)  # a client clock 10 ms behind
+    assert clock.window == (100, 102, 100)
+    assert dict(model.snapshot().active) == {A: 105} != dict(server.snapshot().active)
+
+
+def test_ops_without_a_clock_read_no_time() -> None:
+    model, server = QueueModel("q"), QueueModel("q")
+    clock = ServerClock(readings())  # any TIME read would raise StopIteration
+    assert clock.call("enqueue", model, {"id": B, "payload": b"x"}, run_model("enqueue"),
+                      lambda a: server.enqueue(**a), server.snapshot) == ("enqueued", "enqueued")
+
+
+def test_the_virtual_clock_passes_now_and_never_waits() -> None:
+    clock = VirtualClock()
+    assert clock.stamp({"lease_ms": 1}, 42) == {"lease_ms": 1, "now": 42}
+    assert clock.start(7) == 7 and clock.advance(10**12) == 10**12
+
+
+def test_a_server_clock_wait_reaches_the_mark(valkey) -> None:
+    clock = ServerClock.for_url(valkey.url)
+    start = clock.start(0)
+    assert clock.advance(start + 30) >= start + 30
+
+
+# -- whole runs on Valkey ---------------------------------------------------------------
+
+
+def test_the_built_in_client_conforms_under_the_server_clock(valkey) -> None:
+    done = emq("check", "--clock", "server", "--url", valkey.url, "--profile", "dev", "--seed", "1", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["verdict"] == "conforms"
+
+
+def test_the_node_port_conforms_under_the_server_clock(valkey, node_scripts: Path) -> None:
+    done = check(f"node {NODE / 'driver.js'} --scripts {node_scripts}", "--clock", "server", "--url", valkey.url,
+                 "--profile", "dev", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["target"]["clock"] == "server"
+
+
+@pytest.mark.parametrize("skew", [0, 1000])
+def test_a_port_stamping_scores_with_its_own_clock_conforms_only_if_it_is_the_servers(valkey, skew: int) -> None:
+    done = check(f"{shlex.quote(sys.executable)} {DRIVERS / 'skewed_clock.py'} {skew}", "--clock", "server",
+                 "--url", valkey.url, "--profile", "dev", "--json")
+    if skew == 0:  # TIME read by the client just before the call is inside the window
+        assert done.returncode == 0, done.stdout + done.stderr
+        return
+    d = verdict(done)
+    op = d["steps"][-1].split(". ", 1)[1].split("(")[0]
+    assert spec.OPS[op]["clock"], d  # a lease, a run-at or a due-ness judged by the late clock
+
+
+def test_the_server_clock_needs_a_server() -> None:
+    done = emq("check", "--clock", "server", "--profile", "dev")
+    assert done.returncode == 2 and "needs a server" in done.stderr, done.stderr
