@@ -189,7 +189,7 @@ class DriverTarget:
                  queues: Sequence[str] = QUEUES) -> None:
         try:
             self.argv = shlex.split(command)
-        except ValueError as exc:
+        except (ValueError, AttributeError) as exc:
             raise DriverError(f"cannot split the driver command {command!r}: {exc}") from None
         if not self.argv:
             raise DriverError("the driver command is empty")
@@ -197,7 +197,11 @@ class DriverTarget:
         self.names = tuple(queues)
         self.inspector = LiveTarget(url) if url is not None else None
         self.info: dict[str, Any] = {}
-        self.process = self._start()
+        try:
+            self.process = self._start()
+        except DriverError:
+            self.close()
+            raise
 
     def _start(self) -> DriverProcess:
         process = DriverProcess(self.argv, self.timeout)
@@ -259,12 +263,14 @@ class DriverTarget:
             "target": f"driver {self.command}",
             "server": server,
             "scripts": f"{self.info.get('name', '?')} {self.info.get('version', '?')}",
-            "driver": {"command": self.command, **self.info},
+            "driver": self.command,
+            "driver_info": self.info,
             "url": self.url,
             "clock": self.clock,
         }
 
     def close(self) -> None:
-        self.process.close()
+        if hasattr(self, "process"):
+            self.process.close()
         if self.inspector is not None:
             self.inspector.close()

@@ -29,17 +29,18 @@ PY = shlex.quote(sys.executable)
 EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
 
 
-def emq(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``emq ARGS`` as a user runs it (in a scratch directory, where it may write
-    traces); never a traceback on stderr."""
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run([str(EMQ), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+def emq(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``emq ARGS`` as a user runs it, in ``cwd`` (a scratch directory by default: it
+    writes traces there); never a traceback on stderr."""
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run([str(EMQ), *args], capture_output=True, text=True, timeout=timeout,
+                              cwd=cwd or scratch)
     assert "Traceback" not in done.stderr + done.stdout, done.stderr + done.stdout
     return done
 
 
-def check(driver_cmd: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return emq("check", "--driver", driver_cmd, "--seed", "1", *args)
+def check(driver_cmd: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return emq("check", "--driver", driver_cmd, "--seed", "1", *args, cwd=cwd)
 
 
 def verdict(done: subprocess.CompletedProcess[str]) -> dict:
@@ -184,6 +185,15 @@ def test_a_failing_driver_is_reported_at_the_step(mode: str, op: str, kind: str,
     if mode == "exit":
         assert "stderr: faulty: exiting at claim on purpose" in d["evidence"][1]
     assert f"{op}(" in d["steps"][-1] and kind in d["steps"][-1], d  # named at its step
+
+
+def test_a_trace_records_the_driver_and_replays_through_it(valkey, tmp_path: Path) -> None:
+    cmd = faulty("exit", "reap")
+    d = verdict(check(cmd, "--url", valkey.url, "--profile", "dev", "--steps", "10", "--json", cwd=tmp_path))
+    trace = json.loads((tmp_path / d["trace"]).read_text("utf-8"))
+    assert trace["target"]["driver"] == cmd
+    again = emq("replay", d["trace"], cwd=tmp_path)  # the driver and the server come from the header
+    assert again.returncode == 1 and "raised DriverExited" in again.stdout, again.stdout + again.stderr
 
 
 @pytest.mark.parametrize("cmd, url, words", [
