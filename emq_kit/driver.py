@@ -3,9 +3,9 @@ over JSON lines, and the two reference drivers behind ``emq driver``.
 
 Both ends share this module's codec: ``encode``/``decode`` carry bytes as
 ``{"b64": "..."}``; ``encode_answer``/``decode_answer`` give each op's result its wire
-shape. ``Driver`` is the driver loop (one request in, one reply out), serving any
-``Target``: ``emq driver --model`` serves a ``ModelTarget`` (the oracle), ``emq driver
---live`` the Python client (``LiveTarget``) on the server the kit names in ``init``.
+shape. ``Driver`` is the driver loop (one request in, one reply out): ``emq driver
+--model`` serves a ``ModelTarget`` (the oracle, serverless), ``emq driver --live`` the
+Python client (``emq_live.connect``) on the server the kit names in ``init``.
 """
 
 from __future__ import annotations

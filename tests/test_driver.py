@@ -18,7 +18,6 @@ import jsonschema
 import pytest
 
 from emq_kit import driver
-from emq_kit.scripts import write as write_scripts
 from emq_live.scripts import ScriptSet
 from emq_model import spec
 
