@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import textwrap
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,7 +102,7 @@ def trace_path(directory: Path, trace: Trace) -> Path:
 
 
 def _short(value: Any, width: int = 40) -> str:
-    text = repr(value) if not isinstance(value, str) else value
+    text = "-" if value is None else value if isinstance(value, str) else repr(value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -136,44 +136,39 @@ def explain(result: Replayed) -> str:
     return "\n".join(lines)
 
 
+_PYTEST = '''"""Regression test written by `emq replay --pytest` from {source}.
+
+It replays the trace on the model and on the target (the trace's target, or the server
+in $EMQ_URL, or the script directory in $EMQ_SCRIPTS) and fails while the target still
+diverges: step {step}, {rule}. Keep it as a guard once the fix has landed.
+"""
+
+import json
+import os
+
+from emq_kit.replay import explain, replay, step_table, target_for
+from emq_kit.trace import Trace
+
+TRACE = Trace.from_json(json.loads(r"""
+{blob}
+"""))
+
+
+def test_trace_conforms() -> None:
+    target = target_for(TRACE.header, url=os.environ.get("EMQ_URL"), scripts=os.environ.get("EMQ_SCRIPTS"))
+    try:
+        result = replay(TRACE.steps, target)
+    finally:
+        target.close()
+    assert result.conforms, step_table(result) + "\\n" + explain(result)
+'''
+
+
 def pytest_source(trace: Trace, source: str) -> str:
     """A standalone regression test: it fails while the target still diverges."""
     d = trace.divergence or {}
     blob = json.dumps(trace.to_json(), ensure_ascii=True, indent=1)
-    return textwrap.dedent(f'''\
-        """Regression test written by `emq replay --pytest` from {source}.
-
-        It replays the trace on the model and on the target (the trace's target, or the
-        server in $EMQ_URL) and fails while the target still diverges: step
-        {d.get("step")}, {d.get("rule")}. Delete it once the fix has its own test, or keep it as
-        a guard.
-        """
-
-        import json
-        import os
-
-        from emq_kit.replay import replay, target_for
-        from emq_kit.trace import Trace
-
-        TRACE = Trace.from_json(json.loads(r"""
-        {blob}
-        """))
-
-
-        def test_trace_conforms() -> None:
-            target = target_for(TRACE.header, url=os.environ.get("EMQ_URL"))
-            try:
-                result = replay(TRACE.steps, target)
-            finally:
-                target.close()
-            assert result.conforms, explain_failure(result)
-
-
-        def explain_failure(result) -> str:
-            from emq_kit.replay import explain, step_table
-
-            return step_table(result) + "\\n" + explain(result)
-        ''')
+    return _PYTEST.format(source=source, step=d.get("step"), rule=d.get("rule"), blob=blob)
 
 
 def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
@@ -191,6 +186,7 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    logging.getLogger("emq_live").setLevel(logging.ERROR)  # dropped orphans are the trace's business
     try:
         trace = Trace.load(args.trace)
     except (OSError, ValueError, KeyError) as exc:

@@ -1,76 +1,16 @@
-"""Teeth: `emq check --scripts DIR` must reject each hand-broken variant of our scripts,
-one per failure class of issue 4, and pass the real ones.
-
-Each variant is one textual edit of one script, applied to a copy of ``emq_live/lua``.
-An edit that no longer applies exactly once fails the test, so a variant cannot silently
-turn into the unbroken script when the scripts change.
-"""
+"""Teeth: `emq check --scripts DIR` must reject each hand-broken variant of our scripts
+(tests/broken.py), one per failure class of issue 4, and pass the real ones."""
 
 from __future__ import annotations
 
 import shutil
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
+from broken import VARIANTS, Broken, broken_dir
 
 from emq_kit import cli
-
-
-class Broken(NamedTuple):
-    name: str
-    script: str
-    old: str
-    new: str
-    why: str
-
-
-VARIANTS = [
-    Broken("missing-zrem", "complete", 'redis.call("ZREM", k[loc], id)\n', "",
-           "complete deletes the row but leaves the id in active (INV-2 orphan member)"),
-    Broken("missing-del", "complete", 'redis.call("DEL", k.row)\n', "",
-           "complete leaves the row behind (INV-2 orphan row)"),
-    Broken("state-not-written", "claim", '    redis.call("HSET", row, "state", emq.states.active)\n', "",
-           "claim moves the id but the row still says pending (INV-3)"),
-    Broken("token-not-checked", "complete", 'if tonumber(redis.call("HGET", k.row, "attempts")) ~= a.token then',
-           "if false then", "complete accepts any token (T-complete-3)"),
-    Broken("reprocess-resets-attempts", "reprocess", 'redis.call("HSET", k.row, "state", emq.states.pending)',
-           'redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "0")',
-           "reprocess revives old tokens (INV-5, T-reprocess-2)"),
-    Broken("promote-strict", "promote", '"-inf", emq.int(a.now), "BYSCORE"', '"-inf", "(" .. emq.int(a.now), "BYSCORE"',
-           "promote uses < for <= (T-promote-1)"),
-    Broken("write-before-validation", "retry", 'local attempts = tonumber(redis.call("HGET", k.row, "attempts"))',
-           'redis.call("HSET", k.row, "last_error", a.error)\n'
-           'local attempts = tonumber(redis.call("HGET", k.row, "attempts"))',
-           "a refused retry has already written last_error (CC-5)"),
-    Broken("claim-resurrects-orphan", "claim", 'if redis.call("EXISTS", row) == 1 then', "if true then",
-           "claim turns an orphan member into a payload-less row (T-claim-2)"),
-    Broken("complete-from-schedule", "complete", 'if loc ~= "active" and loc ~= "pending" then', "if loc == nil then",
-           "complete settles a job sitting in schedule or dead (T-complete-2)"),
-    Broken("retry-two-sets", "retry", 'redis.call("ZREM", k[loc], id)\n', "",
-           "retry adds the id to schedule or dead without leaving active (INV-1)"),
-    Broken("reap-ignores-max-attempts", "reap",
-           "if a.max_attempts and attempts and attempts >= a.max_attempts then", "if false then",
-           "a poison job is requeued forever (T-reap-2)"),
-    Broken("extend-non-active", "extend", 'if not redis.call("ZSCORE", k.active, id) then', "if false then",
-           "extend puts a reaped (pending) job back in active: two sets (T-extend-1)"),
-]
-
-
-def broken_dir(variant: Broken, where: Path) -> Path:
-    """A copy of our scripts with ``variant``'s one edit applied."""
-    src = resources.files("emq_live").joinpath("lua")
-    out = where / variant.name
-    out.mkdir()
-    for entry in src.iterdir():
-        if entry.name.endswith(".lua"):
-            (out / entry.name).write_text(entry.read_text("utf-8"), "utf-8")
-    path = out / f"{variant.script}.lua"
-    text = path.read_text("utf-8")
-    assert text.count(variant.old) == 1, f"{variant.name}: the edit must apply exactly once to {path.name}"
-    path.write_text(text.replace(variant.old, variant.new), "utf-8")
-    return out
 
 
 def test_there_is_one_variant_per_failure_class() -> None:

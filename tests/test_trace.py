@@ -1,0 +1,156 @@
+"""Traces (specs/trace.md): the format round-trips and matches its schema; a shrunk
+counterexample is written with readable ids and replays to the same divergence on
+fakeredis and Valkey; `emq replay` exits 1 while it diverges and 0 once fixed; the
+regression test written by `--pytest` fails on the broken scripts and passes on ours;
+the committed corpus replays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from broken import broken_dir, variant
+from hypothesis import given, strategies as st
+
+from emq_kit import cli
+from emq_kit.check import PROFILES, run_check
+from emq_kit.replay import record, replay
+from emq_kit.targets import LiveTarget
+from emq_kit.trace import Trace, TraceStep, decode, encode, header
+from emq_model import branded_id
+from emq_model.errors import StaleError
+from emq_model.model import Claimed
+from emq_model.spec import text
+
+SCHEMA = json.loads(text("schemas/trace.json"))
+OURS = str(resources.files("emq_live").joinpath("lua"))
+CORPUS = sorted(Path(__file__).parent.joinpath("corpus").glob("*.json"))
+
+values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(),
+              st.builds(Claimed, st.text(), st.binary(), st.integers(1, 9)), st.just(StaleError("x"))),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                            st.dictionaries(st.text().filter(lambda k: not k.startswith("$")), inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+@given(values)
+def test_values_round_trip_through_json(value: Any) -> None:
+    back = decode(json.loads(json.dumps(encode(value))))
+    if isinstance(value, float) and value != value:  # NaN is never equal to itself
+        assert back != back
+    else:
+        assert back == value and type(back) is type(value)
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Path]:
+    """A real counterexample: the machine against complete-from-schedule, recorded."""
+    scripts = broken_dir(variant("complete-from-schedule"), tmp_path_factory.mktemp("broken"))
+    target = LiveTarget(None, str(scripts))
+    try:
+        report = run_check(target, PROFILES["ci"], seed=1)
+        assert report.divergence is not None
+        head = header(target.describe(), seed=1, profile="ci", clock="virtual")
+        trace, _ = record([TraceStep.of(s) for s in report.shrunk], target, head)
+    finally:
+        target.close()
+    return trace, scripts
+
+
+def test_a_recorded_trace_matches_the_schema_and_round_trips(found: tuple[Trace, Path], tmp_path: Path) -> None:
+    trace, _ = found
+    path = trace.write(tmp_path / "t.json")
+    data = json.loads(path.read_text())
+    jsonschema.Draft202012Validator(SCHEMA).validate(data)
+    again = Trace.load(path)
+    assert again.to_json() == data
+    assert again.divergence is not None and again.divergence["step"] == len(again.steps)
+    assert set(again.snapshots) == {"model", "target"} and again.snapshots["model"] != again.snapshots["target"]
+
+
+def test_ids_are_renamed_readably_in_byte_order(found: tuple[Trace, Path]) -> None:
+    trace, _ = found
+    ids = {s.args["id"] for s in trace.steps if "id" in s.args}
+    assert ids and all(i.startswith("JOB0000000000") for i in ids)
+    assert sorted(trace.header["renamed"]) == sorted(ids)
+    originals = [trace.header["renamed"][i] for i in sorted(ids)]
+    assert originals == sorted(originals) and all(branded_id.is_valid(o, "JOB") for o in originals)
+
+
+def test_replay_diverges_identically_on_fakeredis_and_valkey(found: tuple[Trace, Path], valkey: Any) -> None:
+    trace, scripts = found
+    runs = []
+    for url in (None, valkey.url):
+        target = LiveTarget(url, str(scripts))
+        try:
+            runs.append(replay(trace.steps, target))
+        finally:
+            target.close()
+    fake, real = runs
+    assert fake.index == real.index == trace.divergence["step"]
+    assert fake.divergence.rule == real.divergence.rule == trace.divergence["rule"]
+    assert [(s.model, s.target) for s in fake.steps] == [(s.model, s.target) for s in real.steps]
+    assert (fake.model, fake.target) == (real.model, real.target) == (trace.snapshots["model"], trace.snapshots["target"])
+
+
+def test_emq_replay_exits_1_while_broken_and_0_on_our_scripts(found: tuple[Trace, Path], tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    trace, scripts = found
+    path = str(trace.write(tmp_path / "t.json"))
+    assert cli.main(["replay", path]) == cli.EXIT_FAIL  # the header names the broken scripts
+    out = capsys.readouterr().out
+    assert "<- diverges" in out and trace.divergence["rule"] in out
+    assert cli.main(["replay", path, "--scripts", OURS]) == cli.EXIT_OK
+    assert "conforms" in capsys.readouterr().out
+
+
+def test_an_unreadable_trace_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    assert cli.main(["replay", str(bad)]) == cli.EXIT_ENV
+    assert "cannot read trace" in capsys.readouterr().err
+
+
+def test_the_pytest_file_fails_while_broken_and_passes_when_fixed(found: tuple[Trace, Path], tmp_path: Path) -> None:
+    trace, _ = found
+    path = str(trace.write(tmp_path / "t.json"))
+    test = tmp_path / "test_regression.py"
+    assert cli.main(["replay", path, "--pytest", str(test)]) == cli.EXIT_FAIL
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMQ_")}
+
+    def run(**extra: str) -> int:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+                              env={**env, **extra}, cwd=tmp_path, capture_output=True).returncode
+
+    assert run() == 1
+    assert run(EMQ_SCRIPTS=OURS) == 0
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_corpus_conforms_on_our_scripts_and_diverges_on_its_variant(path: Path, tmp_path: Path, valkey: Any) -> None:
+    trace = Trace.load(path)
+    for url in (None, valkey.url):
+        target = LiveTarget(url)
+        try:
+            assert replay(trace.steps, target).conforms, f"{path.name} diverges on our scripts at {url or 'fakeredis'}"
+        finally:
+            target.close()
+    target = LiveTarget(None, str(broken_dir(variant(trace.header["variant"]), tmp_path)))
+    try:
+        result = replay(trace.steps, target)
+    finally:
+        target.close()
+    assert result.index == trace.divergence["step"] and result.divergence.rule == trace.divergence["rule"]
+
+
+def test_the_corpus_is_not_empty() -> None:
+    assert len(CORPUS) >= 5
