@@ -1,0 +1,89 @@
+"""`emq selftest`: the six mutation operators make the edits specs/selftest.md says, every
+mutant applies to our scripts, the machine kills a real mutant and cannot kill an
+equivalent one, and the list of equivalent mutants names only mutants that exist."""
+
+from __future__ import annotations
+
+import pytest
+
+from emq_kit.selftest import all_mutants, equivalents, judge, mutants_of, summary
+
+SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
+if redis.call("EXISTS", k.row) == 0 then
+  return "gone"
+end
+if attempts < a.max_attempts then
+  redis.call("ZADD", k.schedule, emq.int(a.now), id)
+end
+redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "0")
+local due = redis.call("ZRANGE", k.active, "-inf", emq.int(a.now), "BYSCORE")
+"""
+
+
+def edits(operator: str) -> list[tuple[int, str]]:
+    return [(m.line, m.after.strip()) for m in mutants_of("demo", SCRIPT) if m.operator == operator]
+
+
+def test_delete_write_removes_each_write_and_skips_comments() -> None:
+    assert edits("delete-write") == [(6, ""), (8, "")]
+
+
+def test_swap_compare_swaps_operators_and_range_bounds() -> None:
+    assert (5, "if attempts <= a.max_attempts then") in edits("swap-compare")
+    assert (9, 'local due = redis.call("ZRANGE", k.active, "-inf", "(" .. emq.int(a.now), "BYSCORE")') in \
+        edits("swap-compare")
+
+
+def test_flip_constant_flips_zero_and_one() -> None:
+    assert (2, 'if redis.call("EXISTS", k.row) == 1 then') in edits("flip-constant")
+    assert (8, 'redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "1")') in edits("flip-constant")
+
+
+def test_drop_precondition_disables_guards_that_return() -> None:
+    assert edits("drop-precondition") == [(2, "if false then")]
+
+
+def test_misroute_zadd_sends_the_id_to_the_next_location() -> None:
+    assert edits("misroute-zadd") == [(6, 'redis.call("ZADD", k.dead, emq.int(a.now), id)')]
+
+
+def test_drop_state_write_keeps_the_other_fields() -> None:
+    assert edits("drop-state-write") == [(8, 'redis.call("HSET", k.row, "attempts", "0")')]
+
+
+def test_every_mutant_of_our_scripts_applies_and_has_a_unique_key() -> None:
+    mutants = all_mutants()
+    assert {m.operator for m in mutants} == {"delete-write", "swap-compare", "flip-constant", "drop-precondition",
+                                             "misroute-zadd", "drop-state-write"}
+    assert len({m.key for m in mutants}) == len(mutants)
+    assert all(m.after != m.before for m in mutants)
+
+
+def test_the_equivalent_list_names_only_existing_mutants_with_reasons() -> None:
+    keys = {m.key for m in all_mutants()}
+    for key, reason in equivalents().items():
+        assert key in keys, f"stale entry in equivalent_mutants.json: {key}"
+        assert len(reason) > 20
+
+
+def test_a_real_mutant_is_killed_with_a_short_trace() -> None:
+    mutant = next(m for m in all_mutants() if m.operator == "delete-write" and m.script == "complete"
+                  and "DEL" in m.before and "ZREM" not in m.before)
+    verdict = judge(mutant, None, budget=120, seed=0)
+    assert verdict.status == "killed" and 1 <= verdict.shrunk <= 6 and verdict.rule
+
+
+def test_an_equivalent_mutant_survives_its_budget() -> None:
+    """claim reads ZRANGE pending 0 1 instead of 0 0 and still takes head[1]: nothing can
+    tell them apart, so no search may kill it."""
+    mutant = next(m for m in all_mutants() if m.script == "claim" and "ZRANGE" in m.before
+                  and m.after.strip().endswith("0, 1)"))
+    verdict = judge(mutant, None, budget=5, seed=0)
+    assert verdict.status == "survived"
+    assert summary([verdict])["survived"] == 1
+
+
+@pytest.mark.parametrize("key", sorted(equivalents()))
+def test_listed_equivalents_are_not_killed_quickly(key: str) -> None:
+    mutant = next(m for m in all_mutants() if m.key == key)
+    assert judge(mutant, None, budget=3, seed=0).status == "survived"
