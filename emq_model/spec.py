@@ -40,6 +40,9 @@ STATE_OF: dict[str, str] = {loc: v["state"] for loc, v in SPEC["locations"].item
 LOCATION_OF_STATE: dict[str, str] = {v: k for k, v in STATE_OF.items()}
 ROW_FIELDS: tuple[str, ...] = tuple(SPEC["row_fields"])
 TRANSITIONS: tuple[str, ...] = tuple(op for op, d in OPS.items() if d["kind"] == "transition")
+BATCHES: dict[str, dict[str, Any]] = SPEC["batches"]
+"""Batch forms of transitions (lifecycle.md §6, "Batches"): not in ``OPS``, so they add no
+outcome cell; each is defined as the per-item loop of the op it is ``of``."""
 
 
 def bound(value: int | str) -> int:
@@ -91,15 +94,39 @@ def check_value(type_name: str, name: str, value: Any) -> Any:
 
 def check_args(op: str, values: dict[str, Any]) -> dict[str, Any]:
     """Every argument of ``op`` checked in table order (the order refusals are decided in);
-    ``None`` passes for optional arguments. Returns the normalised values."""
+    ``None`` passes for optional arguments. Returns the normalised values. ``op`` may
+    be a batch op without items (``claim_many``)."""
     out: dict[str, Any] = {}
-    for arg in OPS[op]["args"]:
+    for arg in (OPS[op] if op in OPS else BATCHES[op])["args"]:
         value = values.get(arg["name"], arg.get("default"))
         if value is None and arg.get("optional"):
             out[arg["name"]] = None
             continue
         out[arg["name"]] = check_value(arg["type"], arg["name"], value)
     return out
+
+
+def check_items(op: str, items: Any) -> list[dict[str, Any]]:
+    """The items of a batch op with ``items: true``, checked as a whole before anything
+    runs, in the order the script checks them (B-1): a list of 1..``limit_max`` tuples of
+    the base op's arguments (``EMQARG``), then every item's id (``EMQKIND``), then every
+    item's other arguments, item by item (``EMQARG``). Returns the normalised items as
+    argument dicts of the base op."""
+    base = OPS[BATCHES[op]["of"]]["args"]
+    if isinstance(items, (str, bytes, bytearray, memoryview, dict)) or not hasattr(items, "__iter__"):
+        raise ArgError(f"{op} takes a sequence of items, got {type(items).__name__}")
+    items = list(items)
+    if not 1 <= len(items) <= LIMITS["limit_max"]:
+        raise ArgError(f"{op} takes 1 to {LIMITS['limit_max']} items, got {len(items)}")
+    for i, item in enumerate(items):
+        if not isinstance(item, (tuple, list)) or len(item) != len(base):
+            raise ArgError(f"{op} item {i} must be a ({', '.join(a['name'] for a in base)}) tuple, got {item!r}")
+    first, rest = base[0], base[1:]
+    ids = [check_value(first["type"], first["name"], item[0]) for item in items]
+    return [
+        {first["name"]: job_id, **{a["name"]: check_value(a["type"], a["name"], v) for a, v in zip(rest, item[1:])}}
+        for job_id, item in zip(ids, items)
+    ]
 
 
 def check_now(now: Any) -> int:
