@@ -5,11 +5,11 @@ call raises an ``EmqError`` and changes nothing (all checks come before the firs
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from . import errors, spec
 from .keyspace import check_queue
-from .snapshot import Snapshot, zset_order
+from .snapshot import Snapshot, zset_key as _zset_key, zset_order
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 LEASE_EXPIRED = b"lease expired"
@@ -104,7 +104,7 @@ class QueueModel:
         dropped = []
         pending = self.sets[PENDING]
         while pending:
-            job_id = zset_order(pending.items())[0][0]
+            job_id = min(pending.items(), key=_zset_key)[0]
             if job_id not in self.rows:
                 del pending[job_id]
                 dropped.append(job_id)
@@ -206,6 +206,41 @@ class QueueModel:
             del self.sets[loc][a["id"]]
         self.rows.pop(a["id"], None)
         return "ok"
+
+    # -- batches: the per-item loop of the op (lifecycle.md §6, "Batches") -------------
+
+    def enqueue_many(self, jobs: Iterable[tuple[str, bytes | str]]) -> list[str]:
+        """B-enqueue: ``enqueue`` for each ``(id, payload)``, in order; every item is
+        checked before the first one runs (B-1)."""
+        return [self.enqueue(**item) for item in spec.check_items("enqueue_many", jobs)]
+
+    def claim_many(self, n: int, lease_ms: int, *, now: int) -> list[Claimed]:
+        """B-claim: ``claim`` up to ``n`` times, stopping at the first ``None``; the jobs
+        in claim order. ``last_dropped`` holds every orphan dropped on the way."""
+        a = spec.check_args("claim_many", {"n": n, "lease_ms": lease_ms})
+        now = spec.check_now(now)
+        jobs: list[Claimed] = []
+        dropped: list[str] = []
+        for _ in range(a["n"]):
+            job = self.claim(a["lease_ms"], now=now)
+            dropped.extend(self.last_dropped)
+            if job is None:
+                break
+            jobs.append(job)
+        self.last_dropped = tuple(dropped)
+        return jobs
+
+    def complete_many(self, jobs: Iterable[tuple[str, int]]) -> list[str | errors.EmqError]:
+        """B-complete: ``complete`` for each ``(id, token)``, in order. An item that is
+        refused (``EMQSTALE``) answers its refusal in place, changes nothing, and the next
+        item runs (B-2)."""
+        out: list[str | errors.EmqError] = []
+        for item in spec.check_items("complete_many", jobs):
+            try:
+                out.append(self.complete(**item))
+            except errors.EmqError as err:
+                out.append(err)
+        return out
 
     # -- fault injection (not a transition) -------------------------------------------
 

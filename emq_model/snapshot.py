@@ -18,9 +18,14 @@ Entries = tuple[tuple[str, Score], ...]
 Row = tuple[tuple[str, bytes], ...]
 
 
+def zset_key(entry: tuple[str, Score]) -> tuple[Score, bytes]:
+    """The sort key of a ``(member, score)`` entry in a sorted set: score, then bytes."""
+    return entry[1], entry[0].encode("utf-8", "surrogateescape")
+
+
 def zset_order(entries: Iterable[tuple[str, Score]]) -> Entries:
     """Entries in the order Valkey keeps a sorted set: by score, then by member bytes."""
-    return tuple(sorted(entries, key=lambda e: (e[1], e[0].encode("utf-8", "surrogateescape"))))
+    return tuple(sorted(entries, key=zset_key))
 
 
 def norm_score(score: float | int) -> Score:
