@@ -5,9 +5,9 @@ Each script is assembled as
     generated prelude  +  lib.lua  +  <op>.lua
 
 The prelude is one chunk-local table ``emq`` of constants generated here from
-``specs/transitions.json`` (limits, wire version, argument types and each op's ``argv``)
-and from ``emq_model`` (the key kinds, the id shape), so no number of the contract is
-retyped in Lua.
+``specs/transitions.json`` (limits, wire version, the script's op with its ``argv`` and
+the argument types it uses) and from ``emq_model`` (the key kinds, the id shape), so no
+number of the contract is retyped in Lua.
 
 Scripts are sent with ``SCRIPT LOAD`` and run with ``EVALSHA``. A ``NOSCRIPT`` reply
 (after ``SCRIPT FLUSH``, a restart or a failover) is handled here and nowhere else: the
@@ -80,18 +80,33 @@ def _lua_type(name: str) -> dict[str, Any]:
     return out
 
 
-def prelude() -> str:
-    """The generated head of every script: ``local emq = {...}``."""
-    ops = {
-        op: {
-            "argv": [{"name": a["name"], "type": a["type"], "optional": bool(a.get("optional"))} for a in d["argv"]],
-            "clock": bool(d["clock"]),
-            "row_key": bool(d["row_key"]),
-        }
-        for op, d in spec.OPS.items()
-    }
-    ops["snapshot"] = {"argv": [], "clock": False, "row_key": False}
+def _argv(argv: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"name": a["name"], "type": a["type"], "optional": bool(a.get("optional"))} for a in argv]
+
+
+def _op_entry(op: str) -> dict[str, Any]:
+    """What ``emq.begin`` needs to know of one script's op: its ARGV, whether it takes a
+    trailing ``now`` and a row key, and for a batch with items the ARGV of one item."""
+    if op == "snapshot":
+        return {"argv": [], "clock": False, "row_key": False, "items": False}
+    if op in spec.BATCHES:
+        b = spec.BATCHES[op]
+        items = _argv(spec.OPS[b["of"]]["argv"]) if b["items"] else False
+        return {"argv": _argv(b["argv"]), "clock": bool(b["clock"]), "row_key": False, "items": items}
+    d = spec.OPS[op]
+    return {"argv": _argv(d["argv"]), "clock": bool(d["clock"]), "row_key": bool(d["row_key"]), "items": False}
+
+
+def prelude(op: str | None = None) -> str:
+    """The generated head of a script: ``local emq = {...}``. For one ``op`` it names the
+    op (``emq.op``) and carries only that op's entry and the argument types it uses: a
+    script builds this table on every call (and fakeredis compiles it on every call too),
+    so it holds nothing the script does not read. Without ``op``: every op and type."""
+    ops = {name: _op_entry(name) for name in ([op] if op else [*spec.OPS, *spec.BATCHES, "snapshot"])}
+    used = {a["type"] for e in ops.values() for a in [*e["argv"], *(e["items"] or [])]}
+    used |= {"time"} if any(e["clock"] for e in ops.values()) else set()
     table = {
+        "op": op or False,
         "spec_version": spec.SPEC_VERSION,
         "wire_version": spec.WIRE_VERSION,
         "limits": {name: str(v) for name, v in spec.LIMITS.items()},
@@ -100,7 +115,7 @@ def prelude() -> str:
         "key_names": list(spec.LOCATIONS) + ["completed", "failed"],
         "locations": list(spec.LOCATIONS),
         "states": dict(spec.STATE_OF),
-        "types": {name: _lua_type(name) for name in spec.TYPES},
+        "types": {name: _lua_type(name) for name in spec.TYPES if op is None or name in used},
         "ops": ops,
         "job_ns": branded_id.JOB,
         "id_len": branded_id.ID_LEN,
@@ -130,17 +145,27 @@ class Script:
     source: str
     sha: str
 
+    @classmethod
+    def assemble(cls, name: str, lib: str, body: str) -> "Script":
+        """``prelude(name) + lib + body``, with its SHA1."""
+        source = prelude(name) + lib + "\n" + body
+        return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+
 
 class ScriptSet:
     """Every script, assembled from a directory (ours by default).
 
     A foreign directory (a port's rewritten scripts, same calling convention) must hold
     every transition ``<op>.lua``; its ``lib.lua`` is prepended when present. The read
-    scripts it lacks are ours, with our ``lib.lua``."""
+    scripts it lacks are ours, with our ``lib.lua``.
+
+    A batch op (``spec.BATCHES``) runs the script of the op it is ``of``, assembled under
+    the batch's name (``emq.op``), which then takes the batch's ARGV; a batch with items
+    also gets ``batch.lua`` after ``lib.lua``. Batch scripts are always ours, since a
+    port's single-op scripts know no batch ARGV."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
         own = _own_dir()
-        head = prelude()
         own_lib = _read(own, "lib.lua") or ""
         if directory is None:
             node, lib = own, own_lib
@@ -159,9 +184,12 @@ class ScriptSet:
             if body is None:
                 body, body_lib = _read(own, f"{name}.lua"), own_lib
             assert body is not None, name
-            source = head + body_lib + "\n" + body
-            sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
-            self.scripts[name] = Script(name, source, sha)
+            self.scripts[name] = Script.assemble(name, body_lib, body)
+        batch_lib = own_lib + "\n" + (_read(own, "batch.lua") or "")
+        for name, batch in spec.BATCHES.items():
+            body = _read(own, f"{batch['of']}.lua")
+            assert body is not None, name
+            self.scripts[name] = Script.assemble(name, batch_lib if batch["items"] else own_lib, body)
 
     def __getitem__(self, name: str) -> Script:
         return self.scripts[name]

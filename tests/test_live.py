@@ -538,7 +538,7 @@ def test_prelude_is_generated_from_the_table() -> None:
     for op, d in spec.OPS.items():
         argv = emq[b"ops"][op.encode()][b"argv"]
         assert [argv[i + 1][b"name"].decode() for i in range(len(d["argv"]))] == [a["name"] for a in d["argv"]]
-    assert ScriptSet()["claim"].source.startswith(prelude())
+    assert ScriptSet()["claim"].source.startswith(prelude("claim"))
 
 
 def test_a_server_restart_is_recovered_unnoticed() -> None:

@@ -1,21 +1,27 @@
--- enqueue: add a new job to pending (T-enqueue).
+-- enqueue: add a new job to pending (T-enqueue); also enqueue_many (B-enqueue).
 --
 -- KEYS: pending, active, schedule, dead, metrics:completed, metrics:failed (CC-1),
---       [7] emq:{q}:job:<id>
--- ARGV: [1] id (JOB id), [2] payload (any bytes)
+--       [7] emq:{q}:job:<id> (enqueue only)
+-- ARGV: enqueue: [1] id (JOB id), [2] payload (any bytes)
+--       enqueue_many: id, payload, id, payload, ... (1..limit_max items)
 -- Reply: "enqueued"; "duplicate" when the id has a row or is a member anywhere
---        (nothing changes).
--- Refusals: EMQARG (KEYS/ARGV count, keys), EMQKIND (id).
+--        (nothing changes). enqueue_many: one such answer per item, in item order.
+-- Refusals: EMQARG (KEYS/ARGV count, keys), EMQKIND (an id; a batch is refused whole).
 
 -- luacheck: read globals emq
 
-local a, err = emq.begin("enqueue")
+local a, err = emq.begin(emq.op)
 if err then return err end
-local k, id = a.keys, a.id
+local k = a.keys
 
-if emq.exists(k, id) then
-  return "duplicate"
+local function enqueue()
+  local id = a.id
+  if emq.exists(k, id) then
+    return "duplicate"
+  end
+  redis.call("ZADD", k.pending, "0", id)
+  redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "0", "payload", a.payload)
+  return "enqueued"
 end
-redis.call("ZADD", k.pending, "0", id)
-redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "0", "payload", a.payload)
-return "enqueued"
+
+return emq.run(a, enqueue)

@@ -16,7 +16,11 @@
 --   5. the trailing `now`, else the server clock (CLK-1)               -> EMQARG
 -- args carries: keys (pending, active, schedule, dead, completed, failed, row),
 -- prefix ("emq:{q}:"), now (clock ops), and each argv value by its name (integers as
--- Lua numbers, exact: every bound is <= 2^53-1; an absent optional argument is nil).
+-- Lua numbers, exact: every bound is <= 2^53-1; an absent optional argument is nil);
+-- Each script passes its own op, `emq.op` (the prelude names it): a file like claim.lua
+-- also serves its batch form (claim_many), assembled under the batch's name. Batch
+-- scripts with items (enqueue_many, complete_many) also carry batch.lua, which checks
+-- their ARGV (emq.begin_items) and runs the op per item (emq.each).
 
 -- luacheck: globals emq
 
@@ -123,8 +127,61 @@ function emq.time_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- One argument `v` for the table entry `a` (CC-2): true and its value (an integer as a
+-- Lua number, an absent optional argument as nil), or false and the refusal.
+function emq.argument(a, v)
+  local t = emq.types[a.type]
+  if a.optional and v == "" then
+    return true, nil
+  elseif t.max_bytes then
+    if #v > t.max_bytes then
+      return false, emq.refuse(ARG, a.name .. " is longer than " .. t.max_bytes .. " bytes")
+    end
+  elseif t.values then
+    for _, allowed in ipairs(t.values) do
+      if v == allowed then
+        return true, v
+      end
+    end
+    return false, emq.refuse(ARG, a.name .. " must be one of " .. table.concat(t.values, ", "))
+  elseif t.min then
+    v = emq.integer(v, t)
+    if v == nil then
+      return false, emq.refuse(ARG, a.name .. " must be a canonical decimal in [" .. t.min .. ", " .. t.max .. "]")
+    end
+  end -- a payload (no bounds) is any bytes
+  return true, v
+end
+
+-- KEYS[1..6] of the queue (and KEYS[7], the row of ARGV[1], for ops with a row key):
+-- sets args.prefix and args.keys, or returns the refusal.
+function emq.check_keys(spec, args)
+  local q = queue_of(KEYS[1])
+  if not q then
+    return emq.refuse(ARG, "KEYS[1] is not emq:{q}:" .. emq.kinds[1] .. " of an allowed queue name")
+  end
+  local prefix = "emq:{" .. q .. "}:"
+  args.prefix = prefix
+  for i, kind in ipairs(emq.kinds) do
+    if KEYS[i] ~= prefix .. kind then
+      return emq.refuse(ARG, "KEYS[" .. i .. "] is not " .. prefix .. kind)
+    end
+    args.keys[emq.key_names[i]] = KEYS[i]
+  end
+  if spec.row_key then
+    local n = #emq.kinds + 1
+    if KEYS[n] ~= prefix .. "job:" .. ARGV[1] then
+      return emq.refuse(ARG, "KEYS[" .. n .. "] is not " .. prefix .. "job:<ARGV[1]>")
+    end
+    args.keys.row = KEYS[n]
+  end
+end
+
 function emq.begin(op)
   local spec = emq.ops[op]
+  if spec.items then
+    return emq.begin_items(op, spec) -- batch.lua
+  end
   local argv = spec.argv
   local nkeys = #emq.kinds + (spec.row_key and 1 or 0)
   if #KEYS ~= nkeys then
@@ -144,50 +201,16 @@ function emq.begin(op)
     args[argv[1].name] = ARGV[1]
     first = 2
   end
-  local q = queue_of(KEYS[1])
-  if not q then
-    return nil, emq.refuse(ARG, "KEYS[1] is not emq:{q}:" .. emq.kinds[1] .. " of an allowed queue name")
-  end
-  local prefix = "emq:{" .. q .. "}:"
-  args.prefix = prefix
-  for i, kind in ipairs(emq.kinds) do
-    if KEYS[i] ~= prefix .. kind then
-      return nil, emq.refuse(ARG, "KEYS[" .. i .. "] is not " .. prefix .. kind)
-    end
-    args.keys[emq.key_names[i]] = KEYS[i]
-  end
-  if spec.row_key then
-    if KEYS[nkeys] ~= prefix .. "job:" .. ARGV[1] then
-      return nil, emq.refuse(ARG, "KEYS[" .. nkeys .. "] is not " .. prefix .. "job:<ARGV[1]>")
-    end
-    args.keys.row = KEYS[nkeys]
+  local bad = emq.check_keys(spec, args)
+  if bad then
+    return nil, bad
   end
   for i = first, #argv do
-    local a, v = argv[i], ARGV[i]
-    local t = emq.types[a.type]
-    if a.optional and v == "" then
-      v = nil
-    elseif t.max_bytes then
-      if #v > t.max_bytes then
-        return nil, emq.refuse(ARG, a.name .. " is longer than " .. t.max_bytes .. " bytes")
-      end
-    elseif t.values then
-      local ok = false
-      for _, allowed in ipairs(t.values) do
-        if v == allowed then
-          ok = true
-        end
-      end
-      if not ok then
-        return nil, emq.refuse(ARG, a.name .. " must be one of " .. table.concat(t.values, ", "))
-      end
-    elseif t.min then
-      v = emq.integer(v, t)
-      if v == nil then
-        return nil, emq.refuse(ARG, a.name .. " must be a canonical decimal in [" .. t.min .. ", " .. t.max .. "]")
-      end
-    end -- a payload (no bounds) is any bytes
-    args[a.name] = v
+    local ok, v = emq.argument(argv[i], ARGV[i])
+    if not ok then
+      return nil, v
+    end
+    args[argv[i].name] = v
   end
   if spec.clock then
     if nargs == #argv + 1 then
@@ -201,6 +224,15 @@ function emq.begin(op)
     end
   end
   return args, nil
+end
+
+-- Run `one`, the body of an op about one id: once, or for a batch with items once per
+-- item (emq.each, batch.lua).
+function emq.run(args, one)
+  if args.items then
+    return emq.each(args, one)
+  end
+  return one()
 end
 
 -- The location holding `id` (its key name in args.keys) and its score, or nil.
