@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import redis
 from redis.backoff import NoBackoff
@@ -190,6 +190,16 @@ class Queue:
             dropped, answer = list(reply[1:]), None
         else:
             raise ValueError(f"claim: unexpected reply {reply!r}")
+        self._dropped(dropped)
+        return answer
+
+    def _claim_many_answer(self, reply: Any) -> list[Claimed]:
+        flat, dropped = reply
+        self._dropped(dropped)
+        return [Claimed(_text(i), bytes(p), int(t)) for i, p, t in zip(flat[0::3], flat[1::3], flat[2::3])]
+
+    def _dropped(self, dropped: Sequence[Any]) -> None:
+        """T-claim-5: record (and log) the orphans a claim dropped."""
         self.last_dropped = tuple(_text(d) for d in dropped)
         if self.last_dropped:
             log.warning(
@@ -198,7 +208,16 @@ class Queue:
                 len(self.last_dropped),
                 ", ".join(self.last_dropped),
             )
-        return answer
+
+    def _items_answer(self, reply: Any) -> list[Any]:
+        """A batch's answers per item: a refused item's text becomes its ``EmqError``."""
+        return [errors.parse_reply(t) or t for t in map(_text, reply)]
+
+    def _items(self, op: str, items: Any) -> _Call:
+        """A batch with items (B-1): every item checked here, ARGV the items' argv flat."""
+        checked = spec.check_items(op, items)
+        names = [a["name"] for a in spec.OPS[spec.BATCHES[op]["of"]]["argv"]]
+        return _Call(op, list(self.keys), [item[n] for item in checked for n in names], self._items_answer)
 
     def _enqueue(self, id: str, payload: Any) -> _Call:
         a = spec.check_args("enqueue", {"id": id, "payload": payload})
@@ -248,6 +267,10 @@ class Queue:
     def _remove(self, id: str) -> _Call:
         a = spec.check_args("remove", {"id": id})
         return _Call("remove", self._id_keys(a["id"]), [a["id"]], self._text_answer)
+
+    def _claim_many(self, n: Any, lease_ms: Any, now: Any) -> _Call:
+        a = spec.check_args("claim_many", {"n": n, "lease_ms": lease_ms})
+        return _Call("claim_many", list(self.keys), [a["n"], a["lease_ms"]] + self._clock(now), self._claim_many_answer)
 
     def _run(self, call: _Call) -> Any:
         reply = self.conn.scripts.run(self.conn.redis, call.name, call.keys, call.args)
@@ -311,6 +334,23 @@ class Queue:
     def remove(self, id: str) -> str:
         """T-remove: ``"ok"`` or ``"gone"``."""
         return self._run(self._remove(id))
+
+    # -- batches: one script call each (lifecycle.md §6, "Batches") -------------------
+
+    def enqueue_many(self, jobs: Iterable[tuple[str, bytes | str]]) -> list[str]:
+        """B-enqueue: ``enqueue`` for each ``(id, payload)``, in order, in one script
+        call; the answers in item order. A bad item refuses the whole batch."""
+        return self._run(self._items("enqueue_many", jobs))
+
+    def claim_many(self, n: int, lease_ms: int, *, now: int | None = None) -> list[Claimed]:
+        """B-claim: up to ``n`` claims in one script call, stopping when pending is empty;
+        ``last_dropped`` holds every orphan dropped on the way."""
+        return self._run(self._claim_many(n, lease_ms, now))
+
+    def complete_many(self, jobs: Iterable[tuple[str, int]]) -> list[str | errors.EmqError]:
+        """B-complete: ``complete`` for each ``(id, token)``, in order, in one script call;
+        a refused item answers its ``EmqError`` in place (it changed nothing)."""
+        return self._run(self._items("complete_many", jobs))
 
     # -- reads -----------------------------------------------------------------------
 
