@@ -32,7 +32,7 @@ DB = 9
 
 LIVE = ("fakeredis", "valkey", "redis")
 BACKENDS = ("model",) + LIVE
-OPS = tuple(spec.OPS)
+OPS = tuple(spec.OPS) + tuple(spec.BATCHES)
 
 
 def J(n: int) -> str:
@@ -141,7 +141,7 @@ class Twin:
                 assert dump(self.redis) == keys_before, f"refused {op} changed the keyspace"
             else:
                 assert got == want, f"{op}{args}{kw}: live {got!r}, model {want!r}"
-                if op == "claim":
+                if op in ("claim", "claim_many"):
                     assert self.live.last_dropped == self.model.last_dropped
                 self.check()
         if isinstance(want, errors.EmqError):
