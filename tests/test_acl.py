@@ -58,7 +58,7 @@ def refused(admin: Any) -> set[tuple[str, str]]:
 def workload(target_url: str, admin: Any) -> None:
     """Everything the client and ``emq check`` do, once each: connect (fence, script
     loads), a target's reset and its forget_row fault, every transition on the server
-    clock, every read, a NOSCRIPT reload."""
+    clock, the batch ops, every read, a NOSCRIPT reload."""
     target = LiveTarget(target_url)
     try:
         q = target.queue("acl")
@@ -78,6 +78,9 @@ def workload(target_url: str, admin: Any) -> None:
         assert q.remove(J(2)) == "ok"
         assert q.browse(5) == [] and q.job(J(1)) is None
         assert q.counts() == dict.fromkeys(spec.LOCATIONS, 0) and q.state(J(1)) == "absent"
+        assert q.enqueue_many([(J(4), b"d"), (J(5), b"e")]) == ["enqueued", "enqueued"]
+        got = q.claim_many(2, 60_000)
+        assert q.complete_many([(c.id, c.token) for c in got]) == ["ok", "ok"]
         q.enqueue(J(3), b"c")
         target.forget_row("acl", J(3))
         assert q.snapshot().pending == ((J(3), 0),)
