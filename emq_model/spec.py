@@ -63,10 +63,10 @@ def rule(op: str) -> str:
 def check_value(type_name: str, name: str, value: Any) -> Any:
     """``value`` normalised for the wire (ints stay ints, text becomes bytes), or the
     refusal the type names (``KindError`` for ids, ``ArgError`` otherwise)."""
-    from .branded_id import require  # branded_id reads LIMITS from this module
-
     t = TYPES[type_name]
     if type_name == "job_id":
+        from .branded_id import require  # here, not above: branded_id reads LIMITS from this module
+
         return require(value)
     if type_name in ("payload", "text"):
         if isinstance(value, str):
