@@ -84,6 +84,21 @@ def _bytes(value: str | bytes) -> bytes:
 # -- events to ops --------------------------------------------------------------------------
 
 
+INPUTS = {
+    "enqueue": ("id", "payload"),
+    "schedule": ("id", "payload", "run_at_lo", "run_at_hi"),
+    "claim": ("lease_ms", "now_lo", "now_hi"),
+    "complete": ("id", "token"),
+    "retry": ("id", "token", "delay_ms", "max_attempts", "now_lo", "now_hi"),
+    "extend": ("id", "token", "lease_ms", "now_lo", "now_hi"),
+    "reap": ("limit", "max_attempts", "now_lo", "now_hi"),
+    "promote": ("limit", "now_lo", "now_hi"),
+    "observe": ("serial",),
+}
+"""The fields of each op's input tuple after its name (``now_*``: the server clock
+window, ms)."""
+
+
 def to_op(event: Event, serial: int) -> Op:
     """The checker's ``Op`` for an event. Inputs carry the server clock window; a
     snapshot's input is ``("observe", serial)`` and its output stays the Snapshot."""
@@ -367,10 +382,7 @@ def check(events: Iterable[Event], *, seconds: float = 60.0, max_states: int = 2
 def describe(op: Op, origin: int = 0) -> str:
     """One op as a line: times in ms from ``origin``, process, call and answer."""
     inp = op.input
-    if inp[0] == "observe":
-        call = "snapshot"
-    else:
-        call = f"{inp[0]}({', '.join(repr(v) for v in inp[1:])})"
+    call = f"{inp[0]}({', '.join(f'{k}={v!r}' for k, v in zip(INPUTS[inp[0]], inp[1:]))})"
     span = f"[{(op.invoke - origin) / 1e6:.3f}, {(op.ret - origin) / 1e6:.3f}] ms"
     return f"{span} {op.process}: {call} -> {op.output!r}"
 

@@ -262,10 +262,13 @@ def run_sequentially(program: list[tuple[str, dict[str, Any], int]]) -> list[Eve
     return events
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(programs())
 def test_every_sequential_run_of_the_oracle_is_accepted(program: list[tuple[str, dict[str, Any], int]]) -> None:
     events = run_sequentially(program)
+    for i, e in enumerate(events):  # every input has the fields INPUTS names for it
+        inp = history.to_op(e, i).input
+        assert len(inp) == 1 + len(history.INPUTS[inp[0]])
     checked = history.check(events, seconds=10)
     assert checked.verdict == OK, [line for p in checked.linearizability.illegal for line in history.explain(p)]
 
@@ -274,7 +277,7 @@ WRONG = {"enqueued": "duplicate", "duplicate": "enqueued", "scheduled": "duplica
          "EMQSTALE": "ok", "gone": "ok", "dead": "scheduled"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(programs(hidden=False), st.data())
 def test_a_wrong_answer_about_a_job_is_illegal(program: list[tuple[str, dict[str, Any], int]], data: Any) -> None:
     """Without reap and promote every job's history is deterministic, so any one wrong

@@ -116,6 +116,8 @@ def test_a_split_claim_is_caught_double_claimed(valkey: ServerProcess) -> None:
     checked = history.check(events, seconds=10)
     assert checked.verdict == ILLEGAL
     assert [p.key for p in checked.linearizability.illegal] == [J1]
+    told = "\n".join(history.explain(checked.linearizability.illegal[0]))
+    assert f"job {J1}: illegal" in told and "A: claim(lease_ms=60000" in told and "B: claim(lease_ms=60000" in told
 
 
 def test_a_split_claim_is_caught_completing_a_job_twice(valkey: ServerProcess) -> None:
