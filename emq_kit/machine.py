@@ -181,7 +181,7 @@ class Conformance(RuleBasedStateMachine):
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
         argument spoiled if asked), then check answers, snapshots and invariants."""
-        if spec.OPS[op]["clock"]:
+        if _entry(op)["clock"]:
             args = self.clock.stamp(args, self.now)
         if spoil is not None:
             args = _spoiled(op, args, spoil)
@@ -200,9 +200,9 @@ class Conformance(RuleBasedStateMachine):
             op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
             lambda a: target_outcome(lambda: getattr(self.impls[queue], op)(**a)), lambda: self.target.snapshot(queue))
         if step.model != step.target or type(step.model) is not type(step.target):
-            raise self.diverge("answer", spec.rule(op) if op in spec.OPS else "INV-8", step,
+            raise self.diverge("answer", _entry(op)["rule"], step,
                              [f"model answered {step.model!r}", f"target answered {step.target!r}"])
-        if op == "claim" and model.last_dropped != self.impls[queue].last_dropped:
+        if op in ("claim", "claim_many") and model.last_dropped != self.impls[queue].last_dropped:
             raise self.diverge("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
                                                            f"target dropped {self.impls[queue].last_dropped}"])
         if op in spec.TRANSITIONS:
@@ -277,6 +277,23 @@ class Conformance(RuleBasedStateMachine):
         handed out (+1): both must be refused while the job is live (EMQSTALE)."""
         q, job, token = self._holders()[pick % len(self._holders())]
         self.step(q, op, self._settle_args(op, job, max(token + skew, 1), delay, cap, lease), spoil=spoil)
+
+    # -- rules: batches (one script call for many items; the model's loop is the oracle) -
+
+    @rule(q=queues, jobs=st.lists(st.tuples(ids, PAYLOADS), min_size=1, max_size=4))
+    def enqueue_many(self, q: str, jobs: list[tuple[str, bytes]]) -> None:
+        self.step(q, "enqueue_many", {"jobs": jobs})
+
+    @rule(target=claims, q=queues, n=st.integers(1, 4), lease=LEASES)
+    def claim_many(self, q: str, n: int, lease: int) -> Any:
+        got = self.step(q, "claim_many", {"n": n, "lease_ms": lease})
+        return multiple(*((q, c.id, c.token) for c in got)) if isinstance(got, list) else multiple()
+
+    @rule(kept=st.lists(claims, min_size=1, max_size=3))
+    def complete_many(self, kept: list[tuple[str, str, int]]) -> None:
+        """Settle several kept claims in one call, on the first one's queue: the others'
+        tokens may be stale, or foreign."""
+        self.step(kept[0][0], "complete_many", {"jobs": [(job, token) for _, job, token in kept]})
 
     # -- rules: pumps and operators ----------------------------------------------------
 
@@ -387,6 +404,11 @@ class Conformance(RuleBasedStateMachine):
     @invariant()
     def clock_is_valid(self) -> None:
         assert 0 <= self.now <= spec.LIMITS["ms_max"]
+
+
+def _entry(op: str) -> dict[str, Any]:
+    """An op's row of the spec table: a transition, a read or a batch."""
+    return spec.OPS[op] if op in spec.OPS else spec.BATCHES[op]
 
 
 def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int]) -> dict[str, Any]:

@@ -148,12 +148,13 @@ def _mutated_dir(mutant: Mutant, source: Path | None, into: str) -> None:
 def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float,
            found: Any = None) -> Verdict:
     """The machine against one mutant, to the end (in a child process of ``judge``);
-    ``found`` (a shared flag) is raised as soon as a divergence is seen."""
+    ``found`` (a shared double) gets the time of the first divergence as soon as the
+    next example starts."""
     from .targets import LiveTarget
 
     def note(run: Any) -> None:
-        if found is not None and run.first_failure is not None:
-            found.set()
+        if found is not None and run.first_failure is not None and not found.value:
+            found.value = run.first_failure
 
     with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
         _mutated_dir(mutant, source, tmp)
@@ -178,7 +179,7 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     may take up to ``SHRINK_ALLOWANCE`` more."""
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    found = ctx.Event()
+    found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
     started = time.perf_counter()
 
     def work() -> None:
@@ -188,10 +189,11 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     proc.start()
     child.close()
     try:
-        if parent.poll(budget) or (found.is_set() and parent.poll(SHRINK_ALLOWANCE)):
+        if parent.poll(budget) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
             return parent.recv()
-        reason = "shrinking ran out of time" if found.is_set() else f"budget of {budget:g} s spent"
-        return Verdict(mutant, "survived", time.perf_counter() - started, -1, reason=reason)
+        if found.value:  # killed; only the shrinking did not finish in time
+            return Verdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
+        return Verdict(mutant, "survived", time.perf_counter() - started, -1, reason=f"budget of {budget:g} s spent")
     except EOFError:
         return Verdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
     finally:
