@@ -1,0 +1,596 @@
+"""``emq bench``: how fast the kit verifies and the live implementation runs, measured in
+one run next to the ceilings of the same machine (benchmarks/README.md records a run).
+
+Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the goal):
+
+- ``model``: transitions per second of ``QueueModel`` (enqueue -> claim -> complete).
+- ``rtt.*``: redis-py round trips per second (EVALSHA of ``return 1``), the unit every
+  live figure is made of. Ceiling on Valkey: ``valkey-benchmark`` doing the same over
+  one connection.
+- ``check.*``: checked steps per second of the conformance machine (the call on both
+  sides, the snapshot, the comparison, the invariants), with the model as target (the
+  machine alone), on fakeredis and on Valkey. Ceiling of a live target: the machine
+  alone plus two round trips per step (the call and one snapshot read).
+- ``lifecycle.*``: jobs per second through enqueue -> claim -> complete from one Python
+  process, one call per op (single) or one script call per op per batch (batched).
+  Ceiling on Valkey: the server replaying the identical EVALSHA stream with no client
+  work (``valkey-cli --pipe``). ``valkey-benchmark`` repeats one command with fixed
+  arguments (its only variable, ``__rand_int__``, is 12 digits and cannot form a 14-byte
+  JOB id), so it cannot replay a lifecycle; it measures ``claim_many`` on a full queue,
+  where the repeated call does the same work each time.
+- ``scale.*``: claim and complete latency (one call, median) and memory per job
+  (100-byte payload) with n jobs pending, for each n; ``scale.*.growth`` is the latency
+  at the largest n over the latency at the smallest.
+
+Without ``--url`` a throwaway valkey-server is started (``emq_live.server``); fakeredis
+runs in-process. Queues are emptied through ``LiveTarget`` (their keys only), so a
+server given by ``--url`` keeps its other data. Nothing here judges a timing: the numbers
+are reported, and a run only fails if a queue answers wrongly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Any, Callable, Iterator
+from urllib.parse import unquote, urlparse
+
+from emq_model import branded_id, keyspace
+from emq_model.model import QueueModel
+
+from .check import PROFILES, run_check
+from .cli import EXIT_OK, Usage, positive
+from .targets import LiveTarget, ModelTarget
+
+PAYLOAD = b"p" * 100
+LEASE_MS = 600_000  # longer than any run: no lease expires while we measure
+NOW = 1_750_000_000_000  # the model's clock
+QUEUE = "emq-bench"
+GOALS = {"check.fakeredis": 1_000, "check.valkey": 1_500, "lifecycle.valkey.batched": 20_000}
+"""The project's goals (issue 7), shown beside the figures they are about."""
+
+
+@dataclass
+class Figure:
+    """One measured figure, the ceiling it is held against (measured in the same run, or
+    derived from figures that were) and the goal the project set for it."""
+
+    key: str
+    value: float
+    unit: str
+    ceiling: float | None = None
+    ceiling_by: str = ""
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        return self.value / self.ceiling if self.ceiling else None
+
+    @property
+    def goal(self) -> float | None:
+        return GOALS.get(self.key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ratio": self.ratio, "goal": self.goal}
+
+
+@dataclass
+class Params:
+    """How much each part measures (the CLI's options)."""
+
+    examples: int = 100
+    steps: int = 50
+    jobs: int = 50_000
+    single_jobs: int = 3_000
+    batch: int = 500
+    sizes: tuple[int, ...] = (1_000, 100_000)
+    fakeredis_sizes: tuple[int, ...] = (1_000, 100_000)
+    probes: int = 500
+    repeat: int = 3
+    seed: int = 7
+
+
+@dataclass
+class Bench:
+    """A whole run: where it ran, with what, and the figures."""
+
+    params: Params
+    machine: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    figures: list[Figure] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"machine": self.machine, "versions": self.versions, "params": asdict(self.params),
+                "figures": [f.to_json() for f in self.figures]}
+
+
+# -- the machine and the versions --------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """nproc, CPU model, memory, OS and load: what the figures were measured on."""
+    cpu = platform.processor() or "?"
+    memory = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+        with open("/proc/meminfo") as f:
+            kb = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+            memory = round(kb / 1024**2, 1)
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "memory_gib": memory, "os": platform.platform(),
+            "load_before": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+
+
+def versions(valkey: LiveTarget) -> dict[str, str]:
+    out = {"python": platform.python_version(), "server": valkey.describe()["server"]}
+    for name in ("emq", "redis", "fakeredis", "lupa", "hypothesis"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "?"
+    return out
+
+
+# -- building blocks ------------------------------------------------------------------
+
+
+class Ids:
+    """Fresh, increasing JOB ids: no two parts of a run share one."""
+
+    def __init__(self) -> None:
+        self.next = 1
+
+    def take(self, n: int) -> list[str]:
+        first, self.next = self.next, self.next + n
+        return [branded_id.encode(branded_id.JOB, k) for k in range(first, first + n)]
+
+
+def fresh(target: LiveTarget, name: str = QUEUE) -> Any:
+    """The queue ``name`` on ``target``, emptied (its keys only)."""
+    target.reset()
+    return target.queue(name)
+
+
+def rate(n: int, fn: Callable[[], Any]) -> float:
+    """``n`` divided by the seconds ``fn`` takes."""
+    started = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - started)
+
+
+def best(repeat: int, measure: Callable[[], float]) -> float:
+    """The highest of ``repeat`` measurements of a rate: the one the machine's other work
+    disturbed least (a shared 2-core machine swings by several times between runs)."""
+    return max(measure() for _ in range(repeat))
+
+
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    return (items[i : i + size] for i in range(0, len(items), size))
+
+
+class Wrong(RuntimeError):
+    """A queue answered something the lifecycle does not allow: the run measured nothing."""
+
+
+def expect(got: Any, want: Any, what: str) -> None:
+    if got != want:
+        raise Wrong(f"{what}: expected {want!r}, got {got!r}")
+
+
+# -- the model, round trips, the conformance machine -----------------------------------
+
+
+def bench_model(ids: list[str], depth: int = 100) -> Figure:
+    """Transitions per second of QueueModel: enqueue ``depth`` jobs, then claim and
+    complete each, over and over."""
+    m = QueueModel(QUEUE)
+
+    def run() -> None:
+        for chunk in chunks(ids, depth):
+            for job in chunk:
+                m.enqueue(job, PAYLOAD)
+            for _ in chunk:
+                got = m.claim(LEASE_MS, now=NOW)
+                m.complete(got.id, got.token)
+
+    return Figure("model", rate(3 * len(ids), run), "transitions/s", note=f"pending depth {depth}")
+
+
+def bench_rtt(target: LiveTarget, calls: int) -> float:
+    """redis-py EVALSHA round trips per second of a script that returns at once."""
+    r = target.conn.redis
+    sha = r.script_load("return 1")
+    return rate(calls, lambda: [r.evalsha(sha, 0) for _ in range(calls)])
+
+
+def bench_check(target: Any, params: Params) -> float:
+    """Checked steps per second of the conformance machine on ``target``."""
+    report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed)
+    if not report.ok:
+        raise Wrong(f"the conformance run on {report.target.get('target')} did not conform: {report.verdict}")
+    return report.steps_per_second
+
+
+# -- the lifecycle ---------------------------------------------------------------------
+
+
+def lifecycle_single(q: Any, ids: list[str]) -> float:
+    """Jobs per second, one call per op."""
+
+    def run() -> None:
+        for job in ids:
+            expect(q.enqueue(job, PAYLOAD), "enqueued", "enqueue")
+            got = q.claim(LEASE_MS)
+            expect(got.id, job, "claim")
+            expect(q.complete(job, got.token), "ok", "complete")
+
+    return rate(len(ids), run)
+
+
+def lifecycle_batched(q: Any, ids: list[str], batch: int) -> tuple[float, float]:
+    """Jobs per second with one script call per op per batch, and claims per second
+    inside the ``claim_many`` calls alone."""
+    claiming = 0.0
+
+    def run() -> None:
+        nonlocal claiming
+        for chunk in chunks(ids, batch):
+            expect(q.enqueue_many([(job, PAYLOAD) for job in chunk]), ["enqueued"] * len(chunk), "enqueue_many")
+            started = time.perf_counter()
+            got = q.claim_many(len(chunk), LEASE_MS)
+            claiming += time.perf_counter() - started
+            expect([c.id for c in got], chunk, "claim_many")
+            expect(q.complete_many([(c.id, c.token) for c in got]), ["ok"] * len(chunk), "complete_many")
+
+    jobs_per_s = rate(len(ids), run)
+    return jobs_per_s, len(ids) / claiming
+
+
+# -- the server's own ceilings (valkey-cli --pipe, valkey-benchmark) -------------------
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise Usage(f"{name} is not installed (Debian package valkey-tools; bash scripts/install-valkey.sh)")
+    return found
+
+
+def server_args(url: str, dbnum: str = "-n") -> list[str]:
+    """valkey-cli options naming the server and database of a redis:// URL
+    (valkey-benchmark names the database with ``--dbnum``)."""
+    u = urlparse(url.replace("valkey://", "redis://", 1))
+    if u.scheme == "unix":
+        out = ["-s", u.path]
+    elif u.scheme == "redis":
+        out = ["-h", u.hostname or "127.0.0.1", "-p", str(u.port or 6379)]
+    else:
+        raise Usage(f"cannot point valkey-cli at {url!r} (redis://, valkey:// or unix:// only)")
+    if u.password:
+        out += ["-a", unquote(u.password), "--no-auth-warning"]
+    db = u.path.strip("/") if u.scheme == "redis" else ""
+    return out + ([dbnum, db] if db not in ("", "0") else [])
+
+
+def resp(*args: bytes | str | int) -> bytes:
+    """One command in RESP, as a client sends it."""
+    parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+
+
+def evalsha(q: Any, name: str, keys: list[str], args: list[Any]) -> bytes:
+    return resp("EVALSHA", q.conn.scripts[name].sha, len(keys), *keys, *args)
+
+
+def single_stream(q: Any, ids: list[str]) -> bytes:
+    """The EVALSHA calls ``lifecycle_single`` makes for ``ids`` (fresh ids on an empty
+    queue: every claim takes the job just enqueued, with token 1)."""
+    out = []
+    for job in ids:
+        row = q.keys + [keyspace.job_key(q.name, job)]
+        out += [evalsha(q, "enqueue", row, [job, PAYLOAD]), evalsha(q, "claim", q.keys, [LEASE_MS]),
+                evalsha(q, "complete", row, [job, 1])]
+    return b"".join(out)
+
+
+def batched_stream(q: Any, ids: list[str], batch: int) -> bytes:
+    """The EVALSHA calls ``lifecycle_batched`` makes for ``ids``."""
+    out = []
+    for chunk in chunks(ids, batch):
+        out += [evalsha(q, "enqueue_many", q.keys, [x for job in chunk for x in (job, PAYLOAD)]),
+                evalsha(q, "claim_many", q.keys, [len(chunk), LEASE_MS]),
+                evalsha(q, "complete_many", q.keys, [x for job in chunk for x in (job, 1)])]
+    return b"".join(out)
+
+
+def replay(url: str, stream: bytes, jobs: int, q: Any) -> float:
+    """Jobs per second of the server running ``stream`` on its own: ``valkey-cli --pipe``
+    sends it all and waits for the last reply. The queue must end empty with every job
+    completed, or the stream did not do the lifecycle's work."""
+    before = int(q.conn.redis.hget(q.keys[4], "count") or 0)
+    started = time.perf_counter()
+    done = subprocess.run([tool("valkey-cli"), *server_args(url), "--pipe"], input=stream, capture_output=True,
+                          timeout=600)
+    seconds = time.perf_counter() - started
+    out = done.stdout.decode("utf-8", "replace")
+    if done.returncode != 0 or "errors: 0," not in out:
+        raise Wrong(f"valkey-cli --pipe: {out[-500:]}{done.stderr.decode('utf-8', 'replace')[-500:]}")
+    expect(int(q.conn.redis.hget(q.keys[4], "count") or 0) - before, jobs, "jobs completed by the replay")
+    expect(q.counts(), dict.fromkeys(q.counts(), 0), "the queue after the replay")
+    return jobs / seconds
+
+
+def benchmark_rps(url: str, requests: int, *command: Any, clients: int = 1, pipeline: int = 1) -> float:
+    """Requests per second of ``valkey-benchmark`` running ``command``."""
+    done = subprocess.run([tool("valkey-benchmark"), *server_args(url, "--dbnum"), "-c", str(clients), "-n", str(requests),
+                           "-P", str(pipeline), "--csv", *map(str, command)], capture_output=True, timeout=600)
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    if done.returncode != 0 or len(lines) < 2:
+        raise Wrong(f"valkey-benchmark: {done.stdout[-300:]!r} {done.stderr[-300:]!r}")
+    return float(lines[-1].split(",")[1].strip('"'))
+
+
+def benchmark_claim_many(url: str, q: Any, ids: Ids, batch: int, calls: int) -> float:
+    """Claims per second of ``valkey-benchmark`` calling ``claim_many(batch)`` on a queue
+    holding enough jobs that every call claims ``batch`` (pipelined: the server's rate)."""
+    pipeline = 16
+    for chunk in chunks(ids.take((calls + pipeline) * batch), 1_000):
+        q.enqueue_many([(job, PAYLOAD) for job in chunk])
+    rps = benchmark_rps(url, calls, "EVALSHA", q.conn.scripts["claim_many"].sha, len(q.keys), *q.keys, batch,
+                        LEASE_MS, pipeline=pipeline)
+    return rps * batch
+
+
+# -- scale -------------------------------------------------------------------------------
+
+
+def evalsha_usec(r: Any) -> tuple[int, int]:
+    """(calls, usec) of EVALSHA on the server so far (INFO commandstats; no reset)."""
+    stat = r.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stat.get("calls", 0)), int(stat.get("usec", 0))
+
+
+def rss() -> int:
+    """This process's resident memory in bytes (Linux), or 0."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def bench_scale(target: LiveTarget, label: str, sizes: tuple[int, ...], ids: Ids, probes: int,
+                server: bool) -> list[Figure]:
+    """For each size n: fill a queue with n pending jobs, then time ``probes`` single
+    claims and the completes of those jobs, and the memory the n jobs took: the server's
+    ``used_memory`` on a server, this process's RSS growth on fakeredis."""
+    out: list[Figure] = []
+    r = target.conn.redis
+
+    def memory() -> int:
+        return int(r.info("memory")["used_memory"]) if server else rss()
+
+    for n in sizes:
+        q = fresh(target)
+        jobs = ids.take(n)
+        before = memory()
+        for chunk in chunks(jobs, 1_000):
+            q.enqueue_many([(job, PAYLOAD) for job in chunk])
+        per_job = (memory() - before) / n
+        latencies: dict[str, list[float]] = {"claim": [], "complete": []}
+        server_us: dict[str, float] = {}
+        claimed = []
+        for op in ("claim", "complete"):
+            calls0, usec0 = evalsha_usec(r) if server else (0, 0)
+            for i in range(min(probes, n)):
+                started = time.perf_counter()
+                if op == "claim":
+                    claimed.append(q.claim(LEASE_MS))
+                else:
+                    expect(q.complete(claimed[i].id, claimed[i].token), "ok", "complete")
+                latencies[op].append((time.perf_counter() - started) * 1e6)
+            if server:
+                calls1, usec1 = evalsha_usec(r)
+                server_us[op] = (usec1 - usec0) / max(calls1 - calls0, 1)
+        expect([c.id for c in claimed], jobs[: len(claimed)], "the claims of the scale run")
+        for op, values in latencies.items():
+            p99 = sorted(values)[int(0.99 * (len(values) - 1))]
+            note = f"p99 {p99:.0f} us" + (f", server {server_us[op]:.1f} us/call" if server else "")
+            out.append(Figure(f"scale.{label}.{op}.{n}", statistics.median(values), "us", note=note))
+        out.append(Figure(f"scale.{label}.memory.{n}", per_job, "bytes/job",
+                          note="server used_memory" if server else "process RSS growth (fakeredis is in-process)"))
+        fresh(target)  # give the memory back before the next size
+    for op in ("claim", "complete"):
+        first, last = (next(f for f in out if f.key == f"scale.{label}.{op}.{n}") for n in (sizes[0], sizes[-1]))
+        out.append(Figure(f"scale.{label}.{op}.growth", last.value / first.value, "x",
+                          note=f"median latency at n={sizes[-1]:,} over n={sizes[0]:,}"))
+    return out
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def rtt_figures(url: str, valkey: LiveTarget, fake: LiveTarget, repeat: int) -> list[Figure]:
+    calls = 5_000
+    sha = valkey.conn.redis.script_load("return 1")
+    what = "redis-py EVALSHA 'return 1'"
+    return [
+        Figure("rtt.fakeredis", best(repeat, lambda: bench_rtt(fake, calls // 5)), "calls/s", note=what),
+        Figure("rtt.valkey", best(repeat, lambda: bench_rtt(valkey, calls)), "calls/s",
+               best(repeat, lambda: benchmark_rps(url, calls * 4, "EVALSHA", sha, 0)),
+               "valkey-benchmark, 1 connection", note=what),
+    ]
+
+
+def check_figures(valkey: LiveTarget, fake: LiveTarget, params: Params, rtt: dict[str, float]) -> list[Figure]:
+    alone = bench_check(ModelTarget(), params)
+    out = [Figure("check.model", alone, "steps/s", note="the machine alone: model vs model")]
+    for label, target in (("fakeredis", fake), ("valkey", valkey)):
+        ceiling = 1 / (1 / alone + 2 / rtt[label])
+        out.append(Figure(f"check.{label}", bench_check(target, params), "steps/s", ceiling,
+                          "the machine alone + 2 round trips a step"))
+    return out
+
+
+def lifecycle_figures(label: str, target: LiveTarget, url: str | None, ids: Ids, params: Params) -> list[Figure]:
+    """Single and batched lifecycles on ``target``; with ``url`` (Valkey) next to the
+    server replaying the same streams and to valkey-benchmark's ``claim_many``."""
+    n, q = params.repeat, fresh(target)
+    share = 1 if url else 10  # fakeredis runs a tenth of the jobs
+    single = best(n, lambda: lifecycle_single(q, ids.take(params.single_jobs // share)))
+    runs = [lifecycle_batched(q, ids.take(params.jobs // share), params.batch) for _ in range(n)]
+    batched, claims = max(r[0] for r in runs), max(r[1] for r in runs)
+    batch = f"batch {params.batch}"
+    if url is None:
+        return [Figure(f"lifecycle.{label}.single", single, "jobs/s"),
+                Figure(f"lifecycle.{label}.batched", batched, "jobs/s", note=batch)]
+
+    def replayed(stream: Callable[[list[str]], bytes], jobs: int) -> float:
+        return replay(url, stream(ids.take(jobs)), jobs, q)
+
+    calls = max(params.jobs // params.batch, 20)
+    return [
+        Figure(f"lifecycle.{label}.single", single, "jobs/s",
+               best(n, lambda: replayed(lambda j: single_stream(q, j), params.single_jobs)),
+               "valkey-cli --pipe replay", note="3 calls a job"),
+        Figure(f"lifecycle.{label}.batched", batched, "jobs/s",
+               best(n, lambda: replayed(lambda j: batched_stream(q, j, params.batch), params.jobs)),
+               "valkey-cli --pipe replay", note=f"{batch}, 3 calls a batch"),
+        Figure(f"lifecycle.{label}.claim_many", claims, "claims/s",
+               best(n, lambda: benchmark_claim_many(url, fresh(target), ids, params.batch, calls)),
+               "valkey-benchmark -P 16", note="inside the batched lifecycle"),
+    ]
+
+
+def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: None) -> Bench:
+    """Every figure, fakeredis and the Valkey at ``url``."""
+    bench = Bench(params, machine())
+    ids = Ids()
+    valkey, fake = LiveTarget(url), LiveTarget(None)
+    try:
+        bench.versions = versions(valkey)
+        say("model")
+        bench.figures.append(bench_model(ids.take(params.jobs // 5)))
+        say("round trips")
+        rtt = rtt_figures(url, valkey, fake, params.repeat)
+        bench.figures += rtt
+        say("conformance machine")
+        bench.figures += check_figures(valkey, fake, params, {f.key[4:]: f.value for f in rtt})
+        say("lifecycle")
+        bench.figures += lifecycle_figures("fakeredis", fake, None, ids, params)
+        bench.figures += lifecycle_figures("valkey", valkey, url, ids, params)
+        say("scale")
+        bench.figures += bench_scale(valkey, "valkey", params.sizes, ids, params.probes, server=True)
+        bench.figures += bench_scale(fake, "fakeredis", params.fakeredis_sizes, ids, params.probes, server=False)
+        fresh(valkey)
+    finally:
+        valkey.close()
+        fake.close()
+    return bench
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit in ("x", "ratio"):
+        return f"{value:.2f}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def format_bench(bench: Bench) -> str:
+    """The table: figure, value, ceiling, ratio, goal; then how the ceilings were got."""
+    m, v = bench.machine, bench.versions
+    lines = [
+        f"emq bench: {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {m['load_before']:.2f} before the run",
+        "  " + ", ".join(f"{k} {val}" for k, val in v.items()),
+        "",
+        f"  {'figure':<34} {'value':>12} {'unit':<13} {'ceiling':>12} {'ratio':>6} {'goal':>8}  note",
+    ]
+    for f in bench.figures:
+        ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
+        note = "; ".join(x for x in (f.note, f"ceiling: {f.ceiling_by}" if f.ceiling_by else "") if x)
+        lines.append(f"  {f.key:<34} {number(f.value, f.unit):>12} {f.unit:<13} {number(f.ceiling):>12} "
+                     f"{ratio:>6} {number(f.goal):>8}  {note}")
+    return "\n".join(lines)
+
+
+def sizes(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated positive integers, ascending."""
+    try:
+        out = tuple(sorted(int(x) for x in text.split(",") if x.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if not out or out[0] < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
+    return out
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import redis
+
+    from emq_live.server import ServerError, ServerProcess
+
+    given = {k: v for k, v in vars(args).items() if k in Params.__dataclass_fields__ and v is not None}
+    params = Params(**given)
+    if args.million:
+        params.sizes = tuple(sorted({*params.sizes, 1_000_000}))
+    say = (lambda what: print(f"  ... {what}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _: None)
+    server = None
+    try:
+        if args.url is None:
+            try:
+                server = ServerProcess("valkey-server").start()
+            except ServerError as exc:
+                raise Usage(str(exc)) from None
+        bench = run_bench(args.url or server.url, params, say)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
+    except Wrong as exc:
+        print(f"emq bench: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None:
+            server.stop()
+    print(format_bench(bench))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(bench.to_json(), f, indent=2)
+            f.write("\n")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``emq bench`` to the command line."""
+    d = Params()
+    b = sub.add_parser("bench", help="measure the model, the kit and the live queue next to the machine's ceilings")
+    b.add_argument("--url", help="a Valkey server (redis://, valkey://, unix://); default: a throwaway valkey-server")
+    b.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
+    b.add_argument("--examples", type=positive, help=f"conformance examples per target (default {d.examples})")
+    b.add_argument("--steps", type=positive, help=f"steps per example (default {d.steps})")
+    b.add_argument("--jobs", type=positive, help=f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; "
+                                                 "fakeredis a tenth, the model a fifth)")
+    b.add_argument("--single-jobs", dest="single_jobs", type=positive,
+                   help=f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
+    b.add_argument("--batch", type=positive, help=f"jobs per batch call (default {d.batch})")
+    b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
+    b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
+                   help="pending jobs of the scale runs on fakeredis (default 1000,100000)")
+    b.add_argument("--million", action="store_true", help="add 1,000,000 pending jobs to the Valkey scale runs")
+    b.add_argument("--probes", type=positive, help=f"timed claims and completes per size (default {d.probes})")
+    b.add_argument("--repeat", type=positive,
+                   help=f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
+    b.set_defaults(func=cmd_bench)
