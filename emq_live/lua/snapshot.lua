@@ -36,23 +36,21 @@ for _, name in ipairs(emq.key_names) do
   fixed[k[name]] = true
 end
 
-local reply = {}
-for i, loc in ipairs(emq.locations) do
-  reply[i] = read("ZRANGE", k[loc], 0, -1, "WITHSCORES") or {}
-end
-
--- every key under the prefix: escape the glob's special bytes in the queue name
+-- Every key under the prefix first (SCAN of the glob-escaped prefix), so only the fixed
+-- keys that exist are read: an empty location costs no call.
 local pattern = string.gsub(prefix, "[%*%?%[%]\\]", "\\%0") .. "*"
 local row_head = prefix .. "job:"
-local seen = {}
+local present = {}
 local rows = {}
 local cursor = "0"
 repeat
   local page = redis.call("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
   cursor = page[1]
   for _, key in ipairs(page[2]) do
-    if not seen[key] and not fixed[key] then
-      seen[key] = true
+    if fixed[key] then
+      present[key] = true
+    elseif not present[key] then
+      present[key] = true
       if string.sub(key, 1, #row_head) == row_head and #key > #row_head then
         local fields = read("HGETALL", key)
         if fields then
@@ -65,10 +63,14 @@ repeat
     end
   end
 until cursor == "0"
-reply[#emq.locations + 1] = rows
 
+local reply = {}
+for i, loc in ipairs(emq.locations) do
+  reply[i] = present[k[loc]] and read("ZRANGE", k[loc], 0, -1, "WITHSCORES") or {}
+end
+reply[#reply + 1] = rows
 for _, name in ipairs({"completed", "failed"}) do
-  reply[#reply + 1] = read("HGETALL", k[name]) or {}
+  reply[#reply + 1] = present[k[name]] and read("HGETALL", k[name]) or {}
 end
 reply[#reply + 1] = stray
 return reply
