@@ -279,16 +279,20 @@ class Conformance(RuleBasedStateMachine):
         self.step(q, op, self._settle_args(op, job, max(token + skew, 1), delay, cap, lease), spoil=spoil)
 
     # -- rules: batches (one script call for many items; the model's loop is the oracle) -
+    # A target without them (``batches = False``: a port's driver, B-4) never gets them.
 
+    @precondition(lambda self: getattr(self.target, "batches", True))
     @rule(q=queues, jobs=st.lists(st.tuples(ids, PAYLOADS), min_size=1, max_size=4))
     def enqueue_many(self, q: str, jobs: list[tuple[str, bytes]]) -> None:
         self.step(q, "enqueue_many", {"jobs": jobs})
 
+    @precondition(lambda self: getattr(self.target, "batches", True))
     @rule(target=claims, q=queues, n=st.integers(1, 4), lease=LEASES)
     def claim_many(self, q: str, n: int, lease: int) -> Any:
         got = self.step(q, "claim_many", {"n": n, "lease_ms": lease})
         return multiple(*((q, c.id, c.token) for c in got)) if isinstance(got, list) else multiple()
 
+    @precondition(lambda self: getattr(self.target, "batches", True))
     @rule(kept=st.lists(claims, min_size=1, max_size=3))
     def complete_many(self, kept: list[tuple[str, str, int]]) -> None:
         """Settle several kept claims in one call, on the first one's queue: the others'

@@ -185,6 +185,9 @@ class DriverTarget:
     """The port behind ``command`` (split like a shell would, run without one), on the
     server ``url`` (or serverless), in ``clock`` mode (``virtual`` or ``server``)."""
 
+    batches = False
+    """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
+
     def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,
                  queues: Sequence[str] = QUEUES) -> None:
         try:
