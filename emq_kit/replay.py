@@ -67,7 +67,11 @@ def _diverged(machine: Conformance, done: list[TraceStep], d: Divergence) -> Rep
     queue = d.step.queue if d.step.queue in machine.models else None
     if queue is None:  # a refused queue name: no keyspace to show
         return Replayed(done, d, len(done))
-    mine, theirs = machine.models[queue].snapshot(), machine.target.snapshot(queue)
+    mine = machine.models[queue].snapshot()
+    try:
+        theirs = machine.target.snapshot(queue)
+    except Exception:  # noqa: BLE001 - a serverless driver that died has no keyspace left to read
+        return Replayed(done, d, len(done), mine)
     previous = machine.previous.get(queue)
     return Replayed(done, d, len(done), mine, theirs, tuple(check(theirs, previous)))
 
@@ -178,6 +182,8 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
     from .check import _target
 
     named = head.get("target", {})
+    if driver is not None and url is None:
+        url = named.get("url")  # the server the trace's driver ran on, if it had one
     if url is None and scripts is None and driver is None:
         driver = named.get("driver")
         url = named.get("url") if driver else (None if named.get("target") == "fakeredis" else named.get("target"))
@@ -211,10 +217,10 @@ def register(sub: Any) -> None:
     """Add ``emq replay`` to the command line."""
     r = sub.add_parser("replay", help="re-run a trace on the model and a target, step by step")
     r.add_argument("trace", help="a trace file written by emq check")
-    where = r.add_mutually_exclusive_group()
-    where.add_argument("--url", help="replay on this server (default: the trace's target)")
-    where.add_argument("--scripts", metavar="DIR", help="replay on fakeredis with these scripts")
-    where.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
+    r.add_argument("--url", help="replay on this server (default: the trace's target); with --driver, "
+                   "the server the driver uses")
+    r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
+    r.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
     r.add_argument("--pytest", metavar="FILE", help="also write a standalone regression test")
     r.set_defaults(func=cmd_replay)
 
