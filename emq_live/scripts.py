@@ -161,8 +161,9 @@ class ScriptSet:
 
     A batch op (``spec.BATCHES``) runs the script of the op it is ``of``, assembled under
     the batch's name (``emq.op``), which then takes the batch's ARGV; a batch with items
-    also gets ``batch.lua`` after ``lib.lua``. Batch scripts are always ours, since a
-    port's single-op scripts know no batch ARGV."""
+    also gets ``batch.lua`` after ``lib.lua``. Batch scripts come from a directory that
+    holds ``batch.lua`` (a full copy of ours, as ``emq selftest`` mutates), and are ours
+    otherwise, since a port's single-op scripts know no batch ARGV."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
         own = _own_dir()
@@ -185,11 +186,12 @@ class ScriptSet:
                 body, body_lib = _read(own, f"{name}.lua"), own_lib
             assert body is not None, name
             self.scripts[name] = Script.assemble(name, body_lib, body)
-        batch_lib = own_lib + "\n" + (_read(own, "batch.lua") or "")
+        batch_node, batch_base = (node, lib) if _read(node, "batch.lua") is not None else (own, own_lib)
+        batch_lib = batch_base + "\n" + (_read(batch_node, "batch.lua") or "")
         for name, batch in spec.BATCHES.items():
-            body = _read(own, f"{batch['of']}.lua")
+            body = _read(batch_node, f"{batch['of']}.lua")
             assert body is not None, name
-            self.scripts[name] = Script.assemble(name, batch_lib if batch["items"] else own_lib, body)
+            self.scripts[name] = Script.assemble(name, batch_lib if batch["items"] else batch_base, body)
 
     def __getitem__(self, name: str) -> Script:
         return self.scripts[name]
