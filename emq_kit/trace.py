@@ -200,6 +200,8 @@ def renamed(steps: list[TraceStep], names: dict[str, str]) -> list[TraceStep]:
             return {k: swap(v) for k, v in value.items()}
         if isinstance(value, list):
             return [swap(v) for v in value]
+        if isinstance(value, tuple):  # a batch's items
+            return tuple(swap(v) for v in value)
         return value
 
     return [TraceStep(s.queue, s.op, swap(s.args)) for s in steps]
