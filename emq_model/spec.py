@@ -50,6 +50,11 @@ def bound(value: int | str) -> int:
     return LIMITS[value] if isinstance(value, str) else value
 
 
+def entry(op: str) -> dict[str, Any]:
+    """The table entry of an op or of a batch op."""
+    return OPS[op] if op in OPS else BATCHES[op]
+
+
 def cells() -> list[tuple[str, str]]:
     """Every (op, outcome) cell a conformance run must reach, in table order."""
     return [(op, outcome) for op, d in OPS.items() for outcome in d["outcomes"]]
@@ -97,7 +102,7 @@ def check_args(op: str, values: dict[str, Any]) -> dict[str, Any]:
     ``None`` passes for optional arguments. Returns the normalised values. ``op`` may
     be a batch op without items (``claim_many``)."""
     out: dict[str, Any] = {}
-    for arg in (OPS[op] if op in OPS else BATCHES[op])["args"]:
+    for arg in entry(op)["args"]:
         value = values.get(arg["name"], arg.get("default"))
         if value is None and arg.get("optional"):
             out[arg["name"]] = None
