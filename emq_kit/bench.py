@@ -125,8 +125,8 @@ def machine() -> dict[str, Any]:
         with open("/proc/cpuinfo") as f:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
         with open("/proc/meminfo") as f:
-            kb = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
-            memory = round(kb / 1024**2, 1)
+            kb = next((int(line.split()[1]) for line in f if line.startswith("MemTotal:")), None)
+            memory = round(kb / 1024**2, 1) if kb else None
     except OSError:
         pass
     return {"nproc": os.cpu_count(), "cpu": cpu, "memory_gib": memory, "os": platform.platform(),
@@ -527,7 +527,8 @@ def format_bench(bench: Bench) -> str:
     """The table: figure, value, ceiling, ratio, goal; then how the ceilings were got."""
     m, v = bench.machine, bench.versions
     lines = [
-        f"emq bench: {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {m['load_before']:.2f} before the run",
+        f"emq bench: {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {number(m['load_before'], 'x')} "
+        "before the run",
         "  " + ", ".join(f"{k} {val}" for k, val in v.items()),
         "",
         f"  {'figure':<34} {'value':>12} {'unit':<13} {'ceiling':>12} {'ratio':>6} {'goal':>8}  note",
@@ -579,9 +580,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
             server.stop()
     print(format_bench(bench))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(bench.to_json(), f, indent=2)
-            f.write("\n")
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(bench.to_json(), f, indent=2)
+                f.write("\n")
+        except OSError as exc:
+            raise Usage(f"cannot write {args.json}: {exc}") from None
     return EXIT_OK
 
 
