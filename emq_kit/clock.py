@@ -109,7 +109,7 @@ class ServerClock:
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
              run_target: Callable[[dict[str, Any]], Any], read_target: Callable[[], Any]) -> tuple[Any, Any]:
-        if not (spec.OPS.get(op) or spec.BATCHES[op])["clock"]:  # a transition, a read or a batch
+        if not spec.entry(op)["clock"]:  # a transition, a read or a batch
             return run_model(model, args), run_target(args)
         t0 = self.time_ms()
         target = run_target(args)

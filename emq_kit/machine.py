@@ -185,7 +185,7 @@ class Conformance(RuleBasedStateMachine):
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
         argument spoiled if asked), then check answers, snapshots and invariants."""
-        if _entry(op)["clock"]:
+        if spec.entry(op)["clock"]:
             args = self.clock.stamp(args, self.now)
         if spoil is not None:
             args = _spoiled(op, args, spoil)
@@ -204,7 +204,7 @@ class Conformance(RuleBasedStateMachine):
             op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
             lambda a: target_outcome(lambda: getattr(self.impls[queue], op)(**a)), lambda: self.target.snapshot(queue))
         if step.model != step.target or type(step.model) is not type(step.target):
-            raise self.diverge("answer", _entry(op)["rule"], step,
+            raise self.diverge("answer", spec.entry(op)["rule"], step,
                              [f"model answered {step.model!r}", f"target answered {step.target!r}"])
         if op in ("claim", "claim_many") and model.last_dropped != self.impls[queue].last_dropped:
             raise self.diverge("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
@@ -410,11 +410,6 @@ class Conformance(RuleBasedStateMachine):
     @invariant()
     def clock_is_valid(self) -> None:
         assert 0 <= self.now <= spec.LIMITS["ms_max"]
-
-
-def _entry(op: str) -> dict[str, Any]:
-    """An op's row of the spec table: a transition, a read or a batch."""
-    return spec.OPS[op] if op in spec.OPS else spec.BATCHES[op]
 
 
 def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int]) -> dict[str, Any]:

@@ -34,6 +34,9 @@ HOSTILE = settings(
     max_examples=60,
     deadline=None,
     database=None,
+    # Derandomized: the test also asserts which refusal codes a run reached, and a random
+    # run of 60 examples may happen to draw no bad id; a fixed search cannot flake.
+    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
