@@ -229,7 +229,7 @@ def format_report(report: Report) -> str:
         f"  cells {report.reached}/{report.total} (op x outcome, specs/transitions.json)",
         f"  wall {report.seconds:.2f} s   {report.steps_per_second:,.0f} checked steps/s",
     ]
-    if report.unreached:
+    if report.unreached and report.divergence is None:  # a run cut short by a failure is not judged on coverage
         lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
     d = report.divergence
     if d is not None:

@@ -112,11 +112,11 @@ def _short(value: Any, width: int = 40) -> str:
 
 def step_table(result: Replayed) -> str:
     """One line per step: op, args, model answer, target answer; the diverging one marked."""
-    lines = [f"{'#':>3}  {'queue':<8} {'op':<10} {'args':<52} {'model':<24} target"]
+    lines = [f"{'#':>3}  {'queue':<8} {'op':<13} {'args':<52} {'model':<24} target"]
     for i, s in enumerate(result.steps, 1):
         args = " ".join(f"{k}={_short(v, 24)}" for k, v in s.args.items())
         mark = f"   <- diverges ({result.divergence.rule})" if i == result.index and result.divergence else ""
-        lines.append(f"{i:>3}  {_short(s.queue, 8):<8} {s.op:<10} {_short(args, 52):<52} "
+        lines.append(f"{i:>3}  {_short(s.queue, 8):<8} {s.op:<13} {_short(args, 52):<52} "
                      f"{_short(s.model, 24):<24} {_short(s.target, 24)}{mark}")
     return "\n".join(lines)
 
