@@ -269,7 +269,7 @@ def register(sub: Any) -> None:
     """Add ``emq selftest`` to the command line."""
     t = sub.add_parser("selftest", help="mutate our own scripts and prove the machine kills every mutant")
     t.add_argument("--url", help="a server to run the mutants on (default: embedded fakeredis)")
-    t.add_argument("--budget", type=float, default=30.0, metavar="SECONDS", help="time per mutant (default 30)")
+    t.add_argument("--budget", type=float, default=60.0, metavar="SECONDS", help="search time per mutant (default 60)")
     t.add_argument("--seed", type=int, default=0, help="the seed of every mutant's run (default 0)")
     t.add_argument("--only", metavar="TEXT", help="only the mutants whose key contains TEXT")
     t.add_argument("--list", action="store_true", help="list the mutants and exit")
