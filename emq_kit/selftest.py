@@ -135,14 +135,15 @@ class Verdict:
     reason: str = ""
 
 
-def _mutated_dir(mutant: Mutant, source: Path | None, into: str) -> None:
+def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], source: Path | None = None) -> Path:
+    """A copy of every ``.lua`` of ``source`` (our scripts by default) in ``into``, with
+    ``edit`` applied to ``<script>.lua``: how a mutant, or a hand-broken variant, is made."""
     src = source or resources.files("emq_live").joinpath("lua")
     for entry in src.iterdir():
         if entry.name.endswith(".lua"):
             text = entry.read_text("utf-8")
-            if entry.name == f"{mutant.script}.lua":
-                text = mutant.apply(text)
-            Path(into, entry.name).write_text(text, "utf-8")
+            Path(into, entry.name).write_text(edit(text) if entry.name == f"{script}.lua" else text, "utf-8")
+    return Path(into)
 
 
 def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float,
@@ -157,7 +158,7 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
             found.value = run.first_failure
 
     with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
-        _mutated_dir(mutant, source, tmp)
+        copy_scripts(tmp, mutant.script, mutant.apply, source)
         try:
             target = LiveTarget(url, tmp)
         except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead

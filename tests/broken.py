@@ -6,9 +6,10 @@ unbroken script when the scripts change. Used by the teeth tests and the trace c
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
+
+from emq_kit.selftest import copy_scripts
 
 
 class Broken(NamedTuple):
@@ -53,17 +54,14 @@ VARIANTS = [
 
 def broken_dir(variant: Broken, where: Path) -> Path:
     """A copy of our scripts with ``variant``'s one edit applied."""
-    src = resources.files("emq_live").joinpath("lua")
+
+    def edit(text: str) -> str:
+        assert text.count(variant.old) == 1, f"{variant.name}: the edit must apply exactly once to {variant.script}.lua"
+        return text.replace(variant.old, variant.new)
+
     out = where / variant.name
     out.mkdir()
-    for entry in src.iterdir():
-        if entry.name.endswith(".lua"):
-            (out / entry.name).write_text(entry.read_text("utf-8"), "utf-8")
-    path = out / f"{variant.script}.lua"
-    text = path.read_text("utf-8")
-    assert text.count(variant.old) == 1, f"{variant.name}: the edit must apply exactly once to {path.name}"
-    path.write_text(text.replace(variant.old, variant.new), "utf-8")
-    return out
+    return copy_scripts(out, variant.script, edit)
 
 
 def variant(name: str) -> Broken:
