@@ -182,7 +182,7 @@ def _target(url: str | None, scripts: str | None, driver: str | None = None, clo
     try:
         if driver is not None:
             return DriverTarget(driver, url, clock=clock, timeout=timeout)
-        return LiveTarget(url, scripts)
+        return LiveTarget(url, scripts, observe=True)
     except DriverError as exc:
         raise Usage(str(exc)) from None
     except FileNotFoundError as exc:

@@ -2,11 +2,13 @@
 and a target side by side, on two queues, and after every step demands equal answers
 (INV-8), equal snapshots (INV-8) and clean invariants (INV-1..7) on both sides.
 
-Vocabulary: a *rule* is one call of an op; a *step* is one rule with its checks; the
-*clock* is virtual (the model's ``now`` passed to both sides) or the server's
-(``emq_kit/clock.py``); a *claim* in the bundle
-keeps its token forever, so stale and foreign tokens come back after reaps, retries and
-reclaims.
+Vocabulary: a *rule* is one call of an op; a *step* is one call with its checks (a
+*checked step* once the target's snapshot was read and judged); the *clock* is virtual
+(the model's ``now`` passed to both sides) or the server's (``emq_kit/clock.py``); a
+*kept claim* keeps its token forever, so stale and foreign tokens come back after reaps,
+retries and reclaims. Rules draw their arguments packed in one choice (``Draw``) and
+``Selection`` picks the rule with one choice: Hypothesis's per-choice cost was most of a
+step's (README, "What a step is").
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Callable
 
 from hypothesis import event, strategies as st
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, RuleStrategy, initialize, invariant, precondition, rule
 
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
@@ -27,6 +29,7 @@ from emq_model.snapshot import Snapshot, diff
 
 from .clock import Clock, VirtualClock
 from .coverage import Coverage, classify
+from .draws import Draw
 from .targets import Target
 
 # Two queues per run so a leak across queues shows; the second name carries glob
@@ -46,28 +49,48 @@ BAD_IDS = (
 BAD_QUEUES = ("", "a{b", "a}b", "a b", "tab\tq", "nl\n", "nul\x00", "del\x7f", "x" * 129, 7)
 
 START = 1_750_000_000_000  # the virtual clock's first reading (ms)
-# Strategies are kept to one draw each where possible (an integer mapped to what the rule
-# needs): Hypothesis's per-draw cost is most of a step's cost on a fast server.
-PAYLOADS = st.sampled_from([b"", b"p", "ü", b"\x00\xff", bytes(range(9))])
-LEASES = st.integers(1, 12)  # short, so leases expire within a few ticks
-LIMITS = st.sampled_from([1, 2, 100])
-# Most steps go to the first queue, so one queue's lifecycle gets deep; the second sees
-# enough traffic for a cross-queue leak to show.
-queues = st.sampled_from(QUEUES[:1] * 3 + QUEUES[1:])
-ids = st.sampled_from(POOL)
-SETTLES = st.sampled_from(["complete", "retry", "extend"])
+
+# Each rule draws its arguments as one packed choice (``emq_kit/draws.py``): Hypothesis's
+# per-choice cost was most of a step's cost on a fast server. Every field lists its simplest
+# option first, so a shrunk counterexample reads plainly.
+QUEUE = QUEUES[:1] * 3 + QUEUES[1:]  # most steps on the first queue, so its lifecycle gets deep
+PAYLOADS = (b"", b"p", "ü", b"\x00\xff", bytes(range(9)))
+ITEMS = tuple((job, payload) for payload in PAYLOADS for job in POOL)
+LEASES = range(1, 13)  # short, so leases expire within a few ticks
+LIMITS = (1, 2, 100)
+SETTLES = ("complete", "retry", "extend")
+WHEN = (*range(0, 21), *range(-1, -11, -1))  # a schedule's offset from now (ms)
+DELAYS = range(21)
+PICKS = range(64)  # which kept claim, newest first, modulo how many are kept
+MAYBE_PICK = (None, *range(8))  # None: use the drawn id, whatever its location
+# A spoil makes one argument (or the clock) of a call bad: (which argument, which bad
+# value), both taken modulo what the op has. Three calls in four are unspoiled.
+Spoil = tuple[int, int] | None
+SPOILS: tuple[Spoil, ...] = (None,) * 96 + tuple((i % 8, i // 8) for i in range(32))
 # A pump may first move the clock to a boundary of the location it pumps: (which score,
 # offset -1/0/+1). None runs it at the current clock.
 At = tuple[int, int] | None
-AT = st.integers(0, 47).map(lambda v: None if v < 16 else ((v - 16) // 3, (v - 16) % 3 - 1))
-# A spoil makes one argument (or the clock) of a call bad: (which argument, which bad
-# value), both taken modulo what the op has. Most calls are unspoiled.
-Spoil = tuple[int, int] | None
-SPOIL = st.integers(0, 127).map(lambda v: None if v < 96 else ((v - 96) % 8, (v - 96) // 8))
-# (delay_ms, max_attempts, lease_ms) of a settle, in one draw; shrinks to (0, 1, 1).
-Knobs = tuple[int, int, int]
-KNOBS = st.integers(0, 21 * 2 * 12 - 1).map(lambda k: (k % 21, 1 + (k // 21) % 2, 1 + (k // 42) % 12))
-MAYBE_PICK = st.integers(0, 8).map(lambda v: None if v == 0 else v - 1)
+ATS: tuple[At, ...] = (None,) * 16 + tuple((i // 3, i % 3 - 1) for i in range(32))
+
+BACKLOG = Draw("Backlog", n=range(5), first=range(len(POOL)))
+ENQUEUE = Draw("Enqueue", q=QUEUE, job=POOL, payload=PAYLOADS, spoil=SPOILS)
+SCHEDULE = Draw("Schedule", q=QUEUE, job=POOL, payload=PAYLOADS, when=WHEN, spoil=SPOILS,
+                how=("delay_ms", "run_at", "delay_ms", "run_at", "both", "neither"))
+CLAIM = Draw("Claim", q=QUEUE, lease=LEASES, spoil=SPOILS)
+SETTLE = Draw("Settle", pick=PICKS, op=SETTLES, foreign=(False, False, False, True), delay=DELAYS,
+              cap=(1, 2), lease=LEASES, spoil=SPOILS)
+WORK = Draw("Work", pick=range(16), op=SETTLES, skew=(0, 0, 0, -1, 1), delay=DELAYS, cap=(1, 2),
+            lease=LEASES, spoil=SPOILS)
+ENQUEUE_MANY = Draw("EnqueueMany", q=QUEUE, n=range(1, 5), item0=ITEMS, item1=ITEMS, item2=ITEMS, item3=ITEMS)
+CLAIM_MANY = Draw("ClaimMany", q=QUEUE, n=range(1, 5), lease=LEASES)
+COMPLETE_MANY = Draw("CompleteMany", n=range(1, 4), pick0=PICKS, pick1=PICKS, pick2=PICKS)
+PROMOTE = Draw("Promote", q=QUEUE, limit=LIMITS, at=ATS, spoil=SPOILS)
+REAP = Draw("Reap", q=QUEUE, limit=LIMITS, cap=(None, 1, 2, 3), at=ATS, spoil=SPOILS)
+REPROCESS = Draw("Reprocess", q=QUEUE, job=POOL, pick=MAYBE_PICK, spoil=SPOILS)
+REMOVE = Draw("Remove", q=QUEUE, job=POOL, pick=MAYBE_PICK, where=spec.LOCATIONS, spoil=SPOILS)
+READ = Draw("Read", q=QUEUE, which=("browse", "counts", "state", "job"), job=POOL, n=range(1, 5), spoil=SPOILS)
+VANDALIZE = Draw("Vandalize", q=QUEUE, pick=range(8))
+Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
 
 
 class Divergence(AssertionError):
@@ -145,10 +168,33 @@ def _connection_errors() -> tuple[type[Exception], ...]:
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
+class Selection(RuleStrategy):
+    """How the machine picks its next rule: Hypothesis's own way, at a fraction of the
+    cost. Hypothesis draws a swarm flag for every rule an example asks about and retries
+    a draw that lands on a disabled or invalid rule: about eight choices a step here,
+    more than the step's own arguments and most of a step's cost on a fast server. This
+    draws the swarm once per example (one byte string: a threshold, then a byte per rule;
+    a rule whose byte is below the threshold is off for the example, as in swarm
+    testing, and zeros, where shrinking goes, turn every rule on), then one index a step
+    among the rules whose preconditions hold and that are on (all the valid ones if none
+    is on). Rules, preconditions and arguments are Hypothesis's (``RuleStrategy``)."""
+
+    def __init__(self, machine: RuleBasedStateMachine) -> None:
+        super().__init__(machine)
+        self.off: set[str] | None = None
+
+    def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
+        if self.off is None:
+            swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
+            self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
+        valid = [r for r in self.rules if self.is_valid(r)]
+        live = [r for r in valid if r.function.__name__ not in self.off] or valid
+        rule = live[data.draw_integer(0, len(live) - 1)]
+        return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+
+
 class Conformance(RuleBasedStateMachine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``."""
-
-    claims = Bundle("claims")
 
     target: Target
     run: Run
@@ -156,6 +202,7 @@ class Conformance(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        self._rules_strategy = Selection(self)  # see Selection: Hypothesis reads this attribute
         self.target.reset()
         self.run.examples += 1
         self.run.last = self.steps = []
@@ -164,6 +211,7 @@ class Conformance(RuleBasedStateMachine):
         self.impls = {q: self.target.queue(q) for q in QUEUES}
         self.previous: dict[str, Snapshot] = {}
         self.orphans: dict[str, set[str]] = {q: set() for q in QUEUES}
+        self.kept: list[Kept] = []
         if self.run.progress:
             self.run.progress(self.run)
 
@@ -191,15 +239,19 @@ class Conformance(RuleBasedStateMachine):
             args = _spoiled(op, args, spoil)
         return self.execute(queue, op, args)
 
+    def _record(self, queue: str, op: str, args: dict[str, Any]) -> Step:
+        """A new step of this example's trace."""
+        step = Step(len(self.steps) + 1, queue, op, args)
+        self.steps.append(step)
+        return step
+
     def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:
         """Run ``op`` with exactly ``args`` on both sides and check everything (the part
         of a step that ``emq replay`` repeats from a trace)."""
         model = self.models[queue]
         was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
         failed_before = model.failed
-        step = Step(len(self.steps) + 1, queue, op, args)
-        self.steps.append(step)
-        self.run.steps += 1
+        step = self._record(queue, op, args)
         step.model, step.target = self.clock.call(
             op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
             lambda a: target_outcome(lambda: getattr(self.impls[queue], op)(**a)), lambda: self.target.snapshot(queue))
@@ -221,7 +273,9 @@ class Conformance(RuleBasedStateMachine):
     def verify(self, queue: str, step: Step) -> None:
         """INV-8 (snapshots equal), then INV-1..7 against the previous step. Once the two
         snapshots are equal, one ``check`` judges both sides: it is a pure function of the
-        snapshot and the previous one, and the previous ones were equal too."""
+        snapshot and the previous one, and the previous ones were equal too. Each call of
+        ``verify`` is one checked step of the run."""
+        self.run.steps += 1
         mine, theirs = self.models[queue].snapshot(), self.target.snapshot(queue)
         if mine != theirs:
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
@@ -238,109 +292,112 @@ class Conformance(RuleBasedStateMachine):
 
     # -- rules: producers --------------------------------------------------------------
 
-    @initialize(jobs=st.lists(ids, max_size=4, unique=True))
-    def backlog(self, jobs: list[str]) -> None:
+    @initialize(a=BACKLOG.strategy)
+    def backlog(self, a: Any) -> None:
         """Start most examples with work waiting, so claims find jobs early."""
-        for job in jobs:
-            self.step(QUEUES[0], "enqueue", {"id": job, "payload": b"backlog"})
+        for i in range(a.n):
+            self.step(QUEUES[0], "enqueue", {"id": POOL[(a.first + i) % len(POOL)], "payload": b"backlog"})
 
-    @rule(q=queues, job=ids, payload=PAYLOADS, spoil=SPOIL)
-    def enqueue(self, q: str, job: str, payload: bytes, spoil: Spoil) -> None:
-        self.step(q, "enqueue", {"id": job, "payload": payload}, spoil=spoil)
+    @rule(a=ENQUEUE.strategy)
+    def enqueue(self, a: Any) -> None:
+        self.step(a.q, "enqueue", {"id": a.job, "payload": a.payload}, spoil=a.spoil)
 
-    @rule(q=queues, job=ids, payload=PAYLOADS, when=st.integers(-10, 20),
-          how=st.sampled_from(["delay_ms", "run_at", "delay_ms", "run_at", "both", "neither"]), spoil=SPOIL)
-    def schedule(self, q: str, job: str, payload: bytes, when: int, how: str, spoil: Spoil) -> None:
+    @rule(a=SCHEDULE.strategy)
+    def schedule(self, a: Any) -> None:
         """Both and neither of run_at and delay_ms are refused (T-schedule-1)."""
-        at = {"delay_ms": {"delay_ms": max(when, 0)}, "run_at": {"run_at": max(self.now + when, 0)},
-              "both": {"delay_ms": 1, "run_at": self.now}, "neither": {}}[how]
-        self.step(q, "schedule", {"id": job, "payload": payload, **at}, spoil=spoil)
+        at = {"delay_ms": {"delay_ms": max(a.when, 0)}, "run_at": {"run_at": max(self.now + a.when, 0)},
+              "both": {"delay_ms": 1, "run_at": self.now}, "neither": {}}[a.how]
+        self.step(a.q, "schedule", {"id": a.job, "payload": a.payload, **at}, spoil=a.spoil)
 
     # -- rules: workers ----------------------------------------------------------------
+    # A claim is kept forever (``self.kept``), so its token comes back stale after reaps,
+    # retries and reclaims, and foreign when sent to the other queue.
 
-    @rule(target=claims, q=queues, lease=LEASES, spoil=SPOIL)
-    def claim(self, q: str, lease: int, spoil: Spoil) -> Any:
-        got = self.step(q, "claim", {"lease_ms": lease}, spoil=spoil)
-        return multiple((q, got.id, got.token)) if isinstance(got, Claimed) else multiple()
+    @rule(a=CLAIM.strategy)
+    def claim(self, a: Any) -> None:
+        got = self.step(a.q, "claim", {"lease_ms": a.lease}, spoil=a.spoil)
+        if isinstance(got, Claimed):
+            self.kept.append((a.q, got.id, got.token))
 
-    @rule(c=claims, op=SETTLES, foreign=st.sampled_from([False, False, False, True]), knobs=KNOBS, spoil=SPOIL)
-    def settle(self, c: tuple[str, str, int], op: str, foreign: bool, knobs: Knobs, spoil: Spoil) -> None:
+    @precondition(lambda self: self.kept)
+    @rule(a=SETTLE.strategy)
+    def settle(self, a: Any) -> None:
         """A worker settles a claim it kept, maybe long after it went stale, maybe
         against the other queue."""
-        q, job, token = c
-        self.step(self._other(q) if foreign else q, op, self._settle_args(op, job, token, knobs), spoil=spoil)
+        q, job, token = self._kept(a.pick)
+        self.step(self._other(q) if a.foreign else q, a.op, self._settle_args(a, job, token), spoil=a.spoil)
 
     @precondition(lambda self: self._holders())
-    @rule(op=SETTLES, pick=st.integers(0, 15), skew=st.sampled_from([0, 0, 0, -1, 1]), knobs=KNOBS, spoil=SPOIL)
-    def work(self, op: str, pick: int, skew: int, knobs: Knobs, spoil: Spoil) -> None:
+    @rule(a=WORK.strategy)
+    def work(self, a: Any) -> None:
         """The holder of a job's latest token settles it: from active, late from pending
         after a reap, or too late from schedule or dead. A skewed token is the previous holder's (-1) or one never
         handed out (+1): both must be refused while the job is live (EMQSTALE)."""
-        q, job, token = self._holders()[pick % len(self._holders())]
-        self.step(q, op, self._settle_args(op, job, max(token + skew, 1), knobs), spoil=spoil)
+        holders = self._holders()
+        q, job, token = holders[a.pick % len(holders)]
+        self.step(q, a.op, self._settle_args(a, job, max(token + a.skew, 1)), spoil=a.spoil)
 
     # -- rules: batches (one script call for many items; the model's loop is the oracle) -
     # A target without them (``batches = False``: a port's driver, B-4) never gets them.
 
     @precondition(lambda self: getattr(self.target, "batches", True))
-    @rule(q=queues, jobs=st.lists(st.tuples(ids, PAYLOADS), min_size=1, max_size=4))
-    def enqueue_many(self, q: str, jobs: list[tuple[str, bytes]]) -> None:
-        self.step(q, "enqueue_many", {"jobs": jobs})
+    @rule(a=ENQUEUE_MANY.strategy)
+    def enqueue_many(self, a: Any) -> None:
+        self.step(a.q, "enqueue_many", {"jobs": [a.item0, a.item1, a.item2, a.item3][: a.n]})
 
     @precondition(lambda self: getattr(self.target, "batches", True))
-    @rule(target=claims, q=queues, n=st.integers(1, 4), lease=LEASES)
-    def claim_many(self, q: str, n: int, lease: int) -> Any:
-        got = self.step(q, "claim_many", {"n": n, "lease_ms": lease})
-        return multiple(*((q, c.id, c.token) for c in got)) if isinstance(got, list) else multiple()
+    @rule(a=CLAIM_MANY.strategy)
+    def claim_many(self, a: Any) -> None:
+        got = self.step(a.q, "claim_many", {"n": a.n, "lease_ms": a.lease})
+        if isinstance(got, list):
+            self.kept.extend((a.q, c.id, c.token) for c in got)
 
-    @precondition(lambda self: getattr(self.target, "batches", True))
-    @rule(kept=st.lists(claims, min_size=1, max_size=3))
-    def complete_many(self, kept: list[tuple[str, str, int]]) -> None:
+    @precondition(lambda self: self.kept and getattr(self.target, "batches", True))
+    @rule(a=COMPLETE_MANY.strategy)
+    def complete_many(self, a: Any) -> None:
         """Settle several kept claims in one call, on the first one's queue: the others'
         tokens may be stale, or foreign."""
+        kept = [self._kept(p) for p in (a.pick0, a.pick1, a.pick2)[: a.n]]
         self.step(kept[0][0], "complete_many", {"jobs": [(job, token) for _, job, token in kept]})
 
     # -- rules: pumps and operators ----------------------------------------------------
 
-    @rule(q=queues, limit=LIMITS, at=AT, spoil=SPOIL)
-    def promote(self, q: str, limit: int, at: At, spoil: Spoil) -> None:
-        self._advance(q, "schedule", at)
-        self.step(q, "promote", {"limit": limit}, spoil=spoil)
+    @rule(a=PROMOTE.strategy)
+    def promote(self, a: Any) -> None:
+        self._advance(a.q, "schedule", a.at)
+        self.step(a.q, "promote", {"limit": a.limit}, spoil=a.spoil)
 
-    @rule(q=queues, limit=LIMITS, cap=st.integers(0, 3).map(lambda v: v or None), at=AT, spoil=SPOIL)
-    def reap(self, q: str, limit: int, cap: int | None, at: At, spoil: Spoil) -> None:
-        self._advance(q, "active", at)
-        self.step(q, "reap", {"limit": limit, "max_attempts": cap}, spoil=spoil)
+    @rule(a=REAP.strategy)
+    def reap(self, a: Any) -> None:
+        self._advance(a.q, "active", a.at)
+        self.step(a.q, "reap", {"limit": a.limit, "max_attempts": a.cap}, spoil=a.spoil)
 
-    @rule(q=queues, job=ids, pick=MAYBE_PICK, spoil=SPOIL)
-    def reprocess(self, q: str, job: str, pick: int | None, spoil: Spoil) -> None:
-        self.step(q, "reprocess", {"id": self._pick(q, "dead", pick, job)}, spoil=spoil)
+    @rule(a=REPROCESS.strategy)
+    def reprocess(self, a: Any) -> None:
+        self.step(a.q, "reprocess", {"id": self._pick(a.q, "dead", a.pick, a.job)}, spoil=a.spoil)
 
-    @rule(q=queues, job=ids, pick=MAYBE_PICK,
-          where=st.sampled_from(spec.LOCATIONS), spoil=SPOIL)
-    def remove(self, q: str, job: str, pick: int | None, where: str, spoil: Spoil) -> None:
-        self.step(q, "remove", {"id": self._pick(q, where, pick, job)}, spoil=spoil)
+    @rule(a=REMOVE.strategy)
+    def remove(self, a: Any) -> None:
+        self.step(a.q, "remove", {"id": self._pick(a.q, a.where, a.pick, a.job)}, spoil=a.spoil)
 
-    @rule(q=queues, which=st.sampled_from(["browse", "counts", "state", "job"]), job=ids, n=st.integers(1, 4),
-          spoil=SPOIL)
-    def read(self, q: str, which: str, job: str, n: int, spoil: Spoil) -> None:
-        args = {"browse": {"n": n}, "counts": {}, "state": {"id": job}, "job": {"id": job}}[which]
-        self.step(q, which, args, spoil=spoil)
+    @rule(a=READ.strategy)
+    def read(self, a: Any) -> None:
+        args = {"browse": {"n": a.n}, "counts": {}, "state": {"id": a.job}, "job": {"id": a.job}}[a.which]
+        self.step(a.q, a.which, args, spoil=a.spoil)
 
     @precondition(lambda self: any(m.sets["pending"] for m in self.models.values()))
-    @rule(q=queues, pick=st.integers(0, 7))
-    def vandalize(self, q: str, pick: int) -> None:
+    @rule(a=VANDALIZE.strategy)
+    def vandalize(self, a: Any) -> None:
         """An operator deletes a pending job's row by hand: claim must drop the orphan
         (T-claim-2), never resurrect it."""
-        pending = sorted(self.models[q].sets["pending"])
+        pending = sorted(self.models[a.q].sets["pending"])
         if not pending:
             return
-        self.forget(q, pending[pick % len(pending)])
+        self.forget(a.q, pending[a.pick % len(pending)])
 
     def forget(self, queue: str, job: str) -> None:
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
-        step = Step(len(self.steps) + 1, queue, "forget_row", {"id": job}, None, None)
-        self.steps.append(step)
+        step = self._record(queue, "forget_row", {"id": job})
         self.models[queue].forget_row(job)
         self.target.forget_row(queue, job)
         self.orphans[queue].add(job)
@@ -363,8 +420,8 @@ class Conformance(RuleBasedStateMachine):
         """Open a queue by a name KS-3 refuses: both sides must refuse it (a trace step too)."""
         model = outcome(lambda: QueueModel(name))
         target = target_outcome(lambda: self.target.queue(name))
-        step = Step(len(self.steps) + 1, "", "queue", {"name": name}, model, target)
-        self.steps.append(step)
+        step = self._record("", "queue", {"name": name})
+        step.model, step.target = model, target
         if not (isinstance(model, EmqError) and model == target):
             raise self.diverge("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
 
@@ -397,11 +454,15 @@ class Conformance(RuleBasedStateMachine):
             pick, offset = at
             self.now = self.clock.advance(max(self.now, marks[pick % len(marks)] + offset))
 
+    def _kept(self, pick: int) -> Kept:
+        """A kept claim: 0 is the newest."""
+        return self.kept[-1 - pick % len(self.kept)]
+
     @staticmethod
-    def _settle_args(op: str, job: str, token: int, knobs: Knobs) -> dict[str, Any]:
-        delay, cap, lease = knobs
-        extra = {"complete": {}, "retry": {"delay_ms": delay, "max_attempts": cap, "error": "boom"},
-                 "extend": {"lease_ms": lease}}[op]
+    def _settle_args(a: Any, job: str, token: int) -> dict[str, Any]:
+        """The arguments of the settle ``a.op`` (``a`` carries its delay, cap and lease)."""
+        extra = {"complete": {}, "retry": {"delay_ms": a.delay, "max_attempts": a.cap, "error": "boom"},
+                 "extend": {"lease_ms": a.lease}}[a.op]
         return {"id": job, "token": token, **extra}
 
     def _other(self, q: str) -> str:

@@ -13,6 +13,9 @@ from typing import Any, Protocol
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
+from emq_live.client import Queue
+
+from . import memory
 
 
 class Target(Protocol):
@@ -75,12 +78,18 @@ class LiveTarget:
     after a reset, when every key under its prefix ``emq:{q}:`` is deleted (SCAN of the
     glob-escaped prefix, then DEL; every primary of a cluster is scanned). Other keys, and
     the fence, are left alone, so a user restricted to the queue keys can run it (README,
-    "Least privilege") and a shared server keeps its other data."""
+    "Least privilege") and a shared server keeps its other data.
 
-    def __init__(self, url: str | None = None, scripts: str | None = None) -> None:
+    How ``snapshot`` reads, when the machine reads after every call: on the embedded
+    fakeredis, from the server's memory (``emq_kit/memory.py``); on a server with
+    ``observe``, every script call of a queue brings back the queue's snapshot in the
+    same round trip (``ObservedQueue``), handed out by the next ``snapshot``; otherwise
+    with one snapshot.lua call. All three read the same keyspace (tests/test_memory.py)."""
+
+    def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False) -> None:
         from emq_live.client import connect
 
-        self.url = url
+        self.url, self.observe = url, observe
         self.scripts_dir = str(Path(scripts).resolve()) if scripts is not None else None
         self.conn = connect(url, scripts=scripts)
         self.queues: dict[str, Any] = {}
@@ -90,7 +99,8 @@ class LiveTarget:
 
     def queue(self, name: str) -> Any:
         if name not in self.queues:
-            queue = self.conn.queue(name)  # the name is gated before any key is touched
+            # The name is gated before any key is touched.
+            queue = (ObservedQueue if self.observe and self.conn.server is None else Queue)(self.conn, name)
             self._wipe(name)
             self.queues[name] = queue
         return self.queues[name]
@@ -108,9 +118,15 @@ class LiveTarget:
             r.delete(*batch)
 
     def snapshot(self, name: str) -> Snapshot:
-        return self.queue(name).snapshot()
+        queue = self.queue(name)
+        if self.conn.server is not None:
+            return memory.snapshot(queue, self.conn.server)
+        return queue.take_snapshot() if isinstance(queue, ObservedQueue) else queue.snapshot()
 
     def forget_row(self, name: str, job_id: str) -> None:
+        queue = self.queue(name)
+        if isinstance(queue, ObservedQueue):
+            queue.observed = None  # the row goes after the last call's snapshot was taken
         self.conn.redis.delete(job_key(name, job_id))
 
     def describe(self) -> dict[str, Any]:
@@ -129,6 +145,30 @@ class LiveTarget:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class ObservedQueue(Queue):
+    """A live queue whose every script call brings back the queue's snapshot taken
+    right after it, in the same round trip (``ScriptSet.run_then``): the machine reads a
+    snapshot after every step, and on a server the round trip is most of a call's cost.
+    ``take_snapshot`` hands that snapshot out once; without one (a read that is not a
+    script, an argument refused before any I/O, a row deleted by hand) it reads anew."""
+
+    observed: Snapshot | None = None
+
+    def _run(self, call: Any) -> Any:
+        scripts = self.conn.scripts
+        reply, snap = scripts.run_then(self.conn.redis, (call.name, call.keys, call.args),
+                                       ("snapshot", self.keys, []))
+        self.observed = None if isinstance(snap, Exception) else self.snapshot_answer(snap)
+        if isinstance(reply, Exception):
+            raise reply
+        return call.answer(reply)
+
+    def take_snapshot(self) -> Snapshot:
+        """The snapshot the last call brought back, or a fresh one."""
+        snap, self.observed = self.observed, None
+        return snap if snap is not None else self.snapshot()
 
 
 def _server_name(r: Any) -> str:

@@ -91,7 +91,7 @@ def connect(
         if server is not None:
             raise ValueError("server is only for the in-process fakeredis target (url=None)")
         client = _client(url)
-    conn = Connection(client, ScriptSet(scripts))
+    conn = Connection(client, ScriptSet(scripts), server=server)
     try:
         if fence:
             conn.fence()
@@ -103,11 +103,13 @@ def connect(
 
 
 class Connection:
-    """A redis-py (or fakeredis) client plus the assembled scripts."""
+    """A redis-py (or fakeredis) client plus the assembled scripts; ``server`` is the
+    in-process ``FakeServer`` of the embedded target (``None`` for a real server)."""
 
-    def __init__(self, client: Any, scripts: ScriptSet | None = None) -> None:
+    def __init__(self, client: Any, scripts: ScriptSet | None = None, server: Any = None) -> None:
         self.redis = client
         self.scripts = scripts if scripts is not None else ScriptSet()
+        self.server = server
 
     def fence(self) -> str:
         """KS-6: read ``{emq}:version``; if absent write ours with ``SET NX`` and read it
@@ -378,7 +380,10 @@ class Queue:
 
     def snapshot(self) -> Snapshot:
         """The queue's whole keyspace, read at one instant (snapshot.lua)."""
-        reply = self.conn.scripts.run(self.conn.redis, "snapshot", self.keys, [])
+        return self.snapshot_answer(self.conn.scripts.run(self.conn.redis, "snapshot", self.keys, []))
+
+    def snapshot_answer(self, reply: Any) -> Snapshot:
+        """The ``Snapshot`` a snapshot.lua reply describes."""
         n = len(spec.LOCATIONS)
         locations = {loc: [(_text(m), _score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
         rows = {_text(i): {_text(f): bytes(v) for f, v in _pairs(fields)} for i, fields in _pairs(reply[n])}

@@ -234,6 +234,27 @@ class ScriptSet:
                 results[i] = r
         return [refusal(r) if isinstance(r, ResponseError) and not isinstance(r, NoScriptError) else r for r in results]
 
+    def run_then(self, client: Any, call: tuple[str, Sequence[Any], Sequence[Any]],
+                 then: tuple[str, Sequence[Any], Sequence[Any]]) -> tuple[Any, Any]:
+        """``call`` and then ``then`` in one round trip (a non-transactional pipeline): a
+        checker's op and its snapshot read. Each result is a reply or an exception
+        instance (refusals as ``EmqError``). When either meets ``NOSCRIPT`` the pair runs
+        again, one ``run`` after the other, so ``then`` always sees the state ``call``
+        left (a ``call`` that met ``NOSCRIPT`` did not run)."""
+        first, second = self._pipeline(client, [call, then])
+        if isinstance(first, NoScriptError):
+            first, second = self._outcome(client, call), self._outcome(client, then)
+        elif isinstance(second, NoScriptError):
+            second = self._outcome(client, then)
+        return tuple(refusal(r) if isinstance(r, ResponseError) else r for r in (first, second))  # type: ignore[return-value]
+
+    def _outcome(self, client: Any, call: tuple[str, Sequence[Any], Sequence[Any]]) -> Any:
+        """``run``, with a refusal or an error reply returned instead of raised."""
+        try:
+            return self.run(client, *call)
+        except (errors.EmqError, ResponseError) as exc:
+            return exc
+
     def _pipeline(self, client: Any, calls: Sequence[tuple[str, Sequence[Any], Sequence[Any]]]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for name, keys, args in calls:

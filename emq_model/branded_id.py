@@ -59,21 +59,21 @@ def parse(branded: object) -> tuple[str, int]:
     return branded[:3], n
 
 
+def _well_formed(branded: object) -> bool:
+    """Whether ``branded`` parses, without computing its value: a fixed-width body over an
+    alphabet in ASCII order compares like its value (ID-6), so the range check is one
+    string comparison. Every call of the API and every invariant check gates ids here."""
+    return isinstance(branded, str) and _SHAPE.fullmatch(branded) is not None and branded[3:] <= _BODY_MAX
+
+
 def is_valid(branded: object, ns: str | None = None) -> bool:
     """Whether ``branded`` parses (and, given ``ns``, is in that namespace)."""
-    try:
-        got, _ = parse(branded)
-    except KindError:
-        return False
-    return ns is None or got == ns
+    return _well_formed(branded) and (ns is None or branded[:3] == ns)  # type: ignore[index]
 
 
 def require(branded: object, ns: str = JOB) -> str:
     """``branded`` itself if it is a well-formed id of namespace ``ns``; ``KindError`` otherwise."""
-    # Every call of the API gates its ids here, so the well-formed case skips computing the
-    # value: a fixed-width body over an alphabet in ASCII order compares like its value
-    # (ID-6), so the range check is one string comparison.
-    if not (isinstance(branded, str) and _SHAPE.fullmatch(branded) and branded[3:] <= _BODY_MAX):
+    if not _well_formed(branded):
         parse(branded)  # raises the refusal that says what is wrong
     if branded[:3] != ns:  # type: ignore[index]
         raise KindError(f"expected a {ns} id, got {branded!r}")

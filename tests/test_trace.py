@@ -82,6 +82,7 @@ def test_a_recorded_trace_matches_the_schema_and_round_trips(found: tuple[Trace,
 def test_ids_are_renamed_readably_in_byte_order(found: tuple[Trace, Path]) -> None:
     trace, _ = found
     ids = {s.args["id"] for s in trace.steps if "id" in s.args}
+    ids |= {item[0] for s in trace.steps for item in s.args.get("jobs", ())}  # a batch's (id, ...) items
     assert ids and all(i.startswith("JOB0000000000") for i in ids)
     assert sorted(trace.header["renamed"]) == sorted(ids)
     originals = [trace.header["renamed"][i] for i in sorted(ids)]
