@@ -22,6 +22,9 @@ from typing import Any, Callable, Protocol
 from emq_model import spec
 
 RunModel = Callable[[Any, dict[str, Any]], Any]
+RunTarget = Callable[..., Any]
+"""``run_target(args, meanwhile=None)``: the target's outcome; ``meanwhile``, when given,
+is run while the call is on the wire if the target can, and is otherwise left alone."""
 
 PUMPED = {"promote": "schedule", "reap": "active"}
 """The location whose due members (score <= now) a pump moves."""
@@ -40,7 +43,7 @@ class Clock(Protocol):
         """Move the clock to ``to`` (at least); the clock afterwards."""
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
-             run_target: Callable[[dict[str, Any]], Any], read_target: Callable[[], Any]) -> tuple[Any, Any]:
+             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
         """Run ``op`` on the model (``run_model(model, args)``) and the target; the two
         outcomes. ``read_target`` reads the target's snapshot after the call."""
 
@@ -60,8 +63,12 @@ class VirtualClock:
         return to
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
-             run_target: Callable[[dict[str, Any]], Any], read_target: Callable[[], Any]) -> tuple[Any, Any]:
-        return run_model(model, args), run_target(args)
+             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
+        """The model runs while the target's call is on the wire when the target can say
+        so (``meanwhile``), else after it: the same clock, so the order is free."""
+        ran: list[Any] = []
+        target = run_target(args, lambda: ran.append(run_model(model, args)))
+        return (ran[0] if ran else run_model(model, args)), target
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -108,7 +115,7 @@ class ServerClock:
         return now
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
-             run_target: Callable[[dict[str, Any]], Any], read_target: Callable[[], Any]) -> tuple[Any, Any]:
+             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
         if not spec.entry(op)["clock"]:  # a transition, a read or a batch
             return run_model(model, args), run_target(args)
         t0 = self.time_ms()

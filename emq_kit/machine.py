@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from hypothesis import event, strategies as st
 from hypothesis.control import currently_in_test_context
@@ -187,10 +187,17 @@ class Selection(RuleStrategy):
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
-        valid = [r for r in self.rules if self.is_valid(r)]
+        valid = [r for r in self.rules if self._valid(r)]
         live = [r for r in valid if r.function.__name__ not in self.off] or valid
         rule = live[data.draw_integer(0, len(live) - 1)]
         return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+
+    def _valid(self, rule: Any) -> bool:
+        """``is_valid`` without its per-call observability bookkeeping (a description of
+        every precondition, built for every rule at every step, cost more than the
+        preconditions themselves)."""
+        machine = self.machine
+        return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 
 class Conformance(RuleBasedStateMachine):
@@ -212,6 +219,8 @@ class Conformance(RuleBasedStateMachine):
         self.previous: dict[str, Snapshot] = {}
         self.orphans: dict[str, set[str]] = {q: set() for q in QUEUES}
         self.kept: list[Kept] = []
+        self._prepared: dict[str, tuple[Snapshot, list[Violation]]] = {}  # see _call_target
+        self._aside: BaseException | None = None
         if self.run.progress:
             self.run.progress(self.run)
 
@@ -252,9 +261,14 @@ class Conformance(RuleBasedStateMachine):
         was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
         failed_before = model.failed
         step = self._record(queue, op, args)
+        self._prepared.clear()
         step.model, step.target = self.clock.call(
             op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
-            lambda a: target_outcome(lambda: getattr(self.impls[queue], op)(**a)), lambda: self.target.snapshot(queue))
+            lambda a, meanwhile=None: target_outcome(lambda: self._call_target(queue, op, a, meanwhile)),
+            lambda: self.target.snapshot(queue))
+        if self._aside is not None:  # the model's side failed while the call was on the wire
+            error, self._aside = self._aside, None
+            raise error
         if step.model != step.target or type(step.model) is not type(step.target):
             raise self.diverge("answer", spec.entry(op)["rule"], step,
                              [f"model answered {step.model!r}", f"target answered {step.target!r}"])
@@ -270,17 +284,44 @@ class Conformance(RuleBasedStateMachine):
         self.verify(queue, step)
         return step.model
 
+    def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
+        """``op`` on the target; ``meanwhile`` (the model's side of the step) handed to a
+        queue that runs it while the call is on the wire (``ObservedQueue``), followed by
+        the model's half of ``verify``. Whatever that raises is kept aside for
+        ``execute`` to raise: it is never the target's outcome."""
+        impl = self.impls[queue]
+        if meanwhile is None or not hasattr(impl, "meanwhile"):
+            return getattr(impl, op)(**args)
+
+        def aside() -> None:
+            try:
+                meanwhile()
+                mine = self.models[queue].snapshot()
+                self._prepared[queue] = (mine, check(mine, self.previous.get(queue)))
+            except BaseException as exc:  # noqa: BLE001 - re-raised by execute
+                self._aside = exc
+
+        impl.meanwhile = aside
+        try:
+            return getattr(impl, op)(**args)
+        finally:
+            impl.meanwhile = None  # not run when the call was refused before any I/O
+
     def verify(self, queue: str, step: Step) -> None:
         """INV-8 (snapshots equal), then INV-1..7 against the previous step. Once the two
         snapshots are equal, one ``check`` judges both sides: it is a pure function of the
         snapshot and the previous one, and the previous ones were equal too. Each call of
-        ``verify`` is one checked step of the run."""
+        ``verify`` is one checked step of the run. The model's snapshot and its ``check``
+        may have been made while the target's call was on the wire (``_call_target``)."""
         self.run.steps += 1
-        mine, theirs = self.models[queue].snapshot(), self.target.snapshot(queue)
+        prepared = self._prepared.pop(queue, None)
+        mine = prepared[0] if prepared else self.models[queue].snapshot()
+        theirs = self.target.snapshot(queue)
         if mine != theirs:
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         self.orphans[queue] &= {m for _, m, _ in mine.members()}
-        found = [v for v in check(mine, self.previous.get(queue)) if not self._expected(queue, v)]
+        judged = prepared[1] if prepared else check(mine, self.previous.get(queue))
+        found = [v for v in judged if not self._expected(queue, v)]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
         if found:
             raise self.diverge("invariant", found[0].invariant, step, [str(v) for v in found])
@@ -327,7 +368,7 @@ class Conformance(RuleBasedStateMachine):
         q, job, token = self._kept(a.pick)
         self.step(self._other(q) if a.foreign else q, a.op, self._settle_args(a, job, token), spoil=a.spoil)
 
-    @precondition(lambda self: self._holders())
+    @precondition(lambda self: self._any_holder())
     @rule(a=WORK.strategy)
     def work(self, a: Any) -> None:
         """The holder of a job's latest token settles it: from active, late from pending
@@ -398,6 +439,7 @@ class Conformance(RuleBasedStateMachine):
     def forget(self, queue: str, job: str) -> None:
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
         step = self._record(queue, "forget_row", {"id": job})
+        self._prepared.clear()
         self.models[queue].forget_row(job)
         self.target.forget_row(queue, job)
         self.orphans[queue].add(job)
@@ -438,13 +480,17 @@ class Conformance(RuleBasedStateMachine):
         (attempts >= 1): active ones; pending ones (a reap's leftovers, a late ack); and
         ones already settled into schedule or dead, whose holder must now be refused
         (the reference's defect: complete or retry from schedule/dead)."""
-        return [
-            (q, job, int(model.rows[job]["attempts"]))
-            for q, model in self.models.items()
-            for loc in ("active", "pending", "schedule", "dead")
-            for job in sorted(model.sets[loc])
-            if job in model.rows and model.rows[job]["attempts"] != b"0"
-        ]
+        return list(self._each_holder())
+
+    def _any_holder(self) -> bool:
+        return any(True for _ in self._each_holder())
+
+    def _each_holder(self) -> Iterator[tuple[str, str, int]]:
+        for q, model in self.models.items():
+            for loc in ("active", "pending", "schedule", "dead"):
+                for job in sorted(model.sets[loc]):
+                    if job in model.rows and model.rows[job]["attempts"] != b"0":
+                        yield q, job, int(model.rows[job]["attempts"])
 
     def _advance(self, q: str, loc: str, at: At) -> None:
         """Move the clock forward to a score of ``loc`` (a lease deadline or a run-at)

@@ -8,7 +8,7 @@ between examples. ``describe`` names it in summaries and trace headers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
@@ -149,17 +149,26 @@ class LiveTarget:
 
 class ObservedQueue(Queue):
     """A live queue whose every script call brings back the queue's snapshot taken
-    right after it, in the same round trip (``ScriptSet.run_then``): the machine reads a
-    snapshot after every step, and on a server the round trip is most of a call's cost.
-    ``take_snapshot`` hands that snapshot out once; without one (a read that is not a
-    script, an argument refused before any I/O, a row deleted by hand) it reads anew."""
+    right after it, in the same round trip (``ScriptSet.send_then``): the machine reads
+    a snapshot after every step, and on a server the round trip is most of a call's
+    cost. ``take_snapshot`` hands that snapshot out once; without one (a read that is
+    not a script, an argument refused before any I/O, a row deleted by hand) it reads
+    anew. ``meanwhile``, when set, runs once, after the call went out and before its
+    replies are read: the checker's own work for the step (the model's side) overlaps
+    the server's."""
 
     observed: Snapshot | None = None
+    meanwhile: Callable[[], None] | None = None
 
     def _run(self, call: Any) -> Any:
-        scripts = self.conn.scripts
-        reply, snap = scripts.run_then(self.conn.redis, (call.name, call.keys, call.args),
-                                       ("snapshot", self.keys, []))
+        receive = self.conn.scripts.send_then(self.conn.redis, (call.name, call.keys, call.args),
+                                              ("snapshot", self.keys, []))
+        work, self.meanwhile = self.meanwhile, None
+        try:
+            if work is not None:
+                work()
+        finally:
+            reply, snap = receive()  # always: the connection goes back to the pool in step
         self.observed = None if isinstance(snap, Exception) else self.snapshot_answer(snap)
         if isinstance(reply, Exception):
             raise reply

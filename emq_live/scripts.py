@@ -21,11 +21,14 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from redis.exceptions import NoScriptError, ResponseError
 
 from emq_model import branded_id, errors, keyspace, spec
+
+Call = tuple[str, Sequence[Any], Sequence[Any]]
+"""A script call: its name, KEYS and ARGV."""
 
 TRANSITION_SCRIPTS: tuple[str, ...] = spec.TRANSITIONS
 """The scripts a script directory must hold (one per transition)."""
@@ -219,7 +222,7 @@ class ScriptSet:
         except ResponseError as exc:
             raise refusal(exc) from None
 
-    def run_batch(self, client: Any, calls: Sequence[tuple[str, Sequence[Any], Sequence[Any]]]) -> list[Any]:
+    def run_batch(self, client: Any, calls: Sequence[Call]) -> list[Any]:
         """Several ``EVALSHA`` calls in one round trip (a non-transactional pipeline),
         in order. Calls that got ``NOSCRIPT`` did not run: their scripts are loaded and
         they are sent again, in order, in a second pipeline. After a flush the failed
@@ -234,33 +237,73 @@ class ScriptSet:
                 results[i] = r
         return [refusal(r) if isinstance(r, ResponseError) and not isinstance(r, NoScriptError) else r for r in results]
 
-    def run_then(self, client: Any, call: tuple[str, Sequence[Any], Sequence[Any]],
-                 then: tuple[str, Sequence[Any], Sequence[Any]]) -> tuple[Any, Any]:
-        """``call`` and then ``then`` in one round trip (a non-transactional pipeline): a
-        checker's op and its snapshot read. Each result is a reply or an exception
-        instance (refusals as ``EmqError``). When either meets ``NOSCRIPT`` the pair runs
-        again, one ``run`` after the other, so ``then`` always sees the state ``call``
-        left (a ``call`` that met ``NOSCRIPT`` did not run)."""
-        first, second = self._pipeline(client, [call, then])
+    def run_then(self, client: Any, call: Call, then: Call) -> tuple[Any, Any]:
+        """``call`` and then ``then`` in one round trip: a checker's op and its snapshot
+        read. ``send_then`` and wait."""
+        return self.send_then(client, call, then)()
+
+    def send_then(self, client: Any, call: Call, then: Call) -> Callable[[], tuple[Any, Any]]:
+        """Send ``call`` and then ``then`` in one write (a non-transactional pipeline) and
+        return the function that waits for their two results, so the caller can work
+        while the server runs them. Each result is a reply or an exception instance
+        (refusals as ``EmqError``). When either met ``NOSCRIPT`` the pair runs again, one
+        ``run`` after the other, so ``then`` always sees the state ``call`` left (a
+        ``call`` that met ``NOSCRIPT`` did not run). A cluster client runs the pipeline
+        at once (it routes each command; the pair shares a slot)."""
+        pool = getattr(client, "connection_pool", None)
+        if pool is None:
+            results = self._pipeline(client, [call, then])
+            return lambda: self._settle(client, call, then, results)
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command(conn.pack_commands([self._evalsha(c) for c in (call, then)]))
+        except BaseException:
+            conn.disconnect()
+            pool.release(conn)
+            raise
+
+        def receive() -> tuple[Any, Any]:
+            results: list[Any] = []
+            try:
+                for _ in range(2):
+                    try:
+                        results.append(conn.read_response())
+                    except ResponseError as exc:  # an error reply: read, the socket stays in step
+                        results.append(exc)
+            except BaseException:
+                conn.disconnect()
+                raise
+            finally:
+                pool.release(conn)
+            return self._settle(client, call, then, results)
+
+        return receive
+
+    def _settle(self, client: Any, call: Call, then: Call, results: Sequence[Any]) -> tuple[Any, Any]:
+        first, second = results
         if isinstance(first, NoScriptError):
             first, second = self._outcome(client, call), self._outcome(client, then)
         elif isinstance(second, NoScriptError):
             second = self._outcome(client, then)
         return tuple(refusal(r) if isinstance(r, ResponseError) else r for r in (first, second))  # type: ignore[return-value]
 
-    def _outcome(self, client: Any, call: tuple[str, Sequence[Any], Sequence[Any]]) -> Any:
+    def _evalsha(self, call: Call) -> tuple[Any, ...]:
+        name, keys, args = call
+        return ("EVALSHA", self.scripts[name].sha, len(keys), *keys, *args)
+
+    def _outcome(self, client: Any, call: Call) -> Any:
         """``run``, with a refusal or an error reply returned instead of raised."""
         try:
             return self.run(client, *call)
         except (errors.EmqError, ResponseError) as exc:
             return exc
 
-    def _pipeline(self, client: Any, calls: Sequence[tuple[str, Sequence[Any], Sequence[Any]]]) -> list[Any]:
+    def _pipeline(self, client: Any, calls: Sequence[Call]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
-        for name, keys, args in calls:
+        for c in calls:
             # execute_command, not pipe.evalsha: a cluster pipeline blocks the method
             # (it cannot route it in general) but routes the command by its keys
-            pipe.execute_command("EVALSHA", self.scripts[name].sha, len(keys), *keys, *args)
+            pipe.execute_command(*self._evalsha(c))
         return list(pipe.execute(raise_on_error=False))
 
 

@@ -61,7 +61,7 @@ class Agreeing(LiveTarget):
     be the same."""
 
     def __init__(self, url: str | None) -> None:
-        super().__init__(url)
+        super().__init__(url, observe=True)
         self.compared = 0
 
     def snapshot(self, name: str) -> Snapshot:
@@ -122,3 +122,25 @@ def test_after_a_script_flush_the_snapshot_still_follows_the_call(observed, load
     assert q.enqueue(J(1), b"") == "enqueued"
     assert q.take_snapshot().row(J(1)) is not None
     assert q.take_snapshot() == q.snapshot()
+
+
+def test_the_models_side_run_while_the_call_is_on_the_wire_fails_as_itself(valkey, monkeypatch) -> None:
+    """The model runs while the target's call is on the wire; a bug in the model must
+    surface as the model's exception, never as the target's outcome (a ``Crash``)."""
+    from emq_kit.machine import Conformance, Run
+    from emq_model.model import QueueModel
+
+    target = LiveTarget(flush_url(valkey), observe=True)
+    try:
+        machine = Conformance.factory(target, Run())()
+
+        def broken(self, **_: object) -> None:
+            raise RuntimeError("a bug in the model")
+
+        monkeypatch.setattr(QueueModel, "enqueue", broken)
+        with pytest.raises(RuntimeError, match="a bug in the model"):
+            machine.execute("alpha", "enqueue", {"id": J(1), "payload": b""})
+        assert target.queue("alpha").snapshot().row(J(1)) is not None  # the target's call did run
+        assert target.queue("alpha").meanwhile is None
+    finally:
+        target.close()
