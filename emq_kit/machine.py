@@ -187,7 +187,7 @@ class Selection(RuleStrategy):
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
-        valid = [r for r in self.rules if (not r.preconditions and not r.bundles) or self._valid(r)]
+        valid = [r for r in self.rules if self._valid(r)]
         live = [r for r in valid if r.function.__name__ not in self.off] or valid
         rule = live[data.draw_integer(0, len(live) - 1)]
         return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}

@@ -237,11 +237,6 @@ class ScriptSet:
                 results[i] = r
         return [refusal(r) if isinstance(r, ResponseError) and not isinstance(r, NoScriptError) else r for r in results]
 
-    def run_then(self, client: Any, call: Call, then: Call) -> tuple[Any, Any]:
-        """``call`` and then ``then`` in one round trip: a checker's op and its snapshot
-        read. ``send_then`` and wait."""
-        return self.send_then(client, call, then)()
-
     def send_then(self, client: Any, call: Call, then: Call) -> Callable[[], tuple[Any, Any]]:
         """Send ``call`` and then ``then`` in one write (a non-transactional pipeline) and
         return the function that waits for their two results, so the caller can work
