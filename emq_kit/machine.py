@@ -219,7 +219,7 @@ class Conformance(RuleBasedStateMachine):
         self.previous: dict[str, Snapshot] = {}
         self.orphans: dict[str, set[str]] = {q: set() for q in QUEUES}
         self.kept: list[Kept] = []
-        self._prepared: dict[str, tuple[Snapshot, list[Violation]]] = {}  # see _call_target
+        self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
         self._aside: BaseException | None = None
         if self.run.progress:
             self.run.progress(self.run)
@@ -261,7 +261,7 @@ class Conformance(RuleBasedStateMachine):
         was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
         failed_before = model.failed
         step = self._record(queue, op, args)
-        self._prepared.clear()
+        self._prepared = None
         step.model, step.target = self.clock.call(
             op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
             lambda a, meanwhile=None: target_outcome(lambda: self._call_target(queue, op, a, meanwhile)),
@@ -297,7 +297,7 @@ class Conformance(RuleBasedStateMachine):
             try:
                 meanwhile()
                 mine = self.models[queue].snapshot()
-                self._prepared[queue] = (mine, check(mine, self.previous.get(queue)))
+                self._prepared = (mine, check(mine, self.previous.get(queue)))
             except BaseException as exc:  # noqa: BLE001 - re-raised by execute
                 self._aside = exc
 
@@ -314,7 +314,7 @@ class Conformance(RuleBasedStateMachine):
         ``verify`` is one checked step of the run. The model's snapshot and its ``check``
         may have been made while the target's call was on the wire (``_call_target``)."""
         self.run.steps += 1
-        prepared = self._prepared.pop(queue, None)
+        prepared, self._prepared = self._prepared, None  # made for this step's queue
         mine = prepared[0] if prepared else self.models[queue].snapshot()
         theirs = self.target.snapshot(queue)
         if mine != theirs:
@@ -439,7 +439,7 @@ class Conformance(RuleBasedStateMachine):
     def forget(self, queue: str, job: str) -> None:
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
         step = self._record(queue, "forget_row", {"id": job})
-        self._prepared.clear()
+        self._prepared = None
         self.models[queue].forget_row(job)
         self.target.forget_row(queue, job)
         self.orphans[queue].add(job)
