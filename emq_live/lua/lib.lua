@@ -133,6 +133,10 @@ function emq.argument(a, v)
   local t = emq.types[a.type]
   if a.optional and v == "" then
     return true, nil
+  elseif t.pattern then
+    if not emq.is_group(v) then
+      return false, emq.refuse(ARG, a.name .. " must be 1 to " .. t.max_bytes .. " characters of 0-9 A-Z a-z _ . -")
+    end
   elseif t.max_bytes then
     if #v > t.max_bytes then
       return false, emq.refuse(ARG, a.name .. " is longer than " .. t.max_bytes .. " bytes")
@@ -249,4 +253,94 @@ end
 -- Whether an id exists: it has a row or is a member of any location.
 function emq.exists(keys, id)
   return redis.call("EXISTS", keys.row) == 1 or emq.locate(keys, id) ~= nil
+end
+
+-- Lanes (lifecycle.md §10) ---------------------------------------------------------------
+-- A lane's keys hang off the queue prefix, as the rows of popped ids do (LANE-1):
+-- <prefix>g:<group>:pending (ZSET), <prefix>ring (LIST), <prefix>paused (SET),
+-- <prefix>glimit, <prefix>gactive, <prefix>gweight (HASH group -> canonical integer).
+-- A lane object is {group, key (its pending set), lk (the fixed lane keys), was (whether
+-- it was serviceable, i.e. on the ring, before the script wrote)}. A script that moves a
+-- grouped job takes the lane before its first write and calls emq.lane_settle after the
+-- last: that is how the ring holds exactly the serviceable lanes (LANE-4).
+
+-- A well-formed group name (LANE-2).
+function emq.is_group(s)
+  local t = emq.group
+  return type(s) == "string" and #s >= t.min_bytes and #s <= t.max_bytes and not string.find(s, t.pattern)
+end
+
+function emq.lane_key(prefix, group)
+  return prefix .. emq.lane_head .. group .. emq.lane_tail
+end
+
+local function lane_fixed(prefix)
+  local lk = {}
+  for _, kind in ipairs(emq.lane_kinds) do
+    lk[kind] = prefix .. kind
+  end
+  return lk
+end
+
+-- LANE-4: not empty, not paused, and fewer active jobs than its limit (if it has one).
+local function serviceable(lane)
+  local lk, group = lane.lk, lane.group
+  if redis.call("ZCARD", lane.key) == 0 or redis.call("SISMEMBER", lk.paused, group) == 1 then
+    return false
+  end
+  local limit = redis.call("HGET", lk.glimit, group)
+  return not limit or tonumber(redis.call("HGET", lk.gactive, group) or "0") < tonumber(limit)
+end
+emq.lane_serviceable = serviceable
+
+-- The lane of `group`, with `was` read now: call it before the script's first write.
+function emq.lane(prefix, group)
+  local lane = {group = group, key = emq.lane_key(prefix, group), lk = lane_fixed(prefix)}
+  lane.was = serviceable(lane)
+  return lane
+end
+
+-- The lane of the job whose row is `row`, or nil for a plain job (no `group` field).
+function emq.lane_of(prefix, row)
+  local group = redis.call("HGET", row, "group")
+  return group and emq.lane(prefix, group) or nil
+end
+
+-- For a script about one id (KEYS[7]): when its row is grouped, `keys.pending` becomes
+-- its lane for the rest of the call, so the script's pending reads and writes are the
+-- lane's (LANE-1). Batches rebind per item: `keys.plain` keeps the queue's own pending.
+function emq.lane_bind(args)
+  local k = args.keys
+  k.plain = k.plain or k.pending
+  local lane = emq.lane_of(args.prefix, k.row)
+  k.pending = lane and lane.key or k.plain
+  return lane
+end
+
+-- A grouped job entered active (+1) or left it (-1): gactive follows, and a count that
+-- reaches 0 is no field (LANE-3).
+function emq.lane_count(lane, delta)
+  if lane and redis.call("HINCRBY", lane.lk.gactive, lane.group, delta) <= 0 then
+    redis.call("HDEL", lane.lk.gactive, lane.group)
+  end
+end
+
+-- After the writes: the lane joins the ring's tail the moment it became serviceable and
+-- leaves it the moment it stopped (LANE-4). `at_tail`: the lane is known to be the
+-- ring's last element (a claim just turned it there), so leaving is RPOP, not a scan.
+function emq.lane_settle(lane, at_tail)
+  if not lane then
+    return
+  end
+  local now = serviceable(lane)
+  if now and not lane.was then
+    redis.call("RPUSH", lane.lk.ring, lane.group)
+  elseif lane.was and not now then
+    if at_tail then
+      redis.call("RPOP", lane.lk.ring)
+    else
+      redis.call("LREM", lane.lk.ring, 1, lane.group)
+    end
+  end
+  lane.was = now
 end

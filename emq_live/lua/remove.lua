@@ -16,6 +16,7 @@ local k, id = a.keys, a.id
 if redis.call("ZSCORE", k.active, id) then
   return emq.refuse("EMQLOCK", "the job is active: it is held under a lease")
 end
+local lane = emq.lane_bind(a) -- a grouped job's pending is its lane (LANE-1)
 if not emq.exists(k, id) then
   return "gone"
 end
@@ -23,4 +24,5 @@ redis.call("ZREM", k.pending, id)
 redis.call("ZREM", k.schedule, id)
 redis.call("ZREM", k.dead, id)
 redis.call("DEL", k.row)
+emq.lane_settle(lane)
 return "ok"

@@ -14,10 +14,12 @@ local a, err = emq.begin("reprocess")
 if err then return err end
 local k, id = a.keys, a.id
 
+local lane = emq.lane_bind(a) -- a grouped job returns to its lane (LANE-1)
 if not redis.call("ZSCORE", k.dead, id) or redis.call("EXISTS", k.row) == 0 then
   return emq.refuse("EMQSTATE", "the job is not dead")
 end
 redis.call("ZREM", k.dead, id)
 redis.call("ZADD", k.pending, "0", id)
 redis.call("HSET", k.row, "state", emq.states.pending)
+emq.lane_settle(lane)
 return "ok"

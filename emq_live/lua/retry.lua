@@ -20,6 +20,7 @@ local k, id = a.keys, a.id
 if redis.call("EXISTS", k.row) == 0 then
   return emq.refuse("EMQSTALE", "the job is gone")
 end
+local lane = emq.lane_bind(a) -- a grouped job's pending is its lane (LANE-1)
 local loc = emq.locate(k, id)
 if loc ~= "active" and loc ~= "pending" then
   return emq.refuse("EMQSTALE", "the attempt was already settled: the job is in " .. (loc or "no location"))
@@ -29,12 +30,17 @@ if attempts ~= a.token then
   return emq.refuse("EMQSTALE", "the token does not match the job's attempts")
 end
 redis.call("ZREM", k[loc], id)
+if loc == "active" then
+  emq.lane_count(lane, -1)
+end
 if attempts < a.max_attempts then
   redis.call("ZADD", k.schedule, emq.int(a.now + a.delay_ms), id)
   redis.call("HSET", k.row, "state", emq.states.schedule, "last_error", a.error)
+  emq.lane_settle(lane)
   return "scheduled"
 end
 redis.call("ZADD", k.dead, "0", id)
 redis.call("HSET", k.row, "state", emq.states.dead, "last_error", a.error)
 redis.call("HINCRBY", k.failed, "count", 1)
+emq.lane_settle(lane)
 return "dead"

@@ -13,6 +13,7 @@ local a, err = emq.begin("state")
 if err then return err end
 local k, id = a.keys, a.id
 
+emq.lane_bind(a) -- a grouped job's pending is its lane (LANE-1)
 local loc = emq.locate(k, id)
 if loc then
   return loc
