@@ -24,7 +24,8 @@ local function complete()
   if redis.call("EXISTS", k.row) == 0 then
     return "gone"
   end
-  local lane = emq.lane_bind(a) -- a grouped job's pending is its lane (LANE-1)
+  -- a grouped job's pending is its lane (LANE-1)
+  local lane = emq.lane_bind(a)
   local loc = emq.locate(k, id)
   if loc ~= "active" and loc ~= "pending" then
     return emq.refuse("EMQSTALE", "the attempt was already settled: the job is in " .. (loc or "no location"))
@@ -36,7 +37,7 @@ local function complete()
   redis.call("DEL", k.row)
   redis.call("HINCRBY", k.completed, "count", 1)
   if loc == "active" then
-    emq.lane_count(lane, -1)
+    emq.lane_leave(lane)
   end
   emq.lane_settle(lane)
   return "ok"

@@ -37,7 +37,7 @@ local function serve(lane)
       redis.call("ZADD", k.active, emq.int(a.now + a.lease_ms), id)
       local token = redis.call("HINCRBY", row, "attempts", 1)
       redis.call("HSET", row, "state", emq.states.active)
-      emq.lane_count(lane, 1)
+      emq.lane_enter(lane)
       return {id, redis.call("HGET", row, "payload") or "", token, lane.group}
     end
     dropped[#dropped + 1] = id

@@ -306,23 +306,37 @@ function emq.lane_of(prefix, row)
   return group and emq.lane(prefix, group) or nil
 end
 
--- For a script about one id (KEYS[7]): when its row is grouped, `keys.pending` becomes
--- its lane for the rest of the call, so the script's pending reads and writes are the
--- lane's (LANE-1). Batches rebind per item: `keys.plain` keeps the queue's own pending.
-function emq.lane_bind(args)
+-- Route `keys.pending` for the job whose row is `row`: to its lane when the row is
+-- grouped, else to the queue's own pending set (kept in `keys.plain`), so the script's
+-- pending reads and writes are the lane's (LANE-1, LANE-8). Returns the lane or nil.
+-- Scripts that loop over ids (promote, reap, batches) route each id in turn.
+function emq.lane_route(args, row)
   local k = args.keys
   k.plain = k.plain or k.pending
-  local lane = emq.lane_of(args.prefix, k.row)
+  local lane = emq.lane_of(args.prefix, row)
   k.pending = lane and lane.key or k.plain
   return lane
 end
 
--- A grouped job entered active (+1) or left it (-1): gactive follows, and a count that
--- reaches 0 is no field (LANE-3).
-function emq.lane_count(lane, delta)
+-- For a script about one id: route by its row, KEYS[7].
+function emq.lane_bind(args)
+  return emq.lane_route(args, args.keys.row)
+end
+
+-- A grouped job entered active (lane_enter) or left it (lane_leave): gactive follows,
+-- and a count that reaches 0 is no field (LANE-3). No-ops for a plain job (lane nil).
+local function count(lane, delta)
   if lane and redis.call("HINCRBY", lane.lk.gactive, lane.group, delta) <= 0 then
     redis.call("HDEL", lane.lk.gactive, lane.group)
   end
+end
+
+function emq.lane_enter(lane)
+  count(lane, 1)
+end
+
+function emq.lane_leave(lane)
+  count(lane, -1)
 end
 
 -- After the writes: the lane joins the ring's tail the moment it became serviceable and

@@ -18,8 +18,9 @@ for _, id in ipairs(due) do
   local row = a.prefix .. "job:" .. id
   redis.call("ZREM", k.schedule, id)
   if redis.call("EXISTS", row) == 1 then
-    local lane = emq.lane_of(a.prefix, row) -- a grouped job returns to its lane (LANE-1)
-    redis.call("ZADD", lane and lane.key or k.pending, "0", id)
+    -- a grouped job returns to its lane (LANE-1)
+    local lane = emq.lane_route(a, row)
+    redis.call("ZADD", k.pending, "0", id)
     redis.call("HSET", row, "state", emq.states.pending)
     emq.lane_settle(lane)
     moved = moved + 1

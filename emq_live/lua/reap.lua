@@ -21,17 +21,18 @@ for _, id in ipairs(expired) do
   local row = a.prefix .. "job:" .. id
   redis.call("ZREM", k.active, id)
   if redis.call("EXISTS", row) == 1 then
-    local lane = emq.lane_of(a.prefix, row) -- a grouped job returns to its lane (LANE-1)
+    -- a grouped job returns to its lane (LANE-1)
+    local lane = emq.lane_route(a, row)
     local attempts = tonumber(redis.call("HGET", row, "attempts"))
     if a.max_attempts and attempts and attempts >= a.max_attempts then
       redis.call("ZADD", k.dead, "0", id)
       redis.call("HSET", row, "state", emq.states.dead, "last_error", emq.lease_expired)
       redis.call("HINCRBY", k.failed, "count", 1)
     else
-      redis.call("ZADD", lane and lane.key or k.pending, "0", id)
+      redis.call("ZADD", k.pending, "0", id)
       redis.call("HSET", row, "state", emq.states.pending)
     end
-    emq.lane_count(lane, -1)
+    emq.lane_leave(lane)
     emq.lane_settle(lane)
     moved = moved + 1
   end

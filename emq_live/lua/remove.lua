@@ -16,7 +16,8 @@ local k, id = a.keys, a.id
 if redis.call("ZSCORE", k.active, id) then
   return emq.refuse("EMQLOCK", "the job is active: it is held under a lease")
 end
-local lane = emq.lane_bind(a) -- a grouped job's pending is its lane (LANE-1)
+-- a grouped job's pending is its lane (LANE-1)
+local lane = emq.lane_bind(a)
 if not emq.exists(k, id) then
   return "gone"
 end

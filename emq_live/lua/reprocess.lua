@@ -14,7 +14,8 @@ local a, err = emq.begin("reprocess")
 if err then return err end
 local k, id = a.keys, a.id
 
-local lane = emq.lane_bind(a) -- a grouped job returns to its lane (LANE-1)
+-- a grouped job returns to its lane (LANE-1)
+local lane = emq.lane_bind(a)
 if not redis.call("ZSCORE", k.dead, id) or redis.call("EXISTS", k.row) == 0 then
   return emq.refuse("EMQSTATE", "the job is not dead")
 end

@@ -20,7 +20,8 @@ local k, id = a.keys, a.id
 if redis.call("EXISTS", k.row) == 0 then
   return emq.refuse("EMQSTALE", "the job is gone")
 end
-local lane = emq.lane_bind(a) -- a grouped job's pending is its lane (LANE-1)
+-- a grouped job's pending is its lane (LANE-1)
+local lane = emq.lane_bind(a)
 local loc = emq.locate(k, id)
 if loc ~= "active" and loc ~= "pending" then
   return emq.refuse("EMQSTALE", "the attempt was already settled: the job is in " .. (loc or "no location"))
@@ -31,7 +32,7 @@ if attempts ~= a.token then
 end
 redis.call("ZREM", k[loc], id)
 if loc == "active" then
-  emq.lane_count(lane, -1)
+  emq.lane_leave(lane)
 end
 if attempts < a.max_attempts then
   redis.call("ZADD", k.schedule, emq.int(a.now + a.delay_ms), id)

@@ -13,7 +13,8 @@ local a, err = emq.begin("state")
 if err then return err end
 local k, id = a.keys, a.id
 
-emq.lane_bind(a) -- a grouped job's pending is its lane (LANE-1)
+-- a grouped job's pending is its lane (LANE-1)
+emq.lane_bind(a)
 local loc = emq.locate(k, id)
 if loc then
   return loc
