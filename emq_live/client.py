@@ -185,10 +185,17 @@ class Queue:
         return _text(reply)
 
     def _claim_answer(self, reply: Any) -> Claimed | None:
-        tag = _text(reply[0])
+        return self._job_answer(reply, Claimed)
+
+    def _job_answer(self, reply: Any, kind: type) -> Any:
+        """``{"job", id, payload, token[, group], dropped...}`` as ``kind`` (``Claimed``
+        or ``LaneClaimed``), or ``{"empty", dropped...}`` as ``None``; records the
+        dropped orphans."""
+        tag, width = _text(reply[0]), len(kind._fields)
         if tag == "job":
-            _, job_id, payload, token, *dropped = reply
-            answer: Claimed | None = Claimed(_text(job_id), bytes(payload), int(token))
+            job_id, payload, token, *rest = reply[1 : 1 + width]
+            answer = kind(_text(job_id), bytes(payload), int(token), *map(_text, rest))
+            dropped = reply[1 + width :]
         elif tag == "empty":
             dropped, answer = list(reply[1:]), None
         else:
@@ -278,16 +285,7 @@ class Queue:
     # -- lanes (lifecycle.md §10) ----------------------------------------------------
 
     def _lane_claim_answer(self, reply: Any) -> LaneClaimed | None:
-        tag = _text(reply[0])
-        if tag == "job":
-            _, job_id, payload, token, group, *dropped = reply
-            answer: LaneClaimed | None = LaneClaimed(_text(job_id), bytes(payload), int(token), _text(group))
-        elif tag == "empty":
-            dropped, answer = list(reply[1:]), None
-        else:
-            raise ValueError(f"lane_claim: unexpected reply {reply!r}")
-        self._dropped(dropped)
-        return answer
+        return self._job_answer(reply, LaneClaimed)
 
     def _lane_wclaim_answer(self, reply: Any) -> list[LaneClaimed]:
         flat, dropped = reply

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from typing import Any, Callable, Iterator
 
@@ -93,6 +94,23 @@ class Backend:
 
     def queue(self, name: str = "q") -> "Twin":
         return Twin(self, name)
+
+
+_fresh = itertools.count()
+
+
+def fresh(live: "Backend", prefix: str) -> tuple[str, QueueModel, Any]:
+    """A queue of a name not used before, on the model and on ``live``: one per example of
+    a property whose server is the test's."""
+    name = f"{prefix}{next(_fresh)}"
+    return name, QueueModel(name), live.conn.queue(name)
+
+
+def forget_row(live: "Backend", model: QueueModel, queue: str, job_id: str) -> None:
+    """The operator's fault on both sides: the row of ``job_id`` deleted by hand, its
+    member left an orphan."""
+    model.forget_row(job_id)
+    live.redis.delete(keyspace.job_key(queue, job_id))
 
 
 def dump(r: Any) -> dict[bytes, tuple[bytes, int]]:

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.model import QueueModel
 
-from livekit import J, dump, live  # noqa: F401  (fixture)
+from livekit import J, dump, forget_row, fresh, live  # noqa: F401  (fixture)
 
 NOW = 1_000
 MOST = spec.LIMITS["limit_max"]
@@ -90,22 +90,16 @@ def test_the_models_batches_are_the_loop_of_single_calls(program: list[tuple]) -
         assert batched.snapshot() == looped.snapshot()
 
 
-_programs = 0
-
 
 @given(program=st.lists(steps, min_size=1, max_size=25))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_live_batches_equal_the_model(live, program: list[tuple]) -> None:
     """One script call per batch, checked per item and on the whole snapshot."""
-    global _programs
-    _programs += 1
-    name = f"b{_programs}"  # a fresh queue per example; the server is the test's
-    model, queue = QueueModel(name), live.conn.queue(name)
+    name, model, queue = fresh(live, "b")
     previous, forgotten = None, set()
     for step in program:
         if step[0] == "forget_row":
-            model.forget_row(step[1])
-            live.redis.delete(keyspace.job_key(name, step[1]))
+            forget_row(live, model, name, step[1])
             forgotten.add(step[1])
         else:
             want, got = outcome(apply, model, step), outcome(apply, queue, step)

@@ -23,7 +23,7 @@ from emq_model.lanes import LaneClaimed
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 
-from livekit import J, dump, live  # noqa: F401  (fixture)
+from livekit import J, dump, forget_row, fresh, live  # noqa: F401  (fixture)
 
 NOW = 1_000
 GROUPS = ("a", "b", "c", "d")
@@ -309,24 +309,18 @@ def test_fairness_k_serviceable_lanes_are_each_served_once_in_k_claims(
 
 # -- the scripts equal the model (fakeredis, Valkey, Redis 7) ----------------------------
 
-_programs = 0
-
 
 @given(program=programs)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_live_lanes_equal_the_model(live, program: list[tuple]) -> None:
     """Answer, ``last_dropped`` and whole snapshot after every step; the invariants of
     the live snapshot (those a hand-deleted row breaks aside, LANE-9)."""
-    global _programs
-    _programs += 1
-    name = f"l{_programs}"
-    model, queue = QueueModel(name), live.conn.queue(name)
+    name, model, queue = fresh(live, "l")
     on_model, on_live = Program(model), Program(queue)
     previous, forgotten = None, set()
     for step in program:
         if step[0] == "forget_row":
-            model.forget_row(step[1])
-            live.redis.delete(keyspace.job_key(name, step[1]))
+            forget_row(live, model, name, step[1])
             forgotten.add(step[1])
         else:
             assert on_live.run(step) == on_model.run(step), step
