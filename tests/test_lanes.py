@@ -453,3 +453,22 @@ def test_live_group_awareness_equals_the_model(live) -> None:
     assert answers[8:10] == ["scheduled", 1] and answers[11] == 2 and answers[13:15] == ["dead", "ok"]
     assert answers[16] == "ok" and answers[19] == "ok" and answers[21] == 1 and answers[23] is None
     assert on_model.target.snapshot().dead == ((J(2), 0),) and on_model.target.snapshot().ring == ()
+
+
+def test_a_snapshot_with_lanes_travels_as_json_within_the_trace_schema() -> None:
+    import json
+
+    import jsonschema
+
+    m = model_with((1, "a"), (2, "a"), (3, "b"))
+    m.lane_pause("b")
+    m.lane_limit("a", 2)
+    m.lane_weight("a", 3)
+    m.lane_claim(5, now=NOW)
+    snap = m.snapshot()
+    data = json.loads(json.dumps(snap.to_json()))
+    schema = json.loads(spec.text("schemas/trace.json"))
+    jsonschema.validate(data, {**schema["$defs"]["snapshot"], "$defs": schema["$defs"]})
+    assert data["lanes"] == {"a": [[J(2), 0]], "b": [[J(3), 0]]} and data["paused"] == ["b"]
+    assert Snapshot.from_json(data) == snap
+    assert "lanes" not in QueueModel("q").snapshot().to_json()  # a trace without lanes is as before
