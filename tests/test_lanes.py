@@ -472,3 +472,19 @@ def test_a_snapshot_with_lanes_travels_as_json_within_the_trace_schema() -> None
     assert data["lanes"] == {"a": [[J(2), 0]], "b": [[J(3), 0]]} and data["paused"] == ["b"]
     assert Snapshot.from_json(data) == snap
     assert "lanes" not in QueueModel("q").snapshot().to_json()  # a trace without lanes is as before
+
+
+def test_complete_many_settles_grouped_jobs_like_a_loop_of_completes(live) -> None:
+    """B-2 with lanes: each item's lane is routed and settled on its own (LANE-8)."""
+    q, m = live.conn.queue("bm"), QueueModel("bm")
+    for side in (q, m):
+        for n, g in ((1, "a"), (2, "a"), (3, "b"), (4, "b")):
+            side.lane_enqueue(J(n), b"", g)
+        side.lane_limit("a", 1)
+        side.lane_limit("b", 1)
+        jobs = [side.lane_claim(10, now=NOW) for _ in range(2)]
+        assert side.snapshot().ring == ()
+        answers = side.complete_many([(j.id, j.token) for j in jobs] + [(J(9), 1)])
+        assert answers == ["ok", "ok", "gone"]
+        assert side.snapshot().ring == ("a", "b") and side.snapshot().gactive == ()
+    assert q.snapshot() == m.snapshot()
