@@ -32,14 +32,11 @@ are reported, and a run only fails if a queue answers wrongly.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 import tracemalloc
 from dataclasses import asdict, dataclass, field
@@ -47,12 +44,12 @@ from importlib import metadata
 from typing import Any, Callable, Iterator
 from urllib.parse import unquote, urlparse
 
+from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.target import open_target
+from emq_kit.errors import BadArgument, ToolMissing
 from emq_model import branded_id, keyspace
 from emq_model.model import QueueModel
-
-from .check import PROFILES, run_check
-from .cli import EXIT_OK, Usage, positive
-from .targets import LiveTarget, ModelTarget
 
 PAYLOAD = b"p" * 100
 LEASE_MS = 600_000  # longer than any run: no lease expires while we measure
@@ -266,7 +263,7 @@ def lifecycle_batched(q: Any, ids: list[str], batch: int) -> tuple[float, float]
 def tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        raise Usage(f"{name} is not installed (Debian package valkey-tools; bash scripts/install-valkey.sh)")
+        raise ToolMissing(f"{name} is not installed (Debian package valkey-tools; bash scripts/install-valkey.sh)")
     return found
 
 
@@ -279,7 +276,7 @@ def server_args(url: str, dbnum: str = "-n") -> list[str]:
     elif u.scheme == "redis":
         out = ["-h", u.hostname or "127.0.0.1", "-p", str(u.port or 6379)]
     else:
-        raise Usage(f"cannot point valkey-cli at {url!r} (redis://, valkey:// or unix:// only)")
+        raise BadArgument(f"cannot point valkey-cli at {url!r} (redis://, valkey:// or unix:// only)")
     if u.password:
         out += ["-a", unquote(u.password), "--no-auth-warning"]
     db = u.path.strip("/") if u.scheme == "redis" else ""
@@ -456,7 +453,7 @@ def check_figures(url: str, params: Params, rtt: dict[str, float]) -> list[Figur
     out = [Figure("check.model", alone, "steps/s", note="the machine alone: model vs model")]
     for label, where in (("fakeredis", None), ("valkey", url)):
         ceiling = 1 / (1 / alone + 1 / rtt[label])
-        target = LiveTarget(where, observe=True)
+        target = open_target(where)
         try:
             out.append(Figure(f"check.{label}", best(params.repeat, lambda: bench_check(target, params)), "steps/s",
                               ceiling, "the machine alone + 1 round trip a step"))
@@ -520,103 +517,3 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         valkey.close()
         fake.close()
     return bench
-
-
-# -- output --------------------------------------------------------------------------------
-
-
-def number(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if unit in ("x", "ratio"):
-        return f"{value:.2f}"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
-
-
-def format_bench(bench: Bench) -> str:
-    """The table: figure, value, ceiling, ratio, goal; then how the ceilings were got."""
-    m, v = bench.machine, bench.versions
-    lines = [
-        f"emq bench: {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {number(m['load_before'], 'x')} "
-        "before the run",
-        "  " + ", ".join(f"{k} {val}" for k, val in v.items()),
-        "",
-        f"  {'figure':<34} {'value':>12} {'unit':<13} {'ceiling':>12} {'ratio':>6} {'goal':>8}  note",
-    ]
-    for f in bench.figures:
-        ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
-        note = "; ".join(x for x in (f.note, f"ceiling: {f.ceiling_by}" if f.ceiling_by else "") if x)
-        lines.append(f"  {f.key:<34} {number(f.value, f.unit):>12} {f.unit:<13} {number(f.ceiling):>12} "
-                     f"{ratio:>6} {number(f.goal):>8}  {note}")
-    return "\n".join(lines)
-
-
-def sizes(text: str) -> tuple[int, ...]:
-    """An argparse type: comma-separated positive integers, ascending."""
-    try:
-        out = tuple(sorted(int(x) for x in text.split(",") if x.strip()))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
-    if not out or out[0] < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
-    return out
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    import redis
-
-    from emq_live.server import ServerError, ServerProcess
-
-    given = {k: v for k, v in vars(args).items() if k in Params.__dataclass_fields__ and v is not None}
-    params = Params(**given)
-    if args.million:
-        params.sizes = tuple(sorted({*params.sizes, 1_000_000}))
-    say = (lambda what: print(f"  ... {what}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _: None)
-    server = None
-    try:
-        if args.url is None:
-            try:
-                server = ServerProcess("valkey-server").start()
-            except ServerError as exc:
-                raise Usage(str(exc)) from None
-        bench = run_bench(args.url or server.url, params, say)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
-    except Wrong as exc:
-        print(f"emq bench: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if server is not None:
-            server.stop()
-    print(format_bench(bench))
-    if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(bench.to_json(), f, indent=2)
-                f.write("\n")
-        except OSError as exc:
-            raise Usage(f"cannot write {args.json}: {exc}") from None
-    return EXIT_OK
-
-
-def register(sub: Any) -> None:
-    """Add ``emq bench`` to the command line."""
-    d = Params()
-    b = sub.add_parser("bench", help="measure the model, the kit and the live queue next to the machine's ceilings")
-    b.add_argument("--url", help="a Valkey server (redis://, valkey://, unix://); default: a throwaway valkey-server")
-    b.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
-    b.add_argument("--examples", type=positive, help=f"conformance examples per target (default {d.examples})")
-    b.add_argument("--steps", type=positive, help=f"steps per example (default {d.steps})")
-    b.add_argument("--jobs", type=positive, help=f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; "
-                                                 "fakeredis a tenth, the model a fifth)")
-    b.add_argument("--single-jobs", dest="single_jobs", type=positive,
-                   help=f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
-    b.add_argument("--batch", type=positive, help=f"jobs per batch call (default {d.batch})")
-    b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
-    b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
-                   help="pending jobs of the scale runs on fakeredis (default 1000,100000)")
-    b.add_argument("--million", action="store_true", help="add 1,000,000 pending jobs to the Valkey scale runs")
-    b.add_argument("--probes", type=positive, help=f"timed claims and completes per size (default {d.probes})")
-    b.add_argument("--repeat", type=positive,
-                   help=f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
-    b.set_defaults(func=cmd_bench)

@@ -12,12 +12,12 @@ import time
 from typing import Callable
 
 from .errors import KindError
-from .spec import LIMITS
+from .contract import load
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 BODY_LEN = 11
 ID_LEN = 3 + BODY_LEN
-MAX_VALUE: int = LIMITS["snowflake_max"]
+MAX_VALUE: int = load()["limits"]["snowflake_max"]
 EPOCH_MS = 1704067200000
 JOB = "JOB"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from emq_kit.selftest import copy_scripts
+from emq_kit.selftest.mutation import copy_scripts
 
 
 class Broken(NamedTuple):

@@ -15,7 +15,7 @@ import redis
 
 import emq_live
 from emq_kit import cli
-from emq_kit.targets import LiveTarget
+from emq_kit.check.live import LiveTarget
 from emq_live import acl
 from emq_live.server import ServerProcess
 from emq_model import keyspace, spec

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from emq_kit import bench, cli
-from emq_kit.targets import LiveTarget
+from emq_kit.check.live import LiveTarget
+from emq_kit.errors import BadArgument
 
 TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch", "20",
         "--sizes", "10,100", "--fakeredis-sizes", "10,40", "--probes", "5"]
@@ -73,5 +74,5 @@ def test_the_replayed_stream_is_what_a_client_sends() -> None:
     assert bench.server_args("redis://127.0.0.1:7001/0") == ["-h", "127.0.0.1", "-p", "7001"]
     assert bench.server_args("valkey://:s%40cret@h:1") == ["-h", "h", "-p", "1", "-a", "s@cret", "--no-auth-warning"]
     assert bench.server_args("unix:///tmp/v.sock") == ["-s", "/tmp/v.sock"]
-    with pytest.raises(cli.Usage):
+    with pytest.raises(BadArgument):
         bench.server_args("redis+cluster://127.0.0.1:7000")

@@ -12,8 +12,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from emq_kit.clock import ServerClock, VirtualClock
-from emq_kit.machine import outcome
+from emq_kit.check.clock import ServerClock, VirtualClock
+from emq_kit.check.machine import outcome
 from emq_model.branded_id import JOB, encode
 from emq_model import spec
 from emq_model.model import Claimed, QueueModel

@@ -20,7 +20,7 @@ import redis
 
 import emq_live
 from emq_kit import cli
-from emq_kit.machine import QUEUES
+from emq_kit.check.machine import QUEUES
 from emq_live import acl
 from emq_live.client import Connection
 from emq_live.scripts import Script, ScriptSet

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-from emq_kit.draws import MAX_OPTIONS, Draw
-from emq_kit.machine import Selection
+from emq_kit.check.draws import MAX_OPTIONS, Draw
+from emq_kit.check.machine import Selection
 
 PAIR = Draw("Pair", colour=("red", "green", "blue"), size=range(1, 11))
 

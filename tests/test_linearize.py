@@ -7,9 +7,11 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from emq_kit import history, linearize
-from emq_kit.history import Event
-from emq_kit.linearize import ILLEGAL, OK, UNKNOWN, Model, Op
+from emq_kit.soak import history
+
+from emq_kit.soak import linearize
+from emq_kit.soak.history import Event
+from emq_kit.soak.linearize import ILLEGAL, OK, UNKNOWN, Model, Op
 from emq_model.branded_id import JOB, encode
 from emq_model.errors import EmqError
 from emq_model.model import Claimed, QueueModel

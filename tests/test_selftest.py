@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from emq_kit.selftest import all_mutants, equivalents, judge, mutants_of, summary
+from emq_kit.selftest.mutation import all_mutants, equivalents, judge, mutants_of, summary
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
 if redis.call("EXISTS", k.row) == 0 then

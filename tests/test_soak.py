@@ -18,11 +18,13 @@ import pytest
 import redis
 
 import emq_live
-from emq_kit import cli, history
-from emq_kit.history import Event
-from emq_kit.ledger import account
-from emq_kit.linearize import ILLEGAL, OK
-from emq_kit.soak import Recorder, SoakConfig, SoakError, fate, format_report, run_soak
+from emq_kit import cli
+from emq_kit.cli.soak import format_report
+from emq_kit.soak import history
+from emq_kit.soak.history import Event
+from emq_kit.soak.ledger import account
+from emq_kit.soak.linearize import ILLEGAL, OK
+from emq_kit.soak.workload import Recorder, SoakConfig, SoakError, fate, run_soak
 from emq_live.client import Queue
 from emq_live.server import ServerProcess
 from emq_model import invariants, keyspace

@@ -20,10 +20,10 @@ from broken import broken_dir, variant
 from hypothesis import given, strategies as st
 
 from emq_kit import cli
-from emq_kit.check import PROFILES, run_check
-from emq_kit.replay import record, replay
-from emq_kit.targets import LiveTarget
-from emq_kit.trace import Trace, TraceStep, decode, encode, header
+from emq_kit.check.run import PROFILES, run_check
+from emq_kit.trace.replay import record, replay
+from emq_kit.check.live import LiveTarget
+from emq_kit.trace.format import Trace, TraceStep, decode, encode, header
 from emq_model import branded_id
 from emq_model.errors import StaleError
 from emq_model.model import Claimed

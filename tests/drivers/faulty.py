@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from emq_kit.driver import Driver
+from emq_kit.ports.reference_driver import Driver
 from emq_live.client import connect
 
 mode, op = sys.argv[1], sys.argv[2]

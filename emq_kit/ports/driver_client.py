@@ -23,19 +23,26 @@ import threading
 from collections import deque
 from typing import Any, Sequence
 
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.machine import QUEUES, Crash
+from emq_kit.errors import KitError
+from emq_kit.ports.protocol import (
+    DRIVER,
+    PROTO,
+    PROTOCOL,
+    REQUIRED_OPS,
+    SERVERLESS_OPS,
+    decode_answer,
+    encode,
+)
 from emq_model import errors, spec
 from emq_model.snapshot import Snapshot
-
-from .driver import DRIVER, PROTOCOL, PROTO, REQUIRED_OPS, SERVERLESS_OPS, decode_answer, encode
-from .machine import QUEUES, Crash
-from .targets import LiveTarget
-
 
 STARTUP = 30.0
 """Seconds a driver may take to answer ``init`` (it may be starting a runtime)."""
 
 
-class DriverError(Exception):
+class DriverError(KitError):
     """The driver failed to answer a request as the protocol says."""
 
 

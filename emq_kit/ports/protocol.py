@@ -10,14 +10,12 @@ Python client (``emq_live.connect``) on the server the kit names in ``init``.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import json
-import sys
-from typing import IO, Any, Callable
+from typing import Any
 
-from emq_model import errors, spec
+from emq_model import spec
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
 
@@ -133,116 +131,3 @@ def decode_answer(op: str, ok: Any) -> tuple[Any, tuple[str, ...]]:
     elif op in spec.OPS:
         _shape(isinstance(value, str), op, "a string", ok)
     return value, ()
-
-
-# -- the driver loop --------------------------------------------------------------------
-
-
-class Driver:
-    """Serves requests on a backend made by ``open_backend(url)`` at ``init``: an object
-    with ``queue(name)`` (the model's methods) and ``close()``; ``reset()`` if it keeps
-    state between examples. A ``serverless`` backend (the model) is a ``Target``: it also
-    answers ``snapshot`` and ``forget_row``."""
-
-    def __init__(self, name: str, open_backend: Callable[[str | None], Any], *, serverless: bool) -> None:
-        self.name, self.open_backend, self.serverless = name, open_backend, serverless
-        self.backend: Any = None
-        self.done = False
-
-    def ops(self) -> list[str]:
-        return list(REQUIRED_OPS + (SERVERLESS_OPS if self.serverless else ()))
-
-    def handle(self, request: dict[str, Any]) -> Any:
-        """The ``ok`` value of one request; raises ``EmqError`` for a refusal and
-        ``ProtocolError`` for a request it cannot serve."""
-        op, args = request.get("op"), decode(request.get("args") or {})
-        if op == "init":
-            url = args.get("url")
-            if self.serverless and url is not None:
-                raise ProtocolError(f"{self.name} has no server: run the check without --url")
-            if not self.serverless and url is None:
-                raise ProtocolError(f"{self.name} needs a server: run the check with --url")
-            if args.get("clock") == "server" and self.serverless:
-                raise ProtocolError(f"{self.name} has no server clock: use --clock virtual")
-            self.backend = self.open_backend(url)
-            for name in args.get("queues", []):
-                self.backend.queue(name)
-            return {"name": self.name, "version": spec.SPEC_VERSION, "protocol": PROTOCOL, "ops": self.ops()}
-        if op == "shutdown":
-            self.done = True
-            return None
-        if self.backend is None:
-            raise ProtocolError(f"{op!r} before init")
-        if op == "reset":
-            if hasattr(self.backend, "reset"):
-                self.backend.reset()
-            return None
-        if op == "queue":
-            self.backend.queue(args.get("name"))
-            return None
-        if op == "snapshot" and self.serverless:
-            return encode_answer(op, self.backend.snapshot(request.get("queue")))
-        if op == "forget_row" and self.serverless:
-            self.backend.forget_row(request.get("queue"), args.get("id"))
-            return None
-        if op not in QUEUE_OPS:
-            raise ProtocolError(f"unknown op {op!r}")
-        queue = self.backend.queue(request.get("queue"))
-        answer = getattr(queue, op)(**args)
-        return encode_answer(op, answer, getattr(queue, "last_dropped", ()) if op == "claim" else ())
-
-    def reply(self, line: str) -> dict[str, Any]:
-        """The reply to one request line."""
-        try:
-            request = json.loads(line)
-            if not isinstance(request, dict) or "id" not in request:
-                raise ProtocolError("a request is an object with an id")
-        except (ValueError, ProtocolError) as exc:
-            return {"id": None, "error": {"code": PROTO, "message": str(exc)}}
-        try:
-            return {"id": request["id"], "ok": self.handle(request)}
-        except errors.EmqError as exc:
-            return {"id": request["id"], "error": {"code": exc.code, "message": exc.detail}}
-        except ProtocolError as exc:
-            return {"id": request["id"], "error": {"code": PROTO, "message": str(exc)}}
-        except Exception as exc:  # noqa: BLE001 - the kit judges it, the loop goes on
-            return {"id": request["id"], "error": {"code": DRIVER, "message": f"{type(exc).__name__}: {exc}"}}
-
-    def serve(self, stdin: IO[str], stdout: IO[str]) -> None:
-        """Answer requests until ``shutdown`` or the end of input."""
-        try:
-            for line in stdin:
-                stdout.write(json.dumps(self.reply(line)) + "\n")
-                stdout.flush()
-                if self.done:
-                    break
-        finally:
-            if self.backend is not None:
-                self.backend.close()
-
-
-# -- emq driver -------------------------------------------------------------------------
-
-
-def cmd_driver(args: argparse.Namespace) -> int:
-    from emq_live.client import connect
-
-    from .targets import ModelTarget
-
-    if args.model:
-        driver = Driver("emq-model", lambda url: ModelTarget(), serverless=True)
-    else:
-        driver = Driver("emq-python", lambda url: connect(args.url or url, scripts=args.scripts), serverless=False)
-    driver.serve(sys.stdin, sys.stdout)
-    return 0
-
-
-def register(sub: Any) -> None:
-    """Add ``emq driver`` to the command line."""
-    d = sub.add_parser("driver", help="a reference driver: speak the driver protocol on stdin/stdout")
-    which = d.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", action="store_true", help="the model (serverless)")
-    which.add_argument("--live", action="store_true", help="the Python client, on the server init names")
-    which.add_argument("--url", help="the Python client, on URL instead of the server init names")
-    d.add_argument("--scripts", metavar="DIR", help="with --live/--url: a script directory")
-    d.set_defaults(func=cmd_driver)

@@ -1,5 +1,5 @@
-"""``emq replay``: re-execute a trace step by step on the model and a target, show where
-they part, and write a standalone regression test from it.
+"""Replay: re-execute a trace step by step on the model and a target, show where
+they part (``record`` writes a counterexample's trace this way).
 
 Replay runs the machine's own ``execute`` for each step (no Hypothesis), so a step is
 checked exactly as it was during ``emq check``: answers, whole snapshots, invariants.
@@ -7,21 +7,24 @@ checked exactly as it was during ``emq check``: answers, whole snapshots, invari
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emq_kit.check.clock import Clock
+from emq_kit.check.machine import Conformance, Divergence, Run
+from emq_kit.check.run import Report
+from emq_kit.check.target import Target, open_target
+from emq_kit.trace.format import (
+    Trace,
+    TraceStep,
+    divergence_json,
+    header,
+    renamed,
+    renaming,
+)
 from emq_model.invariants import Violation, check
 from emq_model.snapshot import Snapshot, diff
-
-from .cli import EXIT_FAIL, EXIT_OK, Usage
-from .clock import Clock
-from .machine import Conformance, Divergence, Run
-from .targets import Target
-from .trace import Trace, TraceStep, divergence_json, renamed, renaming
 
 
 @dataclass
@@ -140,47 +143,10 @@ def explain(result: Replayed) -> str:
     return "\n".join(lines)
 
 
-_PYTEST = '''"""Regression test written by `emq replay --pytest` from {source}.
-
-It replays the trace on the model and on the target (the trace's target, or the server
-in $EMQ_URL, or the script directory in $EMQ_SCRIPTS) and fails while the target still
-diverges: step {step}, {rule}. Keep it as a guard once the fix has landed.
-"""
-
-import json
-import os
-
-from emq_kit.replay import explain, replay, step_table, target_for
-from emq_kit.trace import Trace
-
-TRACE = Trace.from_json(json.loads(r"""
-{blob}
-"""))
-
-
-def test_trace_conforms() -> None:
-    target = target_for(TRACE.header, url=os.environ.get("EMQ_URL"), scripts=os.environ.get("EMQ_SCRIPTS"))
-    try:
-        result = replay(TRACE.steps, target)
-    finally:
-        target.close()
-    assert result.conforms, step_table(result) + "\\n" + explain(result)
-'''
-
-
-def pytest_source(trace: Trace, source: str) -> str:
-    """A standalone regression test: it fails while the target still diverges."""
-    d = trace.divergence or {}
-    blob = json.dumps(trace.to_json(), ensure_ascii=True, indent=1)
-    return _PYTEST.format(source=source, step=d.get("step"), rule=d.get("rule"), blob=blob)
-
-
 def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
                driver: str | None = None) -> Target:
     """The target a trace names in its header, unless ``url``/``scripts``/``driver`` say
-    otherwise (``Usage`` when it cannot be had)."""
-    from .check import _target
-
+    otherwise (``TargetUnavailable`` when it cannot be had)."""
     named = head.get("target", {})
     if driver is not None and url is None:
         url = named.get("url")  # the server the trace's driver ran on, if it had one
@@ -188,39 +154,14 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
         driver = named.get("driver")
         url = named.get("url") if driver else (None if named.get("target") == "fakeredis" else named.get("target"))
         scripts = None if driver or named.get("scripts") in (None, "builtin") else named.get("scripts")
-    return _target(url, scripts, driver)
+    return open_target(url, scripts, driver)
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    logging.getLogger("emq_live").setLevel(logging.ERROR)  # dropped orphans are the trace's business
-    try:
-        trace = Trace.load(args.trace)
-    except (OSError, ValueError, KeyError) as exc:
-        raise Usage(f"cannot read trace {args.trace}: {exc}") from None
-    if args.pytest:
-        Path(args.pytest).write_text(pytest_source(trace, args.trace), "utf-8")
-        print(f"wrote {args.pytest}")
-    target = target_for(trace.header, url=args.url, scripts=args.scripts, driver=args.driver)
-    try:
-        result = replay(trace.steps, target)
-        described = target.describe()
-    finally:
-        target.close()
-    print(f"replaying {args.trace} ({len(trace.steps)} steps) on {described.get('target')} "
-          f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}")
-    print(step_table(result))
-    print(explain(result))
-    return EXIT_OK if result.conforms else EXIT_FAIL
-
-
-def register(sub: Any) -> None:
-    """Add ``emq replay`` to the command line."""
-    r = sub.add_parser("replay", help="re-run a trace on the model and a target, step by step")
-    r.add_argument("trace", help="a trace file written by emq check")
-    r.add_argument("--url", help="replay on this server (default: the trace's target); with --driver, "
-                   "the server the driver uses")
-    r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
-    r.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
-    r.add_argument("--pytest", metavar="FILE", help="also write a standalone regression test")
-    r.set_defaults(func=cmd_replay)
-
+def write_trace(report: "Report", target: Target, directory: Path, clock: Clock | None) -> None:
+    """Record the shrunk counterexample as a trace file in ``directory`` (ids renamed,
+    replayed once more) and keep its path and printout on the report."""
+    head = header(report.target, seed=report.seed, profile=report.profile,
+                  clock=getattr(clock, "mode", "virtual"))
+    trace, result = record([TraceStep.of(s) for s in report.shrunk], target, head, clock)
+    report.trace = trace.write(trace_path(directory, trace))
+    report.trace_text = step_table(result) + "\n" + explain(result)

@@ -20,12 +20,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from emq_kit.check.machine import Crash, Divergence, Step
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError, from_code
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
-
-from .machine import Crash, Divergence, Step
 
 FORMAT = "emq-trace"
 VERSION = 1

@@ -1,46 +1,40 @@
 """The ``emq`` command. Exit codes: 0 conforms, 1 counterexample (or an unreached cell
-under a gating profile), 2 usage or environment error (one line, no traceback)."""
+under a gating profile), 2 usage or environment error (one line, no traceback).
+
+Each command lives in its own module here, which adds its subparser with
+``register(sub)`` and sets ``func`` to a function of the parsed arguments returning the
+exit code. The library never imports this package: it raises ``emq_kit.errors.KitError``
+and ``main`` prints it.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import Sequence
 
-EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
+from emq_kit.cli import bench, bundle, check, driver, replay, selftest, soak
+from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.errors import KitError
 
+__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser", "positive"]
 
-class Usage(Exception):
-    """A usage or environment problem: printed as one line, exit 2."""
-
-
-def positive(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-# Each command lives in its own module, which adds its subparser with ``register(sub)``
-# and sets ``func`` to a function of the parsed arguments returning the exit code.
-COMMANDS = ("check", "replay", "selftest", "driver", "scripts", "soak", "bench")
+COMMANDS = (check, replay, selftest, driver, bundle, soak, bench)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="emq", description="EchoMQ conformance kit")
     sub = p.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
-        importlib.import_module(f"emq_kit.{name}").register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
-    except Usage as exc:
+        return int(args.func(args))
+    except (Usage, KitError) as exc:
         print(f"emq {args.command}: {exc}", file=sys.stderr)
         return EXIT_ENV
     except BrokenPipeError:  # `emq check | head`: the reader left; not an error of ours

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from emq_kit.soak.history import SNAPSHOT, Event
 from emq_model.snapshot import Snapshot
-
-from .history import SNAPSHOT, Event
 
 _CREATED = {"enqueue": "enqueued", "schedule": "scheduled"}
 

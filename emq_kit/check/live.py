@@ -1,48 +1,23 @@
-"""Targets: what the conformance machine drives beside the model.
-
-A target hands out queues with the model's method names and answers, reads a queue's
-snapshot, deletes a row by hand (the one fault the machine injects), and empties itself
-between examples. ``describe`` names it in summaries and trace headers.
-"""
+"""The built-in targets (``emq_kit.check.target.Target``): a second model, and the live
+client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
+from emq_kit.check import memory
+from emq_live.client import Queue
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
-from emq_live.client import Queue
-
-from . import memory
-
-
-class Target(Protocol):
-    """The surface the machine needs from an implementation."""
-
-    def reset(self) -> None:
-        """Forget every queue: each queue handed out afterwards starts empty."""
-
-    def queue(self, name: str) -> Any:
-        """A queue object with the model's methods (``ArgError`` for a bad name)."""
-
-    def snapshot(self, name: str) -> Snapshot:
-        """The queue's whole keyspace, read in one consistent read."""
-
-    def forget_row(self, name: str, job_id: str) -> None:
-        """Delete the job's row by hand, leaving its member an orphan."""
-
-    def describe(self) -> dict[str, Any]:
-        """What this target is: kind, URL, script directory and SHA1s, server version."""
-
-    def close(self) -> None:
-        """Release connections and servers."""
 
 
 class ModelTarget:
     """A second, independent model: the machine run against it must always pass, which
     checks the machine itself (and serves ``emq driver --model``)."""
+
+    batches = True
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueModel] = {}
@@ -81,10 +56,12 @@ class LiveTarget:
     "Least privilege") and a shared server keeps its other data.
 
     How ``snapshot`` reads, when the machine reads after every call: on the embedded
-    fakeredis, from the server's memory (``emq_kit/memory.py``); on a server with
+    fakeredis, from the server's memory (``emq_kit/check/memory.py``); on a server with
     ``observe``, every script call of a queue brings back the queue's snapshot in the
     same round trip (``ObservedQueue``), handed out by the next ``snapshot``; otherwise
     with one snapshot.lua call. All three read the same keyspace (tests/test_memory.py)."""
+
+    batches = True
 
     def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False) -> None:
         from emq_live.client import connect

@@ -7,7 +7,6 @@ length per mutant. A survivor is either listed as equivalent, with the reason
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import re
@@ -19,10 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from emq_kit.check.run import Profile, run_check
 from emq_model import spec
-
-from .check import Profile, run_check
-from .cli import EXIT_FAIL, EXIT_OK, Usage
 
 LOCATIONS = ("pending", "active", "schedule", "dead")
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
@@ -118,7 +115,7 @@ def all_mutants(source: Path | None = None) -> list[Mutant]:
 
 def equivalents() -> dict[str, str]:
     """Mutants shown equivalent to the original: key -> the reason."""
-    data = json.loads(resources.files("emq_kit").joinpath("equivalent_mutants.json").read_text("utf-8"))
+    data = json.loads(resources.files("emq_kit.selftest").joinpath("equivalent_mutants.json").read_text("utf-8"))
     return {e["key"]: e["reason"] for e in data["equivalent"]}
 
 
@@ -151,7 +148,7 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
     """The machine against one mutant, to the end (in a child process of ``judge``);
     ``found`` (a shared double) gets the time of the first divergence as soon as the
     next example starts."""
-    from .targets import LiveTarget
+    from emq_kit.check.live import LiveTarget
 
     def note(run: Any) -> None:
         if found is not None and run.first_failure is not None and not found.value:
@@ -232,48 +229,3 @@ def summary(verdicts: list[Verdict]) -> dict[str, Any]:
         "median_seconds_to_kill": round(statistics.median(v.seconds for v in killed), 3) if killed else None,
         "median_shrunk_steps": statistics.median(v.shrunk for v in killed if v.shrunk) if killed else None,
     }
-
-
-def row(v: Verdict) -> str:
-    m = v.mutant
-    where = f"{m.script}.lua:{m.line}"
-    detail = v.rule if v.status == "killed" else v.reason
-    shrunk = str(v.shrunk) if v.shrunk else "-"
-    return f"| {m.operator} | {where} | `{m.before.strip()}` | {v.status} | {v.seconds:.2f} | {shrunk} | {detail} |"
-
-
-HEADER = "| operator | where | original line | verdict | s to kill | shrunk steps | rule / reason |\n|---|---|---|---|---|---|---|"
-
-
-def cmd_selftest(args: argparse.Namespace) -> int:
-    if args.list:
-        for m in all_mutants():
-            print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
-        return EXIT_OK
-    print(HEADER)
-    try:
-        verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: print(row(v), flush=True))
-    except Exception as exc:  # noqa: BLE001 - the environment, not a mutant: one line
-        raise Usage(f"selftest could not run: {exc}") from None
-    s = summary(verdicts)
-    print()
-    print(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
-          f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"summary": s, "mutants": [
-            {"key": v.mutant.key, "status": v.status, "seconds": round(v.seconds, 3), "examples": v.examples,
-             "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason} for v in verdicts]}, indent=1), "utf-8")
-    return EXIT_FAIL if s["survived"] else EXIT_OK
-
-
-def register(sub: Any) -> None:
-    """Add ``emq selftest`` to the command line."""
-    t = sub.add_parser("selftest", help="mutate our own scripts and prove the machine kills every mutant")
-    t.add_argument("--url", help="a server to run the mutants on (default: embedded fakeredis)")
-    t.add_argument("--budget", type=float, default=60.0, metavar="SECONDS", help="search time per mutant (default 60)")
-    t.add_argument("--seed", type=int, default=0, help="the seed of every mutant's run (default 0)")
-    t.add_argument("--only", metavar="TEXT", help="only the mutants whose key contains TEXT")
-    t.add_argument("--list", action="store_true", help="list the mutants and exit")
-    t.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
-    t.set_defaults(func=cmd_selftest)
-

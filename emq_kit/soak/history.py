@@ -24,11 +24,10 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from emq_kit.soak import linearize
+from emq_kit.soak.linearize import Op
 from emq_model import errors, spec
 from emq_model.snapshot import Snapshot
-
-from . import linearize
-from .linearize import Op
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 ABSENT = "absent"
