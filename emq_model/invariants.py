@@ -1,6 +1,6 @@
 """The invariants INV-1..7 of specs/lifecycle.md §7, checked on a snapshot.
 
-``check`` never stops at the first violation: it reports every one, each naming the
+``check_invariants`` never stops at the first violation: it reports every one, each naming the
 invariant, the id (or key) and what was seen, so a counterexample explains itself.
 """
 
@@ -33,7 +33,7 @@ def _attempts(row: dict[str, bytes]) -> int | None:
     return int(raw) if raw is not None and _CANONICAL.fullmatch(raw) else None
 
 
-def check(snapshot: Snapshot, previous: Snapshot | None = None, *, born: int = 0) -> list[Violation]:
+def check_invariants(snapshot: Snapshot, previous: Snapshot | None = None, *, born: int = 0) -> list[Violation]:
     """Every violation of INV-1..7 in ``snapshot``; INV-5 and INV-7 also compare with the
     ``previous`` snapshot of the same queue when it is given. ``born`` bounds how many
     jobs may have been created since ``previous`` (0 when nothing ran in between but one

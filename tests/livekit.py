@@ -158,7 +158,7 @@ class Twin:
             return expected
         seen = self.live.snapshot()
         assert seen == expected, "\n".join(diff(expected, seen)) + f"\nseen:\n{seen}\nexpected:\n{expected}"
-        assert invariants.check(seen) == invariants.check(expected)
+        assert invariants.check_invariants(seen) == invariants.check_invariants(expected)
         return seen
 
     def forget_row(self, job_id: str) -> None:

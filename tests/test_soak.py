@@ -114,8 +114,8 @@ def test_a_split_claim_is_caught_double_claimed(valkey: ServerProcess) -> None:
     claims = [(e.process, e.output[0], e.output[2]) for e in events if e.op == "claim"]
     assert sorted(claims) == [("A", J1, 2), ("B", J1, 1)]  # the race happened, as forced
     # The keyspace alone looks sound: J1 active, J2 pending, every invariant holds.
-    assert invariants.check(final) == []
-    checked = history.check(events, seconds=10)
+    assert invariants.check_invariants(final) == []
+    checked = history.check_history(events, seconds=10)
     assert checked.verdict == ILLEGAL
     assert [p.key for p in checked.linearizability.illegal] == [J1]
     told = "\n".join(history.explain(checked.linearizability.illegal[0]))
@@ -128,7 +128,7 @@ def test_a_split_claim_is_caught_completing_a_job_twice(valkey: ServerProcess) -
     assert oks == [J1, J1]
     acc = account(events, final)
     assert acc.duplicated == (J1,)
-    checked = history.check(events, seconds=10)
+    checked = history.check_history(events, seconds=10)
     assert checked.verdict == ILLEGAL and J1 in [p.key for p in checked.linearizability.illegal]
 
 
@@ -138,8 +138,8 @@ def test_the_atomic_claim_under_the_same_interleaving_is_accepted(valkey: Server
     a_claim, b_claim = (next(e for e in events if e.op == "claim" and e.process == p) for p in "AB")
     assert a_claim.invoke < b_claim.invoke < b_claim.ret < a_claim.ret  # they overlap
     assert {a_claim.output[0], b_claim.output[0]} == {J1, J2}
-    assert history.check(events, seconds=10).verdict == OK
-    assert invariants.check(final) == []
+    assert history.check_history(events, seconds=10).verdict == OK
+    assert invariants.check_invariants(final) == []
 
 
 def test_the_ledger_names_every_way_a_job_can_end() -> None:
@@ -162,9 +162,9 @@ def test_inv7_between_snapshots_allows_for_jobs_born_in_between() -> None:
     ``born`` bound (SOAK-13) tells INV-7 that the completion may be real."""
     before = Snapshot.build("q", {}, {}, completed=0)
     after = Snapshot.build("q", {}, {}, completed=1)
-    assert [v.invariant for v in invariants.check(after, before)] == ["INV-7"]
-    assert invariants.check(after, before, born=1) == []
-    assert [v.invariant for v in invariants.check(Snapshot.build("q", {}, {}, completed=2), before, born=1)] == ["INV-7"]
+    assert [v.invariant for v in invariants.check_invariants(after, before)] == ["INV-7"]
+    assert invariants.check_invariants(after, before, born=1) == []
+    assert [v.invariant for v in invariants.check_invariants(Snapshot.build("q", {}, {}, completed=2), before, born=1)] == ["INV-7"]
 
 
 # -- real soaks ------------------------------------------------------------------------------------

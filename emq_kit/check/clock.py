@@ -77,12 +77,14 @@ def _same(a: Any, b: Any) -> bool:
 
 class ServerClock:
     """The server's clock, read around each clock op (see the module docstring).
-    ``time_ms`` reads ``TIME`` in ms (CLK-1); waits poll it for at most ``max_wait_ms``."""
+    ``time_ms`` reads ``TIME`` in ms (CLK-1); waits poll it for at most ``max_wait_ms``;
+    ``close`` releases what ``time_ms`` reads through (the connection ``for_url`` opens)."""
 
     mode = "server"
 
-    def __init__(self, time_ms: Callable[[], int], max_wait_ms: int = 1000) -> None:
-        self.time_ms, self.max_wait_ms = time_ms, max_wait_ms
+    def __init__(self, time_ms: Callable[[], int], max_wait_ms: int = 1000, *,
+                 close: Callable[[], None] = lambda: None) -> None:
+        self.time_ms, self.max_wait_ms, self.close = time_ms, max_wait_ms, close
         self.window: tuple[int, int, int] | None = None
         """(t0, t1, the model's clock) of the last clock op."""
 
@@ -91,13 +93,13 @@ class ServerClock:
         """A clock reading ``TIME`` of the server at ``url`` over its own connection."""
         from emq_live.client import connect
 
-        r = connect(url, fence=False).redis
+        conn = connect(url, fence=False)
 
         def time_ms() -> int:
-            sec, usec = r.time()
+            sec, usec = conn.redis.time()
             return int(sec) * 1000 + int(usec) // 1000
 
-        return cls(time_ms)
+        return cls(time_ms, close=conn.close)
 
     def start(self, start: int) -> int:
         return self.time_ms()

@@ -34,7 +34,7 @@ from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
-from emq_model.invariants import Violation, check
+from emq_model.invariants import Violation, check_invariants
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
@@ -104,10 +104,12 @@ Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
 
 class Divergence(AssertionError):
     """The target left the model: ``kind`` is answer, snapshot or invariant; ``rule`` the
-    spec rule it cites; ``lines`` the evidence in plain words."""
+    spec rule it cites; ``lines`` the evidence in plain words; ``steps`` the example's
+    steps up to and including ``step`` (the counterexample, once Hypothesis has shrunk it)."""
 
-    def __init__(self, kind: str, rule: str, step: "Step", lines: list[str]) -> None:
+    def __init__(self, kind: str, rule: str, step: "Step", lines: list[str], steps: list["Step"] | None = None) -> None:
         self.kind, self.rule, self.step, self.lines = kind, rule, step, lines
+        self.steps = list(steps) if steps is not None else [step]
         super().__init__(f"{kind} diverges at step {step.index} {step.call()} ({rule}):\n  " + "\n  ".join(lines))
 
 
@@ -135,7 +137,6 @@ class Run:
     examples: int = 0
     steps: int = 0
     checks: int = 0
-    last: list[Step] = field(default_factory=list)
     progress: Callable[["Run"], None] | None = None
     started: float = field(default_factory=time.perf_counter)
     first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
@@ -191,12 +192,16 @@ class Selection(RuleStrategy):
     def __init__(self, machine: RuleBasedStateMachine) -> None:
         super().__init__(machine)
         self.off: set[str] | None = None
+        self.drawn = 0  # rules drawn: the fence test's proof that Hypothesis draws through this
 
     def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
+        valid = [r for r in self.rules if self._valid(r)]
+        if not valid:  # Hypothesis's own "no progress can be made" error (InvalidDefinition)
+            return super().do_draw(data)
+        self.drawn += 1
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
-        valid = [r for r in self.rules if self._valid(r)]
         live = [r for r in valid if r.function.__name__ not in self.off] or valid
         rule = live[data.draw_integer(0, len(live) - 1)]
         return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
@@ -221,7 +226,7 @@ class Conformance(RuleBasedStateMachine):
         self._rules_strategy = Selection(self)  # see Selection: Hypothesis reads this attribute
         self.target.reset()
         self.run.examples += 1
-        self.run.last = self.steps = []
+        self.steps: list[Step] = []
         self.now = self.clock.start(START)
         self.models = {q: QueueModel(q) for q in QUEUES}
         self.impls = {q: self.target.queue(q) for q in QUEUES}
@@ -246,7 +251,7 @@ class Conformance(RuleBasedStateMachine):
         """The divergence to raise; the run notes when it first saw one."""
         if self.run.first_failure is None:
             self.run.first_failure = time.perf_counter()
-        return Divergence(kind, rule, step, lines)
+        return Divergence(kind, rule, step, lines, self.steps)
 
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
@@ -306,7 +311,7 @@ class Conformance(RuleBasedStateMachine):
             try:
                 meanwhile()
                 mine = self.models[queue].snapshot()
-                self._prepared = (mine, check(mine, self.previous.get(queue)))
+                self._prepared = (mine, check_invariants(mine, self.previous.get(queue)))
             except BaseException as exc:  # noqa: BLE001 - re-raised by execute
                 self._aside = exc
 
@@ -329,7 +334,7 @@ class Conformance(RuleBasedStateMachine):
         if mine != theirs:
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         self.orphans[queue] &= {m for _, m, _ in mine.members()}
-        judged = prepared[1] if prepared else check(mine, self.previous.get(queue))
+        judged = prepared[1] if prepared else check_invariants(mine, self.previous.get(queue))
         found = [v for v in judged if not self._expected(queue, v)]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
         if found:

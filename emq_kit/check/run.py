@@ -64,7 +64,6 @@ class Report:
     hits: dict[str, int]
     divergence: Divergence | None = None
     shrunk: list[Step] = field(default_factory=list)
-    hypothesis_report: list[str] = field(default_factory=list)
     trace: Path | None = None
     trace_text: str = ""
     first_failure: float | None = None  # perf_counter() at the first divergence
@@ -104,13 +103,13 @@ def run_check(
     propagate."""
     seed = random.randrange(2**32) if seed is None else seed
     run = Run(progress=progress)
-    lines: list[str] = []
     budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
     per_round = examples or profile.examples
     divergence: Divergence | None = None
     started = time.perf_counter()
     quiet = logging.getLogger("emq_live")
-    level, quiet.level = quiet.level, logging.ERROR  # dropped-orphan warnings are expected here
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
         round_no, size = 0, per_round
         while size > 0:
@@ -128,7 +127,7 @@ def run_check(
                 phases=[p for p in Phase if p is not Phase.explain],
             )
             try:
-                with with_reporter(lines.append):
+                with with_reporter(lambda _: None):  # the report and the trace say it better
                     run_state_machine_as_test(factory, settings=config)
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
                 divergence = first_divergence(exc)
@@ -139,7 +138,7 @@ def run_check(
                 break
             round_no, size = round_no + 1, min(profile.round_examples, budget - run.examples)
     finally:
-        quiet.level = level
+        quiet.setLevel(level)
     seconds = time.perf_counter() - started
     unreached = run.coverage.unreached()
     verdict = "counterexample" if divergence else ("uncovered" if profile.gate and unreached else "conforms")
@@ -157,7 +156,6 @@ def run_check(
         unreached=unreached,
         hits={f"{op}/{outcome}": n for (op, outcome), n in run.coverage.hits.items()},
         divergence=divergence,
-        shrunk=list(run.last) if divergence else [],
-        hypothesis_report=lines,
+        shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
     )

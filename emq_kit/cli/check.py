@@ -100,7 +100,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
     target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
-
+    clock: ServerClock | None = None
     try:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
@@ -113,6 +113,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise Usage(f"driver {args.driver}: {exc}") from None
     finally:
         target.close()
+        if clock is not None:
+            clock.close()
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     if args.json:

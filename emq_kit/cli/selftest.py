@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
-from emq_kit.selftest.mutation import Verdict, all_mutants, run_selftest, summary
+from emq_kit.selftest.mutation import MutantVerdict, all_mutants, run_selftest, summary
 
 
-def row(v: Verdict) -> str:
+def row(v: MutantVerdict) -> str:
     m = v.mutant
     where = f"{m.script}.lua:{m.line}"
     detail = v.rule if v.status == "killed" else v.reason

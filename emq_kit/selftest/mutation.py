@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from emq_kit.check.run import Profile, run_check
+from emq_kit.check.target import open_target
 from emq_model import spec
 
-LOCATIONS = ("pending", "active", "schedule", "dead")
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
 PROFILE = Profile("selftest", examples=400, steps=50, gate=False)
 SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take to shrink
@@ -92,7 +92,7 @@ def mutants_of(script: str, text: str) -> list[Mutant]:
             out.append(Mutant("drop-precondition", script, n, line, f"{guard.group(1)}if false then"))
         zadd = _ZADD_KEY.search(line)
         if zadd:
-            to = LOCATIONS[(LOCATIONS.index(zadd.group(2)) + 1) % len(LOCATIONS)]
+            to = spec.LOCATIONS[(spec.LOCATIONS.index(zadd.group(2)) + 1) % len(spec.LOCATIONS)]
             out.append(Mutant("misroute-zadd", script, n, line, line[: zadd.start(2)] + to + line[zadd.end(2):]))
         if call and call.group(1) == "HSET" and _STATE.search(line):
             dropped = _STATE.sub("", line, count=1)
@@ -120,7 +120,7 @@ def equivalents() -> dict[str, str]:
 
 
 @dataclass
-class Verdict:
+class MutantVerdict:
     """What the machine did to one mutant."""
 
     mutant: Mutant
@@ -144,12 +144,10 @@ def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], sour
 
 
 def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float,
-           found: Any = None) -> Verdict:
+           found: Any = None) -> MutantVerdict:
     """The machine against one mutant, to the end (in a child process of ``judge``);
     ``found`` (a shared double) gets the time of the first divergence as soon as the
     next example starts."""
-    from emq_kit.check.live import LiveTarget
-
     def note(run: Any) -> None:
         if found is not None and run.first_failure is not None and not found.value:
             found.value = run.first_failure
@@ -157,20 +155,20 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
     with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
         copy_scripts(tmp, mutant.script, mutant.apply, source)
         try:
-            target = LiveTarget(url, tmp)
+            target = open_target(url, tmp, observe=False)
         except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
-            return Verdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
+            return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
         try:
             report = run_check(target, PROFILE, seed=seed, progress=note)
         finally:
             target.close()
     if report.divergence is None:
-        return Verdict(mutant, "survived", report.seconds, report.examples)
-    return Verdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
+        return MutantVerdict(mutant, "survived", report.seconds, report.examples)
+    return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
                    len(report.shrunk), report.divergence.rule)
 
 
-def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None) -> Verdict:
+def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None) -> MutantVerdict:
     """Check one mutant with the machine within ``budget`` seconds of searching. The
     check runs in a forked child, so a spent budget can stop it anywhere (Hypothesis
     cannot be interrupted cleanly from inside); once a divergence is found, shrinking
@@ -190,10 +188,10 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
         if parent.poll(budget) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
             return parent.recv()
         if found.value:  # killed; only the shrinking did not finish in time
-            return Verdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
-        return Verdict(mutant, "survived", time.perf_counter() - started, -1, reason=f"budget of {budget:g} s spent")
+            return MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
+        return MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason=f"budget of {budget:g} s spent")
     except EOFError:
-        return Verdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
+        return MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
     finally:
         if proc.is_alive():
             proc.kill()
@@ -202,7 +200,7 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
 
 
 def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
-                 report: Callable[[Verdict], None] | None = None) -> list[Verdict]:
+                 report: Callable[[MutantVerdict], None] | None = None) -> list[MutantVerdict]:
     """Judge every mutant (those whose key contains ``only``, if given)."""
     known = equivalents()
     verdicts = []
@@ -218,7 +216,7 @@ def run_selftest(url: str | None, budget: float, seed: int, only: str | None = N
     return verdicts
 
 
-def summary(verdicts: list[Verdict]) -> dict[str, Any]:
+def summary(verdicts: list[MutantVerdict]) -> dict[str, Any]:
     """Killed over the non-equivalent mutants, median time-to-kill and shrunk length."""
     killed = [v for v in verdicts if v.status == "killed"]
     return {

@@ -371,11 +371,11 @@ def ops_of(events: Iterable[Event]) -> list[Op]:
     return [to_op(e, i) for i, e in enumerate(ordered)]
 
 
-def check(events: Iterable[Event], *, seconds: float = 60.0, max_states: int = 2_000_000) -> Checked:
+def check_history(events: Iterable[Event], *, seconds: float = 60.0, max_states: int = 2_000_000) -> Checked:
     """Check a queue's history: per-job linearizability within ``seconds``, and claim
     order."""
     ops = ops_of(events)
-    return Checked(linearize.check(QUEUE, ops, seconds=seconds, max_states=max_states), tuple(claim_order(ops)))
+    return Checked(linearize.check_linearizable(QUEUE, ops, seconds=seconds, max_states=max_states), tuple(claim_order(ops)))
 
 
 def describe(op: Op, origin: int = 0) -> str:
@@ -386,7 +386,7 @@ def describe(op: Op, origin: int = 0) -> str:
     return f"{span} {op.process}: {call} -> {op.output!r}"
 
 
-def explain(verdict: linearize.Verdict) -> list[str]:
+def explain(verdict: linearize.PartitionVerdict) -> list[str]:
     """An illegal (or unknown) partition in words: its ops in time order, and the
     longest order of them the model could explain."""
     ops = sorted(verdict.ops, key=lambda o: o.invoke)

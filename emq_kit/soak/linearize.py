@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Iterator, Sequence
 
 OK, ILLEGAL, UNKNOWN = "ok", "illegal", "unknown"
-VERDICTS = (OK, ILLEGAL, UNKNOWN)
 
 State = Hashable
 Step = Callable[[Any, Any, Any], Iterable[Any]]
@@ -60,7 +59,7 @@ class Model:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class PartitionVerdict:
     """The answer for one (sub-)history. ``longest`` is the longest linearizable prefix
     the search found, as indexes into ``ops`` (for an ``illegal`` one, the ops after it
     explain why); ``explored`` counts search steps."""
@@ -79,16 +78,16 @@ class Result:
     if any partition ran out of budget (or was not reached), else ``ok``."""
 
     verdict: str
-    partitions: tuple[Verdict, ...]
+    partitions: tuple[PartitionVerdict, ...]
     seconds: float
     ops: int = field(default=0)
 
     @property
-    def illegal(self) -> list[Verdict]:
+    def illegal(self) -> list[PartitionVerdict]:
         return [p for p in self.partitions if p.verdict == ILLEGAL]
 
     @property
-    def unknown(self) -> list[Verdict]:
+    def unknown(self) -> list[PartitionVerdict]:
         return [p for p in self.partitions if p.verdict == UNKNOWN]
 
 
@@ -110,13 +109,13 @@ def _events(ops: Sequence[Op]) -> list[int]:
 
 
 def check_ops(model: Model, ops: Sequence[Op], *, key: Hashable = None, seconds: float = 10.0,
-              max_states: int = 2_000_000) -> Verdict:
+              max_states: int = 2_000_000) -> PartitionVerdict:
     """Is ``ops`` (one partition, not split further) linearizable against ``model``?
     ``ok``, ``illegal`` or ``unknown`` past ``seconds`` or ``max_states``."""
     return _search(model, tuple(ops), key, _Budget(seconds, max_states))
 
 
-def _search(model: Model, ops: tuple[Op, ...], key: Hashable, budget: _Budget) -> Verdict:
+def _search(model: Model, ops: tuple[Op, ...], key: Hashable, budget: _Budget) -> PartitionVerdict:
     for op in ops:
         if op.ret < op.invoke:
             raise ValueError(f"op returns before it is invoked: {op}")
@@ -174,9 +173,9 @@ def _search(model: Model, ops: tuple[Op, ...], key: Hashable, budget: _Budget) -
         explored += 1
         if explored % 1024 == 0:
             if budget.spent():
-                return Verdict(key, UNKNOWN, ops, longest, explored, "time budget spent")
+                return PartitionVerdict(key, UNKNOWN, ops, longest, explored, "time budget spent")
             if len(seen) > budget.max_states:
-                return Verdict(key, UNKNOWN, ops, longest, explored, f"more than {budget.max_states} states")
+                return PartitionVerdict(key, UNKNOWN, ops, longest, explored, f"more than {budget.max_states} states")
         if e % 2 == 0:  # a call: try to linearize its op here
             op = ops[e // 2]
             e = nxt[head] if descend(e, iter(model.step(state, op.input, op.output))) else nxt[e]
@@ -184,26 +183,26 @@ def _search(model: Model, ops: tuple[Op, ...], key: Hashable, budget: _Budget) -
             if len(stack) > len(longest):  # a dead end deeper than any before: remember it
                 longest = tuple(c // 2 for c, _, _ in stack)
             if not stack:
-                return Verdict(key, ILLEGAL, ops, longest, explored, "no order of the ops explains the answers")
+                return PartitionVerdict(key, ILLEGAL, ops, longest, explored, "no order of the ops explains the answers")
             call, state, alternatives = stack.pop()
             done &= ~(1 << (call // 2))
             unlift(call)
             e = nxt[head] if descend(call, alternatives) else nxt[call]
-    return Verdict(key, OK, ops, tuple(c // 2 for c, _, _ in stack), explored)
+    return PartitionVerdict(key, OK, ops, tuple(c // 2 for c, _, _ in stack), explored)
 
 
 
-def check(model: Model, history: Sequence[Op], *, seconds: float = 10.0, max_states: int = 2_000_000) -> Result:
+def check_linearizable(model: Model, history: Sequence[Op], *, seconds: float = 10.0, max_states: int = 2_000_000) -> Result:
     """Check ``history`` against ``model``, partition by partition, within one budget
     of ``seconds`` for all of them and at most ``max_states`` remembered states per
     partition. Partitions the time budget does not reach are ``unknown``."""
     started = time.monotonic()
     budget = _Budget(seconds, max_states)
     parts = model.partition(history) if model.partition else [(None, history)]
-    out: list[Verdict] = []
+    out: list[PartitionVerdict] = []
     for key, ops in parts:
         if budget.spent():
-            out.append(Verdict(key, UNKNOWN, tuple(ops), reason="not reached within the time budget"))
+            out.append(PartitionVerdict(key, UNKNOWN, tuple(ops), reason="not reached within the time budget"))
             continue
         out.append(_search(model, tuple(ops), key, budget))
     verdicts = {v.verdict for v in out}

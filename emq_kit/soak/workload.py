@@ -482,7 +482,7 @@ class Watch:
         snap = self.rec.snapshot()
         born = self.shared.invoked.value - self.acked_before
         previous = self.snapshots[-1] if self.snapshots else None
-        self.violations += [f"{label}: {v}" for v in invariants.check(snap, previous, born=born)]
+        self.violations += [f"{label}: {v}" for v in invariants.check_invariants(snap, previous, born=born)]
         self.snapshots.append(snap)
         self.acked_before = acked
         return snap
@@ -565,7 +565,7 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
         run_seconds = time.monotonic() - started
         events += _events(run_dir)
         accounting = account(events, final, watch.snapshots)
-        checked = history.check(events, seconds=config.check_seconds)
+        checked = history.check_history(events, seconds=config.check_seconds)
         report = SoakReport(config, where, name, run_seconds, accounting, watch.violations, len(watch.snapshots),
                             events, checked, fleet.restarts, timed_out)
         if report.ok:

@@ -23,7 +23,7 @@ from emq_kit.trace.format import (
     renamed,
     renaming,
 )
-from emq_model.invariants import Violation, check
+from emq_model.invariants import Violation, check_invariants
 from emq_model.snapshot import Snapshot, diff
 
 
@@ -76,7 +76,7 @@ def _diverged(machine: Conformance, done: list[TraceStep], d: Divergence) -> Rep
     except Exception:  # noqa: BLE001 - a serverless driver that died has no keyspace left to read
         return Replayed(done, d, len(done), mine)
     previous = machine.previous.get(queue)
-    return Replayed(done, d, len(done), mine, theirs, tuple(check(theirs, previous)))
+    return Replayed(done, d, len(done), mine, theirs, tuple(check_invariants(theirs, previous)))
 
 
 def record(shrunk: list[TraceStep], target: Target, head: dict[str, Any],
