@@ -40,7 +40,7 @@ from redis.retry import Retry
 
 from emq_model import errors, keyspace, spec
 from emq_model.model import Claimed
-from emq_model.snapshot import Snapshot
+from emq_model.snapshot import Snapshot, canonical_int, norm_score
 
 from .scripts import ScriptSet
 
@@ -140,11 +140,6 @@ class Connection:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
-def _score(value: Any) -> int | float:
-    f = float(value)
-    return int(f) if f.is_integer() else f
 
 
 def _pairs(flat: Sequence[Any]) -> list[tuple[Any, Any]]:
@@ -385,16 +380,16 @@ class Queue:
     def snapshot_answer(self, reply: Any) -> Snapshot:
         """The ``Snapshot`` a snapshot.lua reply describes."""
         n = len(spec.LOCATIONS)
-        locations = {loc: [(_text(m), _score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
+        locations = {loc: [(_text(m), norm_score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
         rows = {_text(i): {_text(f): bytes(v) for f, v in _pairs(fields)} for i, fields in _pairs(reply[n])}
         stray = [_text(k) for k in reply[n + 3]]
         counters = []
         for key, flat in zip(self.keys[4:6], reply[n + 1 : n + 3]):
             fields = {_text(f): bytes(v) for f, v in _pairs(flat)}
             count = fields.pop("count", b"0")
-            if fields or not _canonical(count):
+            if fields or canonical_int(count) is None:
                 stray.append(key)  # a counter the grammar does not describe
-                count = b"0" if not _canonical(count) else count
+                count = b"0" if canonical_int(count) is None else count
             counters.append(int(count))
         return Snapshot.build(self.name, locations, rows, counters[0], counters[1], stray)
 
@@ -403,10 +398,6 @@ class Queue:
     def pipeline(self) -> "Batch":
         """A batch of transitions sent in one round trip (see ``Batch``)."""
         return Batch(self)
-
-
-def _canonical(value: bytes) -> bool:
-    return value.isdigit() and value.isascii() and (value == b"0" or not value.startswith(b"0"))
 
 
 class Batch:

@@ -11,8 +11,8 @@ import threading
 import time
 from typing import Callable
 
-from .errors import KindError
 from .contract import load
+from .errors import KindError
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 BODY_LEN = 11

@@ -6,14 +6,12 @@ invariant, the id (or key) and what was seen, so a counterexample explains itsel
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 from .branded_id import is_valid
-from .snapshot import Snapshot
+from .snapshot import Snapshot, canonical_int
 from .spec import ROW_FIELDS, STATE_OF
 
-_CANONICAL = re.compile(rb"0|[1-9][0-9]*")
 _REQUIRED = ("state", "attempts", "payload")
 
 
@@ -29,8 +27,7 @@ class Violation(NamedTuple):
 
 
 def _attempts(row: dict[str, bytes]) -> int | None:
-    raw = row.get("attempts")
-    return int(raw) if raw is not None and _CANONICAL.fullmatch(raw) else None
+    return canonical_int(row.get("attempts"))
 
 
 def check_invariants(snapshot: Snapshot, previous: Snapshot | None = None, *, born: int = 0) -> list[Violation]:

@@ -9,7 +9,8 @@ from typing import Iterable, NamedTuple
 
 from . import errors, spec
 from .keyspace import check_queue
-from .snapshot import Snapshot, zset_key as _zset_key, zset_order
+from .snapshot import Snapshot, zset_order
+from .snapshot import zset_key as _zset_key
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 LEASE_EXPIRED = b"lease expired"

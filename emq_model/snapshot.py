@@ -8,6 +8,7 @@ exists on either side.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -28,9 +29,21 @@ def zset_order(entries: Iterable[tuple[str, Score]]) -> Entries:
     return tuple(sorted(entries, key=zset_key))
 
 
-def norm_score(score: float | int) -> Score:
-    """An integral score as ``int`` (Valkey hands scores back as doubles)."""
-    return int(score) if float(score).is_integer() else float(score)
+def norm_score(score: float | int | str | bytes) -> Score:
+    """An integral score as ``int`` (Valkey hands scores back as doubles, the client
+    sometimes as text): the one score normalisation of the model, the client and the kit."""
+    f = float(score)
+    return int(f) if f.is_integer() else f
+
+
+_CANONICAL = re.compile(rb"0|[1-9][0-9]*")
+
+
+def canonical_int(raw: bytes | None) -> int | None:
+    """A counter field's value (``attempts``, a count) when it is a canonical decimal
+    integer (no sign, no leading zero, ASCII digits only; INV-5), else None: the one such
+    check of the model, the client and the kit."""
+    return int(raw) if raw is not None and _CANONICAL.fullmatch(raw) else None
 
 
 @dataclass(frozen=True)

@@ -40,18 +40,37 @@ DRIVER = "EDRIVER"
 """Error code: the driver or its client failed (an exception, a lost server)."""
 
 
-class ProtocolError(Exception):
+class ProtocolError(ValueError):
     """A message that breaks the protocol."""
 
 
 # -- values ---------------------------------------------------------------------------
 
 
+def bytes_json(value: bytes | bytearray | memoryview) -> dict[str, str]:
+    """Bytes in JSON, the one way the kit writes them (the driver protocol and traces):
+    ``{"b64": "<base64>"}``."""
+    return {"b64": base64.b64encode(bytes(value)).decode("ascii")}
+
+
+def is_bytes_json(value: Any) -> bool:
+    """Whether ``value`` is what ``bytes_json`` writes."""
+    return isinstance(value, dict) and value.keys() == {"b64"} and isinstance(value["b64"], str)
+
+
+def json_bytes(value: dict[str, str]) -> bytes:
+    """The inverse of ``bytes_json`` (``ProtocolError`` if it is not base64)."""
+    try:
+        return base64.b64decode(value["b64"], validate=True)
+    except binascii.Error as exc:
+        raise ProtocolError(f"bad base64 {value['b64']!r}: {exc}") from None
+
+
 def encode(value: Any) -> Any:
     """A Python value as JSON: bytes become ``{"b64": ...}``, tuples lists; str, int,
     float, bool and None stay as they are."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"b64": base64.b64encode(bytes(value)).decode("ascii")}
+        return bytes_json(value)
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
     if isinstance(value, dict):
@@ -63,11 +82,8 @@ def decode(value: Any) -> Any:
     """The inverse of ``encode``: ``{"b64": ...}`` becomes bytes (``ProtocolError`` if
     it is not base64)."""
     if isinstance(value, dict):
-        if value.keys() == {"b64"} and isinstance(value["b64"], str):
-            try:
-                return base64.b64decode(value["b64"], validate=True)
-            except binascii.Error as exc:
-                raise ProtocolError(f"bad base64 {value['b64']!r}: {exc}") from None
+        if is_bytes_json(value):
+            return json_bytes(value)
         return {k: decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [decode(v) for v in value]

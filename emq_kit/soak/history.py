@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 from emq_kit.soak import linearize
 from emq_kit.soak.linearize import Op
 from emq_model import errors, spec
-from emq_model.snapshot import Snapshot
+from emq_model.snapshot import Snapshot, canonical_int
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 ABSENT = "absent"
@@ -229,8 +229,9 @@ def observations(snapshot: Snapshot) -> dict[str, Any]:
     for job in held.keys() | rows.keys():
         where, row = held.get(job, []), rows.get(job)
         raw = row.get("attempts") if row else None
-        if len(where) == 1 and raw is not None and raw.isdigit():  # canonical form: INV-5's business
-            out[job] = (where[0][0], int(raw), where[0][1])
+        attempts = canonical_int(raw)
+        if len(where) == 1 and attempts is not None:  # a broken form is INV-5's business
+            out[job] = (where[0][0], attempts, where[0][1])
         else:
             out[job] = ("broken", tuple(where), raw)
     return out

@@ -3,8 +3,9 @@ specs/schemas/trace.json).
 
 A trace is JSON: a header (kit and spec versions, target, script SHA1s, seed, clock
 mode), the steps (queue, op, args — the clock travels in ``args.now`` — and both
-answers), the first diverging step and both snapshots there. Values JSON cannot carry
-are tagged objects with one ``$`` key: ``$bytes`` (base64), ``$float`` (non-finite),
+answers), the first diverging step and both snapshots there. Bytes are ``{"b64": ...}``,
+as the driver protocol carries them (version 1 traces wrote ``$bytes``, still read); the
+other values JSON cannot carry are tagged objects with one ``$`` key: ``$float`` (non-finite),
 ``$claimed``, ``$refused`` (a refusal code), ``$crash`` (what the target raised),
 ``$tuple``.
 """
@@ -21,13 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from emq_kit.check.machine import Crash, Divergence, Step
+from emq_kit.ports.protocol import bytes_json, is_bytes_json, json_bytes
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError, from_code
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
 
 FORMAT = "emq-trace"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # version 1 wrote bytes as {"$bytes": ...}; both are read
 
 
 def encode(value: Any) -> Any:
@@ -37,7 +40,7 @@ def encode(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+        return bytes_json(value)
     if isinstance(value, Claimed):
         return {"$claimed": [value.id, encode(value.payload), value.token]}
     if isinstance(value, EmqError):
@@ -59,9 +62,11 @@ def decode(value: Any) -> Any:
         return [decode(v) for v in value]
     if not isinstance(value, dict):
         return value
+    if is_bytes_json(value):
+        return json_bytes(value)
     if len(value) == 1:
         (tag, inner), = value.items()
-        if tag == "$bytes":
+        if tag == "$bytes":  # version 1 traces
             return base64.b64decode(inner)
         if tag == "$float":
             return float(inner)
@@ -124,8 +129,8 @@ class Trace:
     def from_json(cls, data: dict[str, Any]) -> "Trace":
         if data.get("format") != FORMAT:
             raise ValueError(f"not an emq trace (format {data.get('format')!r})")
-        if data.get("version") != VERSION:
-            raise ValueError(f"trace version {data.get('version')!r}; this kit reads version {VERSION}")
+        if data.get("version") not in READS:
+            raise ValueError(f"trace version {data.get('version')!r}; this kit reads versions {READS}")
         header = {k: v for k, v in data.items() if k not in ("format", "version", "steps", "divergence")}
         div = data.get("divergence")
         snapshots = {}
