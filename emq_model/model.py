@@ -125,6 +125,7 @@ class QueueModel:
             return "gone"
         loc = self._where(a["id"])
         self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
+        assert loc is not None  # _live_attempt refused a row in no location
         del self.sets[loc][a["id"]]
         del self.rows[a["id"]]
         self.completed += 1

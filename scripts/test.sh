@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: bash scripts/test.sh [pytest args...]
-# Installs what is missing (servers, luacheck, .venv), lints the Lua scripts, runs pytest.
+# Installs what is missing (servers, luacheck, .venv), lints the Lua scripts and the Python
+# (ruff), type-checks emq_model and emq_live (mypy), runs pytest.
 # With no args pytest runs the whole suite (testpaths in pyproject.toml). pytest's exit
 # code 5 (no tests collected) is turned into a failure: a run that tests nothing is red.
 set -euo pipefail
@@ -26,6 +27,10 @@ if [ -n "$(find emq_live/lua -name '*.lua' -print -quit 2>/dev/null)" ]; then
 else
     echo "test.sh: note: no .lua files under emq_live/lua; luacheck skipped"
 fi
+
+# Python: lint (ruff, rules in pyproject.toml) and types (mypy on emq_model and emq_live).
+.venv/bin/python -m ruff check .
+.venv/bin/python -m mypy
 
 rc=0
 .venv/bin/python -m pytest "$@" || rc=$?

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis
+from livekit import J
 
 import emq_live
 from emq_kit import cli
@@ -19,8 +20,6 @@ from emq_kit.check.live import LiveTarget
 from emq_live import acl
 from emq_live.server import ServerProcess
 from emq_model import keyspace, spec
-
-from livekit import J
 
 PASSWORD = "s3cret-emq"
 

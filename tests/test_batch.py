@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from livekit import J, dump, live  # noqa: F401  (fixture)
 
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.model import QueueModel
-
-from livekit import J, dump, live  # noqa: F401  (fixture)
 
 NOW = 1_000
 MOST = spec.LIMITS["limit_max"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from emq_kit import cli
-from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_model.spec import cells
 
 

@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from test_driver import DRIVERS, NODE, check, emq, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
 
 from emq_kit.check.clock import ServerClock, VirtualClock
 from emq_kit.check.machine import outcome
-from emq_model.branded_id import JOB, encode
 from emq_model import spec
+from emq_model.branded_id import JOB, encode
 from emq_model.model import Claimed, QueueModel
-
-from test_driver import DRIVERS, NODE, check, emq, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
 
 A, B = encode(JOB, 1 << 22), encode(JOB, 2 << 22)
 

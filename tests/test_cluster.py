@@ -17,6 +17,10 @@ from typing import Any
 
 import pytest
 import redis
+from livekit import Backend, J
+from test_acl import PASSWORD, refused, workload
+from test_faults import CutProxy
+from test_live import tour
 
 import emq_live
 from emq_kit import cli
@@ -27,11 +31,6 @@ from emq_live.scripts import Script, ScriptSet
 from emq_live.server import ClusterProcess, ServerProcess, _slot_map
 from emq_model import invariants, keyspace, spec
 from emq_model.model import Claimed
-
-from livekit import Backend, J
-from test_acl import PASSWORD, refused, workload
-from test_faults import CutProxy
-from test_live import tour
 
 
 def evalsha_calls(node: ServerProcess) -> int:

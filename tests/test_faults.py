@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import pytest
 import redis
+from livekit import DB, J, flush_url
 
 import emq_live
 from emq_live.client import Connection
@@ -26,8 +27,6 @@ from emq_live.server import ServerProcess
 from emq_model import errors, invariants
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
-
-from livekit import DB, J, flush_url
 
 LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from emq_kit.soak import history
-
-from emq_kit.soak import linearize
+from emq_kit.soak import history, linearize
 from emq_kit.soak.history import Event
 from emq_kit.soak.linearize import ILLEGAL, OK, UNKNOWN, Model, Op
 from emq_model.branded_id import JOB, encode

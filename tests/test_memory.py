@@ -9,14 +9,14 @@ import dataclasses
 
 import pytest
 import redis
+from livekit import J, flush_url
 
 import emq_live
 from emq_kit.check import memory
-from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.live import LiveTarget, ObservedQueue
+from emq_kit.check.run import PROFILES, run_check
 from emq_model.errors import StaleError
 from emq_model.snapshot import Snapshot
-from livekit import J, flush_url
 
 Q = "s*[x]"  # glob metacharacters: a reader that matched keys by an unescaped glob would see the next queue
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from livekit import J, dump, live  # noqa: F401  (fixture)
 
 from emq_live.scripts import READ_SCRIPTS
 from emq_model import errors, keyspace, spec
 from emq_model.branded_id import MAX_VALUE, encode
-
-from livekit import J, dump, live  # noqa: F401  (fixture)
 
 Q = "d"
 NOW = "1000"
