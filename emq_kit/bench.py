@@ -24,7 +24,7 @@ Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the g
   (100-byte payload) with n jobs pending, for each n; ``scale.*.growth`` is the latency
   at the largest n over the latency at the smallest.
 
-Without ``--url`` a throwaway valkey-server is started (``emq_live.server``); fakeredis
+Without ``--url`` a throwaway valkey-server is started (``emq_kit.server``); fakeredis
 runs in-process. Queues are emptied through ``LiveTarget`` (their keys only), so a
 server given by ``--url`` keeps its other data. Nothing here judges a timing: the numbers
 are reported, and a run only fails if a queue answers wrongly.

@@ -7,7 +7,7 @@
 # (deb822, same mirror and keyring as the Debian entry) only if none exists.
 # Runs as root with no tty (uses sudo when not root). The Debian services of packages
 # installed here are kept from starting: the tests start their own throwaway servers on
-# free loopback ports (emq_live.server) and never use the default port 6379.
+# free loopback ports (emq_kit.server) and never use the default port 6379.
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive

@@ -17,8 +17,8 @@ from livekit import J
 import emq_live
 from emq_kit import cli
 from emq_kit.check.live import LiveTarget
+from emq_kit.server import ServerProcess
 from emq_live import acl
-from emq_live.server import ServerProcess
 from emq_model import keyspace, spec
 
 PASSWORD = "s3cret-emq"

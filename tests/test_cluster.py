@@ -1,6 +1,6 @@
 """Valkey Cluster (issue 8, part 5): the client through redis-py's ``RedisCluster``
 (``redis+cluster://`` URLs) on a local 3-primary cluster (the session's ``cluster``
-fixture, ``emq_live.server.ClusterProcess``).
+fixture, ``emq_kit.server.ClusterProcess``).
 
 The conformance machine's two queues live on different primaries, so ``emq check``
 passing there shows every script finds all of its keys on the node it runs on. The
@@ -25,10 +25,10 @@ from test_live import tour
 import emq_live
 from emq_kit import cli
 from emq_kit.check.machine import QUEUES
+from emq_kit.server import ClusterProcess, ServerProcess, _slot_map
 from emq_live import acl
 from emq_live.client import Connection
 from emq_live.scripts import Script, ScriptSet
-from emq_live.server import ClusterProcess, ServerProcess, _slot_map
 from emq_model import invariants, keyspace, spec
 from emq_model.model import Claimed
 

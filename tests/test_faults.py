@@ -21,9 +21,9 @@ import redis
 from livekit import DB, J, flush_url
 
 import emq_live
+from emq_kit.server import ServerProcess
 from emq_live.client import Connection
 from emq_live.scripts import ScriptSet
-from emq_live.server import ServerProcess
 from emq_model import errors, invariants
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot

@@ -13,8 +13,8 @@ import pytest
 from livekit import DB, Backend, J, Monitor, backend, flush_url, live  # noqa: F401  (fixtures)
 
 import emq_live
+from emq_kit.server import ServerProcess
 from emq_live.scripts import ScriptSet, prelude
-from emq_live.server import ServerProcess
 from emq_model import errors, keyspace, spec
 from emq_model.branded_id import MAX_VALUE, encode
 from emq_model.model import Claimed

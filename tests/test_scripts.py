@@ -241,7 +241,7 @@ def test_id_overflow_check_ignores_the_servers_collation(tmp_path, monkeypatch) 
     import redis
 
     import emq_live
-    from emq_live.server import ServerProcess
+    from emq_kit.server import ServerProcess
 
     if shutil.which("localedef") is None:
         pytest.skip("localedef is not installed: no en_US.UTF-8 locale can be built")

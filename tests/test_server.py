@@ -1,4 +1,4 @@
-"""emq_live.server: throwaway servers start, answer, persist only when asked, and clean up."""
+"""emq_kit.server: throwaway servers start, answer, persist only when asked, and clean up."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-import emq_live.server as server_mod
-from emq_live.server import ServerMissing, ServerProcess, ServerStartError
+import emq_kit.server as server_mod
+from emq_kit.server import ServerMissing, ServerProcess, ServerStartError
 
 
 def _port_is_free(port: int) -> bool:

@@ -20,13 +20,13 @@ import redis
 import emq_live
 from emq_kit import cli
 from emq_kit.cli.soak import format_report
+from emq_kit.server import ServerProcess
 from emq_kit.soak import history
 from emq_kit.soak.history import Event
 from emq_kit.soak.ledger import account
 from emq_kit.soak.linearize import ILLEGAL, OK
 from emq_kit.soak.workload import Recorder, SoakConfig, SoakError, fate, run_soak
 from emq_live.client import Queue
-from emq_live.server import ServerProcess
 from emq_model import invariants, keyspace
 from emq_model.branded_id import JOB, encode
 from emq_model.model import Claimed
@@ -276,7 +276,7 @@ BUSY = SoakConfig(workers=3, jobs=5000, seconds=30, rate=200)
 def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C in the coordinator while its children and its own valkey-server run: when
     ``run_soak`` returns, none of them is left (the children would otherwise work on)."""
-    import emq_live.server as server_module
+    import emq_kit.server as server_module
 
     started: list[ServerProcess] = []
 

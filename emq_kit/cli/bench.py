@@ -51,7 +51,7 @@ def sizes(text: str) -> tuple[int, ...]:
 def cmd_bench(args: argparse.Namespace) -> int:
     import redis
 
-    from emq_live.server import ServerError, ServerProcess
+    from emq_kit.server import ServerError, ServerProcess
 
     given = {k: v for k, v in vars(args).items() if k in Params.__dataclass_fields__ and v is not None}
     params = Params(**given)

@@ -18,7 +18,7 @@ The run (specs/soak.md is the contract; this module is the I/O shell around the 
   goes and checks INV-1..6 on each, INV-5/7 against the previous one;
 - at the end: the final snapshot, the ledger accounting, the history check.
 
-Without ``--url`` a throwaway ``valkey-server`` is started (emq_live.server): fakeredis
+Without ``--url`` a throwaway ``valkey-server`` is started (emq_kit.server): fakeredis
 lives inside one process and cannot be shared by worker processes.
 
 Processes are always cleaned up: children die with the coordinator (PR_SET_PDEATHSIG on
@@ -505,8 +505,8 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
     Raises ``SoakError`` when the run itself fails (a process died, the server left)."""
     import redis
 
+    from emq_kit.server import ServerError, ServerProcess
     from emq_live.client import CLUSTER_SCHEMES, connect
-    from emq_live.server import ServerError, ServerProcess
 
     if url is not None and url.startswith(CLUSTER_SCHEMES):
         # The clock windows must be read (TIME) on the primary that runs the queue's
