@@ -1,4 +1,4 @@
-"""Server-clock mode (emq_kit/clock.py, specs/driver-protocol.md §6): the policy that
+"""Server-clock mode (emq_kit/check/clock.py, specs/driver-protocol.md §6): the policy that
 picks the model's clock inside the TIME window of a call, then whole runs on Valkey with
 the built-in client, the Node.js port, and a port whose clock runs behind the server's."""
 

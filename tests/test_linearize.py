@@ -1,5 +1,5 @@
-"""The linearizability checker (emq_kit.linearize) on small hand-built histories, and the
-queue's history model (emq_kit.history) against the oracle QueueModel."""
+"""The linearizability checker (emq_kit.soak.linearize) on small hand-built histories, and the
+queue's history model (emq_kit.soak.history) against the oracle QueueModel."""
 
 from __future__ import annotations
 

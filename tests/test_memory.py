@@ -1,5 +1,5 @@
 """The machine's two ways of reading a live snapshot besides a plain snapshot.lua call:
-from the embedded fakeredis's memory (emq_kit/memory.py), and brought back with each
+from the embedded fakeredis's memory (emq_kit/check/memory.py), and brought back with each
 call in one round trip (``ObservedQueue``). Each must say exactly what snapshot.lua
 says, read on its own, at the same moment."""
 

@@ -8,7 +8,7 @@ read-only snapshot script, atomic), an observation of every job at one instant.
 
 The check (specs/soak.md says why each part is sound):
 
-- **per job**, linearizability (``emq_kit.linearize``) of each job's own ops plus the
+- **per job**, linearizability (``emq_kit.soak.linearize``) of each job's own ops plus the
   global ops that may move it — reap and promote, whose per-job effect the history does
   not show, so the model lets them move the job or not, as long as its lease or run-at
   may have passed within the server clock windows — and the snapshots that observe it;
