@@ -126,3 +126,23 @@ def test_the_layers_point_one_way() -> None:
             assert all(d.startswith("emq_model") for d in deps), (module, deps)
         if module.startswith("emq_live"):
             assert not any(d.startswith("emq_kit") for d in deps), (module, deps)
+
+
+def test_every_package_and_data_file_is_installed() -> None:
+    """pyproject.toml lists packages by hand: a subpackage or data file missing from it
+    works in the editable install and is absent from the wheel."""
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]
+    listed = set(config["packages"])
+    data = config["package-data"]
+    for package in PACKAGES:
+        for init in (ROOT / package).rglob("__init__.py"):
+            directory = init.parent
+            name = ".".join(directory.relative_to(ROOT).parts)
+            assert name in listed, f"{name} is not in pyproject.toml's packages"
+            for path in directory.iterdir():
+                if path.is_file() and path.suffix not in (".py", ".pyc"):
+                    assert any(fnmatch.fnmatch(path.name, p) for p in data.get(name, [])), \
+                        f"{path.relative_to(ROOT)} is not in pyproject.toml's package-data"
