@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from emq_kit import cli
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.run import PROFILES, run_check
-from emq_kit.trace.format import Trace, TraceStep, decode, encode, header
+from emq_kit.trace.format import Trace, decode, encode, header
 from emq_kit.trace.replay import record, replay
 from emq_model import branded_id
 from emq_model.errors import StaleError
@@ -66,7 +66,7 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Path]:
         # whatever machine Hypothesis built last).
         assert report.shrunk == report.divergence.steps and report.shrunk[-1] is report.divergence.step
         head = header(target.describe(), seed=1, profile="ci", clock="virtual")
-        trace, _ = record([TraceStep.of(s) for s in report.shrunk], target, head)
+        trace, _ = record(report.shrunk, target, head)
     finally:
         target.close()
     return trace, scripts

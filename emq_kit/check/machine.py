@@ -115,14 +115,17 @@ class Divergence(AssertionError):
 
 @dataclass
 class Step:
-    """One call as it ran on both sides."""
+    """One call as it ran on both sides: the machine's record of it and a trace's step
+    (emq_kit.trace.format). ``op`` is an op of the spec table, ``forget_row`` (a row
+    deleted by hand) or ``queue`` (opening a queue by a refused name); ``index`` is its
+    place in the example, from 1."""
 
-    index: int
     queue: str
     op: str
     args: dict[str, Any]
     model: Any = None
     target: Any = None
+    index: int = 0
 
     def call(self) -> str:
         body = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
@@ -264,7 +267,7 @@ class Conformance(RuleBasedStateMachine):
 
     def _record(self, queue: str, op: str, args: dict[str, Any]) -> Step:
         """A new step of this example's trace."""
-        step = Step(len(self.steps) + 1, queue, op, args)
+        step = Step(queue, op, args, index=len(self.steps) + 1)
         self.steps.append(step)
         return step
 

@@ -81,29 +81,16 @@ def decode(value: Any) -> Any:
     return {k: decode(v) for k, v in value.items()}
 
 
-@dataclass
-class TraceStep:
-    """One step of a trace: ``op`` is an op of the spec table, ``forget_row`` (a row
-    deleted by hand) or ``queue`` (opening a queue by a refused name)."""
+def step_json(step: Step, index: int) -> dict[str, Any]:
+    """A step as the trace file holds it (TR-2)."""
+    return {"i": index, "queue": step.queue, "op": step.op, "args": encode(step.args),
+            "model": encode(step.model), "target": encode(step.target)}
 
-    queue: str
-    op: str
-    args: dict[str, Any]
-    model: Any = None
-    target: Any = None
 
-    @classmethod
-    def of(cls, step: Step) -> "TraceStep":
-        return cls(step.queue, step.op, dict(step.args), step.model, step.target)
-
-    def to_json(self, index: int) -> dict[str, Any]:
-        return {"i": index, "queue": self.queue, "op": self.op, "args": encode(self.args),
-                "model": encode(self.model), "target": encode(self.target)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TraceStep":
-        return cls(data["queue"], data["op"], decode(data["args"]), decode(data.get("model")),
-                   decode(data.get("target")))
+def step_of_json(data: dict[str, Any]) -> Step:
+    """The inverse of ``step_json``."""
+    return Step(data["queue"], data["op"], decode(data["args"]), decode(data.get("model")),
+                decode(data.get("target")), index=data.get("i", 0))
 
 
 @dataclass
@@ -111,7 +98,7 @@ class Trace:
     """A counterexample: header, steps, and the divergence at the last step."""
 
     header: dict[str, Any]
-    steps: list[TraceStep]
+    steps: list[Step]
     divergence: dict[str, Any] | None = None
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
 
@@ -120,7 +107,7 @@ class Trace:
             "format": FORMAT,
             "version": VERSION,
             **self.header,
-            "steps": [s.to_json(i) for i, s in enumerate(self.steps, 1)],
+            "steps": [step_json(s, i) for i, s in enumerate(self.steps, 1)],
             "divergence": None if self.divergence is None else {
                 **self.divergence, **{f"{side}_snapshot": snap.to_json() for side, snap in self.snapshots.items()}},
         }
@@ -138,7 +125,7 @@ class Trace:
             snapshots = {side: Snapshot.from_json(div[f"{side}_snapshot"])
                          for side in ("model", "target") if div.get(f"{side}_snapshot")}
             div = {k: v for k, v in div.items() if not k.endswith("_snapshot")}
-        return cls(header, [TraceStep.from_json(s) for s in data["steps"]], div, snapshots)
+        return cls(header, [step_of_json(s) for s in data["steps"]], div, snapshots)
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,7 +160,7 @@ def divergence_json(d: Divergence, index: int) -> dict[str, Any]:
     return {"step": index, "kind": d.kind, "rule": d.rule, "evidence": d.lines}
 
 
-def renaming(steps: list[TraceStep]) -> dict[str, str]:
+def renaming(steps: list[Step]) -> dict[str, str]:
     """Readable, stable names for the JOB ids of a trace: ``JOB00000000001`` … in the
     ids' own byte order, so every order the lifecycle depends on (claim takes the
     lowest; browse is newest first) is kept."""
@@ -194,7 +181,7 @@ def renaming(steps: list[TraceStep]) -> dict[str, str]:
     return {old: branded_id.encode(branded_id.JOB, n) for n, old in enumerate(sorted(seen), 1)}
 
 
-def renamed(steps: list[TraceStep], names: dict[str, str]) -> list[TraceStep]:
+def renamed(steps: list[Step], names: dict[str, str]) -> list[Step]:
     """``steps`` with every id in the arguments renamed (answers are left to a replay)."""
 
     def swap(value: Any) -> Any:
@@ -208,4 +195,4 @@ def renamed(steps: list[TraceStep], names: dict[str, str]) -> list[TraceStep]:
             return tuple(swap(v) for v in value)
         return value
 
-    return [TraceStep(s.queue, s.op, swap(s.args)) for s in steps]
+    return [Step(s.queue, s.op, swap(s.args), index=s.index) for s in steps]

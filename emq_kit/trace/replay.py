@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from emq_kit.check.clock import Clock
-from emq_kit.check.machine import Conformance, Divergence, Run
+from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.run import Report
 from emq_kit.check.target import Target, open_target
 from emq_kit.trace.format import (
     Trace,
-    TraceStep,
     divergence_json,
     header,
     renamed,
@@ -32,7 +31,7 @@ class Replayed:
     """A replay's result: every step run (answers filled in), and at the first divergence
     its index (1-based), the divergence, both snapshots and the target's violations."""
 
-    steps: list[TraceStep]
+    steps: list[Step]
     divergence: Divergence | None = None
     index: int = 0
     model: Snapshot | None = None
@@ -44,10 +43,10 @@ class Replayed:
         return self.divergence is None
 
 
-def replay(steps: list[TraceStep], target: Target, clock: Clock | None = None) -> Replayed:
+def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Replayed:
     """Run ``steps`` on a fresh model and on ``target`` (reset first)."""
     machine = Conformance.factory(target, Run(), clock)()
-    done: list[TraceStep] = []
+    done: list[Step] = []
     for s in steps:
         try:
             if s.op == "forget_row":
@@ -59,14 +58,14 @@ def replay(steps: list[TraceStep], target: Target, clock: Clock | None = None) -
                     machine.now = s.args["now"]
                 machine.execute(s.queue, s.op, s.args)
         except Divergence as d:
-            done.append(TraceStep(s.queue, s.op, s.args, d.step.model, d.step.target))
+            done.append(Step(s.queue, s.op, s.args, d.step.model, d.step.target, index=len(done) + 1))
             return _diverged(machine, done, d)
         last = machine.steps[-1]
-        done.append(TraceStep(s.queue, s.op, s.args, last.model, last.target))
+        done.append(Step(s.queue, s.op, s.args, last.model, last.target, index=len(done) + 1))
     return Replayed(done)
 
 
-def _diverged(machine: Conformance, done: list[TraceStep], d: Divergence) -> Replayed:
+def _diverged(machine: Conformance, done: list[Step], d: Divergence) -> Replayed:
     queue = d.step.queue if d.step.queue in machine.models else None
     if queue is None:  # a refused queue name: no keyspace to show
         return Replayed(done, d, len(done))
@@ -79,7 +78,7 @@ def _diverged(machine: Conformance, done: list[TraceStep], d: Divergence) -> Rep
     return Replayed(done, d, len(done), mine, theirs, tuple(check_invariants(theirs, previous)))
 
 
-def record(shrunk: list[TraceStep], target: Target, head: dict[str, Any],
+def record(shrunk: list[Step], target: Target, head: dict[str, Any],
            clock: Clock | None = None) -> tuple[Trace, Replayed]:
     """The trace of a shrunk counterexample: ids renamed to readable stable names when
     the renamed steps still diverge the same way (they should: renaming keeps byte
@@ -162,6 +161,6 @@ def write_trace(report: "Report", target: Target, directory: Path, clock: Clock 
     replayed once more) and keep its path and printout on the report."""
     head = header(report.target, seed=report.seed, profile=report.profile,
                   clock=getattr(clock, "mode", "virtual"))
-    trace, result = record([TraceStep.of(s) for s in report.shrunk], target, head, clock)
+    trace, result = record(report.shrunk, target, head, clock)
     report.trace = trace.write(trace_path(directory, trace))
     report.trace_text = step_table(result) + "\n" + explain(result)
