@@ -106,12 +106,18 @@ def mutants_of(script: str, text: str) -> list[Mutant]:
     return list(unique.values())
 
 
+SHARED = ("lib", "batch")
+"""The shared parts of every transition script, mutated too: the live-attempt guard and
+the pump live in lib.lua, the batch loop in batch.lua (specs/selftest.md)."""
+
+
 def all_mutants(source: Path | None = None) -> list[Mutant]:
-    """The mutants of every transition script (not lib.lua, not the read scripts: those
-    are the observer, not the implementation under test)."""
+    """The mutants of every transition script and of the parts they share (lib.lua,
+    batch.lua); not of the read scripts: those are the observer, not the implementation
+    under test."""
     node = source or resources.files("emq_live").joinpath("lua")
     out: list[Mutant] = []
-    for op in spec.TRANSITIONS:
+    for op in spec.TRANSITIONS + SHARED:
         out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
     return out
 

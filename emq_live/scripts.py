@@ -89,15 +89,23 @@ def _argv(argv: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _op_entry(op: str) -> dict[str, Any]:
     """What ``emq.begin`` needs to know of one script's op: its ARGV, whether it takes a
-    trailing ``now`` and a row key, and for a batch with items the ARGV of one item."""
+    trailing ``now`` and a row key, for a batch with items the ARGV of one item, and the
+    keys whose type it checks (``touches``, CC-8; "rows", the rows of the ids a claim,
+    promote or reap takes, is the script's own check)."""
     if op == "snapshot":
-        return {"argv": [], "clock": False, "row_key": False, "items": False}
+        return {"argv": [], "clock": False, "row_key": False, "items": False, "touches": []}
     if op in spec.BATCHES:
         b = spec.BATCHES[op]
         items = _argv(spec.OPS[b["of"]]["argv"]) if b["items"] else False
-        return {"argv": _argv(b["argv"]), "clock": bool(b["clock"]), "row_key": False, "items": items}
+        return {"argv": _argv(b["argv"]), "clock": bool(b["clock"]), "row_key": False, "items": items,
+                "touches": _touches(b["of"])}
     d = spec.OPS[op]
-    return {"argv": _argv(d["argv"]), "clock": bool(d["clock"]), "row_key": bool(d["row_key"]), "items": False}
+    return {"argv": _argv(d["argv"]), "clock": bool(d["clock"]), "row_key": bool(d["row_key"]), "items": False,
+            "touches": _touches(op)}
+
+
+def _touches(op: str) -> list[str]:
+    return [name for name in spec.OPS[op]["touches"] if name != "rows"]
 
 
 def prelude(op: str | None = None) -> str:
@@ -116,6 +124,8 @@ def prelude(op: str | None = None) -> str:
         "queue_max_bytes": keyspace.QUEUE_MAX_BYTES,
         "kinds": list(keyspace.KINDS),
         "key_names": list(spec.LOCATIONS) + ["completed", "failed"],
+        "key_types": dict(keyspace.KEY_TYPES),
+        "code": {name: getattr(errors, name) for name in ("KIND", "ARG", "STALE", "STATE", "LOCK", "TYPE")},
         "locations": list(spec.LOCATIONS),
         "states": dict(spec.STATE_OF),
         "types": {name: _lua_type(name) for name in spec.TYPES if op is None or name in used},
