@@ -5,9 +5,10 @@ Each script is assembled as
     generated prelude  +  lib.lua  +  <op>.lua
 
 The prelude is one chunk-local table ``emq`` of constants generated here from
-``specs/transitions.json`` (limits, wire version, the script's op with its ``argv`` and
-the argument types it uses) and from ``emq_model`` (the key kinds, the id shape), so no
-number of the contract is retyped in Lua.
+``specs/transitions.json`` (limits, wire version, the script's op with its ``argv``, the
+keys it ``touches`` and the argument types it uses, the type of every key) and from
+``emq_model`` (the key kinds, the id shape, the refusal codes as ``emq.code``), so no
+number or word of the contract is retyped in Lua.
 
 Scripts are sent with ``SCRIPT LOAD`` and run with ``EVALSHA``. A ``NOSCRIPT`` reply
 (after ``SCRIPT FLUSH``, a restart or a failover) is handled here and nowhere else: the

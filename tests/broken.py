@@ -38,7 +38,7 @@ VARIANTS = [
            'redis.call("HSET", k.row, "last_error", a.error)\n'
            'local loc, attempts = emq.live_attempt(a, {"active", "pending"})',
            "a refused retry has already written last_error (CC-5)"),
-    Broken("claim-resurrects-orphan", "claim", 'if t == "hash" then', "if true then",
+    Broken("claim-resurrects-orphan", "claim", "if row then", "if true then",
            "claim turns an orphan member into a payload-less row (T-claim-2)"),
     Broken("complete-from-schedule", "complete", 'emq.live_attempt(a, {"active", "pending"}, "gone")',
            'emq.live_attempt(a, emq.locations, "gone")',

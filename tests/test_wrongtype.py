@@ -138,3 +138,11 @@ def test_snapshot_raises_errors_other_than_wrongtype(live: Any) -> None:
     populate(q)
     live.redis.set(keyspace.queue_key(Q, "active"), "x")
     assert q.snapshot().stray == (keyspace.queue_key(Q, "active"),)
+
+
+@pytest.mark.parametrize("name, id", [("junk", None), ("row", None), ("pending", J(1)), ("version", None)])
+def test_spoil_takes_a_key_of_the_grammar_and_an_id_with_row_only(name: str, id: str | None) -> None:
+    model = QueueModel(Q)
+    with pytest.raises(errors.ArgError):
+        model.spoil(name, id)
+    assert model.snapshot() == QueueModel(Q).snapshot()

@@ -34,13 +34,11 @@ while #take < n do
     break
   end
   for _, id in ipairs(page) do
-    local row = a.prefix .. "job:" .. id
-    local t = emq.key_type(row)
-    local bad = emq.wrong_type(row, t, "hash")
+    local row, bad = emq.member_row(a, id)
     if bad then
       return bad
     end
-    if t == "hash" then
+    if row then
       take[#take + 1] = id
     else
       dropped[#dropped + 1] = id

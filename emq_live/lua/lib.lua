@@ -315,6 +315,19 @@ function emq.live_attempt(a, allowed, gone)
   return loc, attempts
 end
 
+-- The row of `id`, a member the call would take (claim, promote, reap), typed before
+-- any write (CC-8): its key when it is a hash, false when there is none (an orphan
+-- member), or nil and the refusal when it holds another type.
+function emq.member_row(a, id)
+  local row = a.prefix .. "job:" .. id
+  local t = emq.key_type(row)
+  local bad = emq.wrong_type(row, t, "hash")
+  if bad then
+    return nil, bad
+  end
+  return t == "hash" and row
+end
+
 -- The pump of promote and reap (T-promote, T-reap): the members of location `from` due
 -- at now (score <= now), in set order, at most a.limit. Every due member's row is typed
 -- first (CC-8: a row of another type refuses the call before any write); then each
@@ -324,13 +337,11 @@ function emq.pump(a, from, move)
   local due = redis.call("ZRANGE", a.keys[from], "-inf", emq.int(a.now), "BYSCORE", "LIMIT", 0, a.limit)
   local rows = {}
   for i, id in ipairs(due) do
-    local row = a.prefix .. "job:" .. id
-    local t = emq.key_type(row)
-    local bad = emq.wrong_type(row, t, "hash")
+    local row, bad = emq.member_row(a, id)
     if bad then
       return bad
     end
-    rows[i] = t == "hash" and row
+    rows[i] = row
   end
   local moved = 0
   for i, id in ipairs(due) do
