@@ -51,10 +51,11 @@ function emq.begin_items(op, spec)
 end
 
 -- Run `one` once per item, in item order (B-2), with the item's arguments bound in
--- `args`, its row key in `args.keys.row` and whether that row exists (read now: an
--- earlier item may have written it) in `args.present.row`: every item's answer in order, a refused
--- item's refusal as its text ("EMQSTALE ...") in place (CC-4: no error inside an array).
--- A refused item changed nothing, and the next item runs.
+-- `args`, its row key in `args.keys.row` and whether that row exists in
+-- `args.present.row`, read now: an earlier item may have written it, so after the first
+-- item no presence the type check saw holds any more. Every item's answer in order, a
+-- refused item's refusal as its text ("EMQSTALE ...") in place (CC-4: no error inside an
+-- array). A refused item changed nothing, and the next item runs.
 function emq.each(args, one)
   local reply = {}
   for i, item in ipairs(args.items) do
@@ -62,6 +63,9 @@ function emq.each(args, one)
       args[name] = v
     end
     args.keys.row = args.prefix .. "job:" .. args.id
+    if i > 1 then
+      args.present = {}
+    end
     args.present.row = redis.call("EXISTS", args.keys.row) == 1
     local answer = one()
     if type(answer) == "table" and answer.err then

@@ -280,10 +280,11 @@ function emq.run(args, one)
 end
 
 -- The first of the locations `locs` (names in args.keys, default all four) holding
--- `id`, or nil.
+-- `id`, or nil. A location the type check found absent (a.present[loc] == false) costs
+-- no call: fakeredis runs every call through Python, so calls are the cost.
 function emq.locate(a, id, locs)
   for _, loc in ipairs(locs or emq.locations) do
-    if redis.call("ZSCORE", a.keys[loc], id) then
+    if a.present[loc] ~= false and redis.call("ZSCORE", a.keys[loc], id) then
       return loc
     end
   end
