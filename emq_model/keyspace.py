@@ -11,6 +11,10 @@ from .spec import LIMITS, SPEC
 KINDS: tuple[str, ...] = ("pending", "active", "schedule", "dead", "metrics:completed", "metrics:failed")
 """The fixed keys of one queue, in the order every script declares them as KEYS."""
 
+KEY_TYPES: dict[str, str] = SPEC["key_types"]
+"""The type (as ``TYPE`` names it) of each key of the grammar, by its name in
+transitions.json's ``keys`` (CC-8)."""
+
 VERSION_KEY = SPEC["keys"]["version"]
 QUEUE_MAX_BYTES: int = LIMITS["queue_max_bytes"]
 

@@ -540,9 +540,11 @@ def test_every_cell_of_the_table_has_a_case() -> None:
 
 
 def test_every_refusal_of_the_table_is_a_cell() -> None:
+    """EMQTYPE (CC-8) is not a cell yet: the machine reaches it once a rule spoils a key's
+    type (issue 14 item 5, its machine part); tests/test_wrongtype.py holds every op to it."""
     for op, d in spec.OPS.items():
         if d["kind"] == "transition":
-            assert set(d["refusals"]) <= set(d["outcomes"]), op
+            assert set(d["refusals"]) - {errors.TYPE} <= set(d["outcomes"]), op
 
 
 def test_the_world_is_what_the_rules_say() -> None:

@@ -13,7 +13,8 @@ import re
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -30,7 +31,9 @@ SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take
 @dataclass(frozen=True)
 class Mutant:
     """One edit of one line of one script. ``key`` names it stably across unrelated
-    edits of the script: operator, script, the original line and which edit of it."""
+    edits of the script: operator, script, the original line and which edit of it, and,
+    for a line whose text occurs more than once in the script (``if bad then`` in
+    lib.lua), which occurrence (``#2``: the second)."""
 
     operator: str
     script: str
@@ -38,10 +41,12 @@ class Mutant:
     before: str
     after: str
     nth: int = 0
+    occurrence: int = 0
 
     @property
     def key(self) -> str:
-        return f"{self.operator}|{self.script}|{self.before.strip()}|{self.nth}"
+        again = f"#{self.occurrence}" if self.occurrence else ""
+        return f"{self.operator}|{self.script}|{self.before.strip()}|{self.nth}{again}"
 
     def apply(self, text: str) -> str:
         lines = text.split("\n")
@@ -100,15 +105,28 @@ def mutants_of(script: str, text: str) -> list[Mutant]:
     unique: dict[str, Mutant] = {}
     for m in out:
         unique.setdefault(f"{m.line}\0{m.after}", m)  # two operators with one effect: one mutant
-    return list(unique.values())
+    counts = Counter(line.strip() for _, line in _code_lines(text))
+    seen: Counter[str] = Counter()
+    numbered: dict[int, int] = {}
+    for n, line in _code_lines(text):
+        if counts[line.strip()] > 1:
+            seen[line.strip()] += 1
+            numbered[n] = seen[line.strip()]
+    return [replace(m, occurrence=numbered.get(m.line, 0)) for m in unique.values()]
+
+
+SHARED = ("lib", "batch")
+"""The shared parts of every transition script, mutated too: the live-attempt guard and
+the pump live in lib.lua, the batch loop in batch.lua (specs/selftest.md)."""
 
 
 def all_mutants(source: Path | None = None) -> list[Mutant]:
-    """The mutants of every transition script (not lib.lua, not the read scripts: those
-    are the observer, not the implementation under test)."""
+    """The mutants of every transition script and of the parts they share (lib.lua,
+    batch.lua); not of the read scripts: those are the observer, not the implementation
+    under test."""
     node = source or resources.files("emq_live").joinpath("lua")
     out: list[Mutant] = []
-    for op in spec.TRANSITIONS:
+    for op in spec.TRANSITIONS + SHARED:
         out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
     return out
 

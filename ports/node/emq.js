@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Valkey from 'iovalkey';
 
-export const CODES = ['EMQKIND', 'EMQSTALE', 'EMQSTATE', 'EMQLOCK', 'EMQARG', 'EMQVERSION'];
+export const CODES = ['EMQKIND', 'EMQSTALE', 'EMQSTATE', 'EMQLOCK', 'EMQARG', 'EMQVERSION', 'EMQTYPE'];
 const READ_SCRIPTS = ['counts', 'state'];
 const KEY_NAMES = ['pending', 'active', 'schedule', 'dead', 'completed', 'failed'];
 const ID_SHAPE = /^[A-Z]{3}[0-9A-Za-z]{11}$/;
