@@ -250,13 +250,14 @@ class DriverTarget:
                 raise DriverError(f"the driver speaks protocol {protocol!r}, the kit {', '.join(map(str, PROTOCOLS))}")
             ops = info["ops"]
             every = REQUIRED_OPS + (() if self.url else SERVERLESS_OPS)
-            hint = "" if self.url else " (without --url the driver must be serverless)"
             core = CORE_OPS + (() if self.url else ("snapshot",))
             missing = [op for op in (every if protocol == 1 else core) if op not in ops]
+            hint = " (without --url the driver must be serverless)" if set(missing) & set(SERVERLESS_OPS) else ""
             if missing and protocol >= 2:
                 raise DriverError(f"the driver lacks the core ops {', '.join(missing)}: the kit cannot check a port "
                                   f"without {', '.join(core)}{hint}")
             missing = missing or [op for op in every if op not in ops and not self.partial]
+            hint = " (without --url the driver must be serverless)" if set(missing) & set(SERVERLESS_OPS) else ""
             if missing:
                 raise DriverError(f"the driver lacks ops {', '.join(missing)}{hint}")
             absent = check_absent_args(info.get("absent_args"), ops) if protocol >= 2 else {}
