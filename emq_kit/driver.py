@@ -5,7 +5,9 @@ Both ends share this module's codec: ``encode``/``decode`` carry bytes as
 ``{"b64": "..."}``; ``encode_answer``/``decode_answer`` give each op's result its wire
 shape. ``Driver`` is the driver loop (one request in, one reply out): ``emq driver
 --model`` serves a ``ModelTarget`` (the oracle, serverless), ``emq driver --live`` the
-Python client (``emq_live.connect``) on the server the kit names in ``init``.
+Python client (``emq_live.connect``) on the server the kit names in ``init``. Both speak
+protocol version 2 when the kit offers it (the ops list, ``fence``, ``batch``) and
+version 1 to an older kit; ``Driver``'s ``ops``/``absent_args``/``protocol`` narrow them.
 """
 
 from __future__ import annotations

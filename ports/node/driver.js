@@ -89,9 +89,14 @@ async function batch(a) {
     }
     const observe = a.snapshot === true && runQueues.includes(call.queue);
     const done = settle(answer(call)); // sent now: the snapshot below is pipelined behind it
-    const snap = observe ? conn.queue(call.queue).snapshot() : null;
+    // settled at once: a failed read must not surface as an unhandled rejection
+    const snap = observe ? settle(conn.queue(call.queue).snapshot()) : null;
     const reply = await done;
-    if (observe) reply.snapshot = await snap;
+    if (observe) {
+      const read = await snap;
+      if (read.error) throw new EmqError('EDRIVER', `snapshot of ${call.queue} after ${call.op}: ${read.error.message}`);
+      reply.snapshot = read.ok;
+    }
     replies.push(reply);
   }
   return replies;
