@@ -245,9 +245,10 @@ class Queue:
     def _call(self, op: str, a: dict[str, Any], answer: Callable[[Any], Any], now: Any = None) -> _Call:
         """The call of ``op`` (an op or a batch without items) from its checked arguments
         ``a``: KEYS the six fixed keys, plus the row of ``a["id"]`` for an op with a row key;
-        ARGV ``wire(op, a)``, then ``now`` when given."""
-        keys = self._id_keys(a["id"]) if spec.entry(op).get("row_key") else list(self.keys)
-        return _Call(op, keys, wire(op, a) + self._clock(now), answer)
+        ARGV ``wire(op, a)``, then, for an op that reads a clock, ``_clock(now)``."""
+        entry = spec.entry(op)
+        keys = self._id_keys(a["id"]) if entry.get("row_key") else list(self.keys)
+        return _Call(op, keys, wire(op, a) + (self._clock(now) if entry["clock"] else []), answer)
 
     def _items(self, op: str, items: Any) -> _Call:
         """A batch with items (B-1): every item checked here, ARGV the items' argv flat."""

@@ -21,21 +21,27 @@ import shlex
 import subprocess
 import threading
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Crash
 from emq_kit.errors import KitError
 from emq_kit.ports.protocol import (
+    BATCH,
+    BATCH_MAX,
+    CORE_OPS,
     DRIVER,
     PROTO,
     PROTOCOL,
+    PROTOCOLS,
     REQUIRED_OPS,
     SERVERLESS_OPS,
+    ProtocolError,
+    check_absent_args,
     decode_answer,
     encode,
 )
-from emq_model import errors, spec
+from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot
 
 STARTUP = 30.0
@@ -94,6 +100,14 @@ class DriverProcess:
         anything else the protocol does not allow a ``DriverError``. ``init`` may take
         ``STARTUP`` seconds if that is longer than the timeout: a runtime starting up
         is not a hung driver."""
+        n, what, reply = self.exchange(op, args, queue)
+        if "ok" in reply:
+            return reply["ok"]
+        return _raise(reply["error"], what)
+
+    def exchange(self, op: str, args: dict[str, Any], queue: Any = None) -> tuple[int, str, dict[str, Any]]:
+        """Send one request; its id, its name for messages and the reply object (exactly
+        one of ``ok`` and ``error``, checked)."""
         timeout = max(self.timeout, STARTUP) if op == "init" else self.timeout
         n, self.next_id = self.next_id, self.next_id + 1
         message: dict[str, Any] = {"id": n, "op": op, "args": args}
@@ -120,9 +134,7 @@ class DriverProcess:
             self.kill()
             raise DriverGarbage(f"reply to {what} is not {{\"id\": {n}, \"ok\"|\"error\": ...}}: "
                                 f"{line[:160].decode('utf-8', 'replace')!r}; driver killed") from None
-        if "ok" in reply:
-            return reply["ok"]
-        return _raise(reply["error"], what)
+        return n, what, reply
 
     def _exited(self, when: str) -> DriverExited:
         try:
@@ -168,6 +180,16 @@ def _raise(error: Any, what: str) -> Any:
     raise DriverError(f"{kind} at {what}: {message}")
 
 
+class BatchReply(NamedTuple):
+    """One call's reply in a batch (DP-20): its answer as the model's (or the exception
+    it stands for: a refusal's ``EmqError``, a ``DriverError``, a ``ProtocolError``), the
+    orphans a claim dropped, and the queue's snapshot read after it (or ``None``)."""
+
+    answer: Any
+    dropped: tuple[str, ...]
+    snapshot: Snapshot | None
+
+
 class DriverQueue:
     """A queue of the port: each method of the model is one request to the driver."""
 
@@ -180,7 +202,8 @@ class DriverQueue:
             raise AttributeError(op)
 
         def call(**args: Any) -> Any:
-            answer, dropped = decode_answer(op, self.target.process.request(op, encode(args), self.name))
+            answer, dropped = decode_answer(op, self.target.process.request(op, self.target.wire_args(op, args),
+                                                                            self.name))
             if op == "claim":
                 self.last_dropped = dropped
             return answer
@@ -190,13 +213,19 @@ class DriverQueue:
 
 class DriverTarget:
     """The port behind ``command`` (split like a shell would, run without one), on the
-    server ``url`` (or serverless), in ``clock`` mode (``virtual`` or ``server``)."""
+    server ``url`` (or serverless), in ``clock`` mode (``virtual`` or ``server``).
+
+    After ``init``: ``protocol`` (1 or 2), ``offered`` (the ops the driver listed),
+    ``absent_args`` (arguments its API lacks), ``batch_max`` (0 without batches) and
+    ``fence`` (the ``{emq}:version`` value the driver runs under, or ``None``). With
+    ``partial`` a driver lacking ops outside the core is accepted (the caller generates
+    only ``offered``); without it such a driver is refused, naming what it lacks."""
 
     batches = False
     """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
 
     def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,
-                 queues: Sequence[str] = QUEUES) -> None:
+                 queues: Sequence[str] = QUEUES, partial: bool = False) -> None:
         try:
             self.argv = shlex.split(command)
         except (ValueError, AttributeError) as exc:
@@ -204,11 +233,19 @@ class DriverTarget:
         if not self.argv:
             raise DriverError("the driver command is empty")
         self.command, self.url, self.clock, self.timeout = command, url, clock, timeout
-        self.names = tuple(queues)
-        self.inspector = LiveTarget(url) if url is not None else None
+        self.names, self.partial = tuple(queues), partial
+        self.inspector: LiveTarget | None = None
         self.info: dict[str, Any] = {}
+        self.protocol, self.batch_max, self.fence = 1, 0, None
+        self.offered: frozenset[str] = frozenset()
+        self.absent_args: dict[str, tuple[str, ...]] = {}
         try:
+            # The driver's init comes before the kit's own connection: the kit never
+            # writes {emq}:version, the port fences as it would in production (DP-9d).
             self.process = self._start()
+            if url is not None:
+                self.inspector = LiveTarget(url, fence=False)
+            self._check_fence()
         except DriverError:
             self.close()
             raise
@@ -220,18 +257,115 @@ class DriverTarget:
                                             "clock": self.clock})
             if not isinstance(info, dict) or not isinstance(info.get("ops"), list):
                 raise DriverError(f"init answered {json.dumps(info)[:160]}, expected {{name, version, protocol, ops}}")
-            if info.get("protocol") != PROTOCOL:
-                raise DriverError(f"the driver speaks protocol {info.get('protocol')!r}, the kit {PROTOCOL}")
-            need = REQUIRED_OPS + (() if self.inspector else SERVERLESS_OPS)
-            missing = [op for op in need if op not in info["ops"]]
+            protocol = info.get("protocol")
+            if protocol not in PROTOCOLS or not isinstance(protocol, int) or protocol > PROTOCOL:
+                raise DriverError(f"the driver speaks protocol {protocol!r}, the kit {', '.join(map(str, PROTOCOLS))}")
+            ops = info["ops"]
+            every = REQUIRED_OPS + (() if self.url else SERVERLESS_OPS)
+            core = CORE_OPS + (() if self.url else ("snapshot",))
+            missing = [op for op in (every if protocol == 1 else core) if op not in ops]
+            hint = " (without --url the driver must be serverless)" if set(missing) & set(SERVERLESS_OPS) else ""
+            if missing and protocol >= 2:
+                raise DriverError(f"the driver lacks the core ops {', '.join(missing)}: the kit cannot check a port "
+                                  f"without {', '.join(core)}{hint}")
+            missing = missing or [op for op in every if op not in ops and not self.partial]
+            hint = " (without --url the driver must be serverless)" if set(missing) & set(SERVERLESS_OPS) else ""
             if missing:
-                hint = "" if self.inspector else " (without --url the driver must be serverless)"
                 raise DriverError(f"the driver lacks ops {', '.join(missing)}{hint}")
-        except (DriverError, errors.EmqError) as exc:
+            absent = check_absent_args(info.get("absent_args"), ops) if protocol >= 2 else {}
+            batch_max = info.get("batch_max", BATCH_MAX) if protocol >= 2 and BATCH in ops else 0
+            if not isinstance(batch_max, int) or isinstance(batch_max, bool) or batch_max < 0:
+                raise DriverError(f"batch_max is {batch_max!r}, expected a positive integer")
+        except (DriverError, ProtocolError, errors.EmqError) as exc:
             process.close()
             raise DriverError(f"{self.command}: init failed: {exc}") from None
-        self.info = info
+        self.info, self.protocol, self.offered = info, protocol, frozenset(ops)
+        self.absent_args, self.batch_max = absent, batch_max
+        self.fence = info.get("fence") if protocol >= 2 else None
         return process
+
+    def _check_fence(self) -> None:
+        """DP-9d: the fence the port runs under. A version-2 driver reports it; with a
+        server the kit reads the key itself and the two must agree. A value the kit
+        does not speak stops the run, naming both values."""
+        key = keyspace.VERSION_KEY
+        if self.inspector is not None:
+            raw = self.inspector.conn.redis.get(key)
+            held = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            if self.protocol >= 2 and self.fence != held:
+                raise DriverError(f"{self.command}: init reported fence {self.fence!r}, the server holds "
+                                  f"{key} = {held!r}")
+            self.fence = held
+        elif self.fence is not None and not isinstance(self.fence, str):
+            raise DriverError(f"{self.command}: init reported fence {self.fence!r}, expected a string or null")
+        if self.fence is not None and self.fence != spec.WIRE_VERSION:
+            raise DriverError(f"{self.command}: the port runs under {key} = {self.fence!r}; "
+                              f"the kit checks wire version {spec.WIRE_VERSION!r}")
+
+    def wire_args(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A call's arguments as sent: encoded, without those the driver declared
+        absent (DP-9c). The op must be one the driver offered."""
+        if op not in self.offered:
+            raise DriverError(f"{op} was not offered by the driver at init")
+        absent = self.absent_args.get(op, ())
+        drawn = [name for name in absent if args.get(name) is not None]
+        if drawn:
+            raise DriverError(f"{op} got {', '.join(drawn)}, which the driver declared absent")
+        return encode({k: v for k, v in args.items() if k not in absent})
+
+    def batch(self, calls: Sequence[tuple[str, str | None, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
+        """DP-20: ``calls`` (op, queue or ``None``, arguments) in requests of at most
+        ``batch_max`` calls, one reply per call, in order; with ``snapshots`` each reply
+        on a run queue carries the queue's snapshot read after its call. With a server
+        the kit reads each run queue the batch touched itself afterwards: it must equal
+        the driver's last snapshot of it (a driver cannot report a keyspace it did not
+        leave). A reply of the wrong shape raises ``DriverError``."""
+        if not self.batch_max:
+            raise DriverError("the driver offers no batch (protocol 2, batch in its ops)")
+        out: list[BatchReply] = []
+        for start in range(0, len(calls), self.batch_max):
+            chunk = calls[start:start + self.batch_max]
+            wire = [{"op": op, **({"queue": q} if q is not None else {}),
+                     "args": {"name": encode(args.get("name"))} if op == "queue" else self.wire_args(op, args)}
+                    for op, q, args in chunk]
+            _, what, reply = self.process.exchange(BATCH, {"calls": wire, "snapshot": snapshots})
+            if "error" in reply:
+                _raise(reply["error"], what)
+            replies = reply["ok"]
+            if not isinstance(replies, list) or len(replies) != len(chunk):
+                raise DriverError(f"{what} answered {json.dumps(replies)[:160]}, expected {len(chunk)} replies")
+            out += [self._batch_reply(call, r, snapshots, f"{what} call {i + 1}")
+                    for i, (call, r) in enumerate(zip(chunk, replies))]
+        if snapshots and self.inspector is not None:
+            last = {op_q: r.snapshot for (_, op_q, _), r in zip(calls, out) if op_q in self.names}
+            for name, snap in last.items():
+                if snap != self.inspector.snapshot(name):
+                    raise DriverError(f"the driver's snapshot of {name} after the batch differs from the keyspace")
+        return out
+
+    def _batch_reply(self, call: tuple[str, str | None, dict[str, Any]], r: Any, snapshots: bool,
+                     what: str) -> BatchReply:
+        op, name, _ = call
+        if not isinstance(r, dict) or ("ok" in r) == ("error" in r) or not set(r) <= {"ok", "error", "snapshot"}:
+            raise DriverError(f"{what} is {json.dumps(r)[:160]}, expected {{\"ok\"|\"error\": ..., \"snapshot\"?}}")
+        snap = None
+        if snapshots and name in self.names:
+            if "snapshot" not in r:
+                raise DriverError(f"{what} carries no snapshot of {name}")
+            try:
+                snap = decode_answer("snapshot", r["snapshot"])[0]
+            except ProtocolError as exc:
+                raise DriverError(f"{what}: {exc}") from None
+        dropped: tuple[str, ...] = ()
+        try:
+            if "error" in r:
+                _raise(r["error"], what)
+            answer = None if op == "queue" else r["ok"]
+            if op != "queue":
+                answer, dropped = decode_answer(op, r["ok"])
+        except (errors.EmqError, DriverError, ProtocolError) as exc:
+            answer = exc
+        return BatchReply(answer, dropped, snap)
 
     def reset(self) -> None:
         """Wipe the run's queues (with a server), then ``reset`` the driver, starting it
@@ -250,6 +384,8 @@ class DriverTarget:
         if name in self.names:
             return DriverQueue(self, name)
         try:
+            if "queue" not in self.offered:
+                raise DriverError("queue was not offered by the driver at init")
             self.process.request("queue", {"name": encode(name)})
         except DriverError as exc:
             return Crash(exc)
