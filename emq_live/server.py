@@ -44,7 +44,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -97,15 +97,19 @@ class _PortTaken(ServerError):
     """Internal: the chosen port was taken between picking it and binding it."""
 
 
-# The watchdog's program (run with ``python -I -S -c``). Its stdin is the owner's pipe:
-# ``dir PATH`` / ``-dir PATH`` register and forget a temp dir, ``pid N`` / ``-pid N`` a
-# server. For ``pid`` it opens a pidfd (the process is the owner's unreaped child at that
-# moment, so the pid is not yet recyclable) and answers ``ok``, which the owner waits
-# for. At EOF — the owner exited or was killed — it SIGKILLs each server still
-# registered through its pidfd (never a recycled pid), waits until each has exited, and
-# removes the dirs still registered.
+# The watchdog's program (run with ``python -I -S -c``). It forks at once and the launcher
+# exits, so the watchdog is no child of the owner (a caller counting its children sees
+# only its servers) and keeps the pipes. Its stdin is the owner's pipe: ``dir PATH`` /
+# ``-dir PATH`` register and forget a temp dir, ``pid N`` / ``-pid N`` a server. For
+# ``pid`` it opens a pidfd (the process is the owner's unreaped child at that moment, so
+# the pid is not yet recyclable) and answers ``ok``, which the owner waits for. At EOF —
+# the owner exited or was killed — it SIGKILLs each server still registered through its
+# pidfd (never a recycled pid), waits until each has exited, and removes the dirs still
+# registered.
 _WATCHDOG_PROGRAM = r"""
 import os, select, shutil, signal, sys
+if os.fork():
+    os._exit(0)
 pidfds, dirs = {}, set()
 for line in sys.stdin:
     op, arg = line.rstrip("\n").split(" ", 1)
@@ -132,34 +136,44 @@ for path in dirs:
 
 
 class _Watchdog:
-    """The owner's end of the watchdog: started on first use, again after a fork."""
+    """The owner's end of the watchdog: started on first use, again after a fork or if
+    it is gone (the servers registered with the lost one are then unguarded)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[str] | None = None
+        self._pipes: tuple[IO[str], IO[str]] | None = None
         self._owner = 0
 
     def tell(self, op: str, arg: object) -> None:
         """Send one registration; for ``pid`` wait until the watchdog holds the pidfd."""
         with self._lock:
-            proc = self._proc
-            if proc is None or self._owner != os.getpid() or proc.poll() is not None:
-                proc = self._proc = subprocess.Popen(
-                    [sys.executable, "-I", "-S", "-c", _WATCHDOG_PROGRAM],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                    start_new_session=True,  # a Ctrl-C to our group must not end it first
-                )
-                self._owner = os.getpid()
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                proc.stdin.write(f"{op} {arg}\n")
-                proc.stdin.flush()
-                if op == "pid" and proc.stdout.readline() != "ok\n":
-                    raise ServerError(f"the server watchdog (pid {proc.pid}) failed to watch pid {arg}")
-            except BrokenPipeError as exc:
-                raise ServerError(f"the server watchdog (pid {proc.pid}) is gone") from exc
+            for fresh in (False, True):
+                if fresh or self._pipes is None or self._owner != os.getpid():
+                    self._spawn()
+                assert self._pipes is not None
+                to_watchdog, from_watchdog = self._pipes
+                try:
+                    to_watchdog.write(f"{op} {arg}\n")
+                    to_watchdog.flush()
+                except BrokenPipeError:
+                    continue
+                if op == "pid" and from_watchdog.readline() != "ok\n":
+                    raise ServerError(f"the server watchdog failed to watch pid {arg}")
+                return
+            raise ServerError("the server watchdog cannot be started")
+
+    def _spawn(self) -> None:
+        launcher = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG_PROGRAM],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a Ctrl-C to our process group must not end it first
+        )
+        launcher.wait()  # exits once it has forked the watchdog, which keeps the pipes
+        assert launcher.stdin is not None and launcher.stdout is not None
+        self._pipes = (launcher.stdin, launcher.stdout)
+        self._owner = os.getpid()
 
 
 _WATCHDOG = _Watchdog()
