@@ -114,7 +114,10 @@ pidfds, dirs = {}, set()
 for line in sys.stdin:
     op, arg = line.rstrip("\n").split(" ", 1)
     if op == "pid":
-        pidfds[arg] = os.pidfd_open(int(arg))
+        try:
+            pidfds[arg] = os.pidfd_open(int(arg))
+        except ProcessLookupError:
+            pass  # already exited and reaped (by a caller's waitpid(-1)): nothing to guard
         sys.stdout.write("ok\n")
         sys.stdout.flush()
     elif op == "-pid" and arg in pidfds:
