@@ -16,8 +16,16 @@ Contract:
 * ``stop()`` ends the server and removes the temp dir; the object is then spent.
   ``kill()`` sends SIGKILL and keeps the dir; ``restart()`` brings the server back on
   the same port with the same dir (after a graceful shutdown if it is still running).
+* Nothing is left behind, even when the owning process is killed with SIGKILL: every
+  server and temp dir is registered with a watchdog, one small process per owner
+  process, which SIGKILLs the servers still registered, waits for them to exit and
+  removes the dirs when its pipe from the owner closes (exit or death alike).
+* Ports are claimed among emq processes on the machine (an abstract unix socket named
+  for the port, held while the object lives), so parallel test workers never pick a
+  port another one owns, even while that server is down between ``kill()`` and
+  ``restart()``.
 
-Only the stdlib and redis-py are used.
+Only the stdlib and redis-py are used; the watchdog and the port claims need Linux.
 """
 
 from __future__ import annotations
@@ -28,13 +36,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -87,6 +97,104 @@ class _PortTaken(ServerError):
     """Internal: the chosen port was taken between picking it and binding it."""
 
 
+# The watchdog's program (run with ``python -I -S -c``). It forks at once and the launcher
+# exits, so the watchdog is no child of the owner (a caller counting its children sees
+# only its servers) and keeps the pipes. Its stdin is the owner's pipe: ``dir PATH`` /
+# ``-dir PATH`` register and forget a temp dir, ``pid N`` / ``-pid N`` a server. For
+# ``pid`` it opens a pidfd (the process is the owner's unreaped child at that moment, so
+# the pid is not yet recyclable) and answers ``ok``, which the owner waits for. At EOF —
+# the owner exited or was killed — it SIGKILLs each server still registered through its
+# pidfd (never a recycled pid), waits until each has exited, and removes the dirs still
+# registered.
+_WATCHDOG_PROGRAM = r"""
+import os, select, shutil, signal, sys
+if os.fork():
+    os._exit(0)
+pidfds, dirs = {}, set()
+for line in sys.stdin:
+    op, arg = line.rstrip("\n").split(" ", 1)
+    if op == "pid":
+        try:
+            pidfds[arg] = os.pidfd_open(int(arg))
+        except ProcessLookupError:
+            pass  # already exited and reaped (by a caller's waitpid(-1)): nothing to guard
+        sys.stdout.write("ok\n")
+        sys.stdout.flush()
+    elif op == "-pid" and arg in pidfds:
+        os.close(pidfds.pop(arg))
+    elif op == "dir":
+        dirs.add(arg)
+    elif op == "-dir":
+        dirs.discard(arg)
+for fd in pidfds.values():
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+for fd in pidfds.values():
+    select.select([fd], [], [], 10)  # a pidfd turns readable when its process exits
+for path in dirs:
+    shutil.rmtree(path, ignore_errors=True)
+"""
+
+
+class _Watchdog:
+    """The owner's end of the watchdog: started on first use, again after a fork or if
+    it is gone (the servers registered with the lost one are then unguarded)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pipes: tuple[IO[str], IO[str]] | None = None
+        self._owner = 0
+
+    def tell(self, op: str, arg: object) -> None:
+        """Send one registration; for ``pid`` wait until the watchdog holds the pidfd."""
+        with self._lock:
+            for fresh in (False, True):
+                if fresh or self._pipes is None or self._owner != os.getpid():
+                    self._spawn()
+                assert self._pipes is not None
+                to_watchdog, from_watchdog = self._pipes
+                try:
+                    to_watchdog.write(f"{op} {arg}\n")
+                    to_watchdog.flush()
+                except BrokenPipeError:
+                    continue
+                if op == "pid" and from_watchdog.readline() != "ok\n":
+                    raise ServerError(f"the server watchdog failed to watch pid {arg}")
+                return
+            raise ServerError("the server watchdog cannot be started")
+
+    def _spawn(self) -> None:
+        launcher = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG_PROGRAM],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a Ctrl-C to our process group must not end it first
+        )
+        launcher.wait()  # exits once it has forked the watchdog, which keeps the pipes
+        assert launcher.stdin is not None and launcher.stdout is not None
+        self._pipes = (launcher.stdin, launcher.stdout)
+        self._owner = os.getpid()
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _claim(port: int) -> socket.socket | None:
+    """Claim ``port`` among emq processes on this machine: bind the abstract unix socket
+    named for it (the kernel releases it when its holder closes it or dies). ``None``
+    when another holder has it."""
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind(f"\0emq-server-port-{port}")
+    except OSError:
+        claim.close()
+        return None
+    return claim
+
+
 def free_port(host: str = HOST) -> int:
     """Return a TCP port on ``host`` that was free a moment ago (the kernel's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -111,8 +219,10 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _cleanup(proc_box: list[subprocess.Popen[bytes] | None], workdir: str) -> None:
-    """Finalizer: kill a server that was never stopped and remove its dir."""
+def _cleanup(
+    proc_box: list[subprocess.Popen[bytes] | None], workdir: str, claims: list[socket.socket]
+) -> None:
+    """Finalizer: kill a server that was never stopped, remove its dir, free its ports."""
     proc = proc_box[0]
     if proc is not None and proc.poll() is None:
         proc.kill()
@@ -121,6 +231,10 @@ def _cleanup(proc_box: list[subprocess.Popen[bytes] | None], workdir: str) -> No
         except subprocess.TimeoutExpired:
             pass
     shutil.rmtree(workdir, ignore_errors=True)
+    _WATCHDOG.tell("-dir", workdir)
+    for claim in claims:
+        claim.close()
+    claims.clear()
 
 
 class ServerProcess:
@@ -169,6 +283,7 @@ class ServerProcess:
         self._path: str | None = None
         self._dir: Path | None = None
         self._proc_box: list[subprocess.Popen[bytes] | None] = [None]
+        self._claims: list[socket.socket] = []  # the port claims, held until stop()
         self._finalizer: Callable[[], object] | None = None
         self._spent = False
 
@@ -232,8 +347,9 @@ class ServerProcess:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="emq-server-"))
             self._finalizer = weakref.finalize(
-                self, _cleanup, self._proc_box, str(self._dir)
+                self, _cleanup, self._proc_box, str(self._dir), self._claims
             )
+            _WATCHDOG.tell("dir", self._dir)
         attempts = 1 if self._fixed_port is not None else _PORT_ATTEMPTS
         for attempt in range(1, attempts + 1):
             self._port = self._fixed_port if self._fixed_port is not None else free_port()
@@ -242,6 +358,7 @@ class ServerProcess:
                 while self.cluster_port == self._port:
                     self.cluster_port = free_port()
             try:
+                self._claim_ports()
                 self._launch()
                 return self
             except _PortTaken as exc:
@@ -254,6 +371,20 @@ class ServerProcess:
                 self._discard()
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _claim_ports(self) -> None:
+        """Claim the port (and bus port) picked for this attempt, dropping the last
+        attempt's claims; ``_PortTaken`` if another emq server owns one of them."""
+        for claim in self._claims:
+            claim.close()
+        self._claims.clear()
+        for port in (self._port, self.cluster_port):
+            if port is None:
+                continue
+            claim = _claim(port)
+            if claim is None:
+                raise _PortTaken(f"port {port}: claimed by another emq server")
+            self._claims.append(claim)
 
     def _discard(self) -> None:
         """After a failed start(): kill the process, remove the dir, allow a new start()."""
@@ -382,6 +513,7 @@ class ServerProcess:
                 start_new_session=True,  # terminal signals reach only us, not the server
             )
         self._proc_box[0] = proc
+        _WATCHDOG.tell("pid", proc.pid)
         self._wait_ready(proc, log_offset)
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], log_offset: int) -> None:
@@ -438,6 +570,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        _WATCHDOG.tell("-pid", proc.pid)
         self._proc_box[0] = None
 
 
