@@ -610,7 +610,8 @@ class Finding:
     lines: tuple[str, ...]
 
     def __str__(self) -> str:
-        return f"{self.what} diverges: {self.call}\n  " + "\n  ".join(self.lines)
+        lines = (line if len(line) <= 300 else line[:300] + "..." for line in self.lines)
+        return f"{self.what} diverges: {self.call}\n  " + "\n  ".join(lines)
 
 
 Fingerprint = dict[bytes, Any]
@@ -782,19 +783,15 @@ def findings(judge: RawJudge, **kw: Any) -> list[Finding]:
 
 @dataclass(frozen=True)
 class CheckEdit:
-    """One check of lib.lua or batch.lua edited: ``before`` (a unique text of the script)
-    becomes ``after``. ``why`` says which raw call must notice."""
+    """One check of lib.lua or batch.lua edited: ``before``, a text found in exactly one
+    line of code of the script, becomes ``after``. ``why`` says what a raw call then sees.
+    ``emq_kit.selftest.check_mutants`` turns each into a mutant."""
 
     name: str
     script: str
     before: str
     after: str
     why: str
-
-    def apply(self, text: str) -> str:
-        if text.count(self.before) != 1:
-            raise ValueError(f"{self.name}: {self.script}.lua must hold {self.before!r} exactly once")
-        return text.replace(self.before, self.after)
 
 
 CHECK_EDITS: tuple[CheckEdit, ...] = (

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 import emq_live
 from emq_kit import rawcalls
 from emq_kit.rawcalls import CHECK_EDITS, KINDS, OPS, CheckEdit, RawJudge, calls, verdict
-from emq_kit.selftest import copy_scripts
+from emq_kit.selftest import CHECK_OPERATOR, check_mutants, copy_scripts
 from emq_live.scripts import ScriptSet
 from emq_model import errors, keyspace, spec
 from emq_model.model import QueueModel
@@ -119,22 +119,31 @@ def test_our_scripts_pass_the_whole_sweep(target: str, request: pytest.FixtureRe
         if finding is not None:
             found.append(str(finding))
     assert not found, "\n".join(found[:5])
-    assert set(seen) == set(KINDS) | {"prepare"}
+    assert set(seen) == set(KINDS)
     assert sum(seen.values()) > 600
 
 
+MUTANTS = dict(zip((e.name for e in CHECK_EDITS), check_mutants()))
+
+
 def _edited(edit: CheckEdit, tmp_path: Path) -> Path:
-    return copy_scripts(tmp_path, edit.script, edit.apply)
+    """A copy of our scripts with the edit's selftest mutant applied."""
+    mutant = MUTANTS[edit.name]
+    return copy_scripts(tmp_path, mutant.script, mutant.apply)
 
 
-def test_every_edit_changes_exactly_one_place_of_our_scripts(tmp_path: Path) -> None:
-    names = [e.name for e in CHECK_EDITS]
-    assert len(set(names)) == len(names)
+def test_every_edit_is_one_selftest_mutant_of_one_line(tmp_path: Path) -> None:
+    assert len(MUTANTS) == len(CHECK_EDITS)
+    assert len({m.key for m in MUTANTS.values()}) == len(MUTANTS)
     for edit in CHECK_EDITS:
+        m = MUTANTS[edit.name]
+        assert m.operator == CHECK_OPERATOR and m.script == edit.script
+        assert m.before.replace(edit.before, edit.after) == m.after != m.before
         copy = tmp_path / edit.name
         copy.mkdir()
-        _edited(edit, copy)  # apply() refuses a text that is not there exactly once
-        assert ScriptSet(copy)[spec.TRANSITIONS[0]].sha != ScriptSet()[spec.TRANSITIONS[0]].sha or edit.script == "batch"
+        scripts = ScriptSet(_edited(edit, copy))
+        changed = [name for name, s in scripts.scripts.items() if s.sha != ScriptSet()[name].sha]
+        assert changed, edit.name
 
 
 @pytest.mark.parametrize("target", ["fakeredis", "valkey"])
