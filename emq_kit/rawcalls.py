@@ -38,9 +38,10 @@ from emq_live.client import Connection, Queue
 from emq_live.scripts import ScriptSet
 from emq_model import branded_id, errors, keyspace, spec
 from emq_model.model import QueueModel
+from emq_model.snapshot import diff
 
 from . import memory
-from .clock import ServerClock
+from .clock import ServerClock, _same
 from .draws import Draw
 
 QUEUE = "raw"
@@ -627,22 +628,19 @@ def _outcome(fn: Callable[[], Any]) -> Any:
         return exc
 
 
-def _same(a: Any, b: Any) -> bool:
-    return a == b and type(a) is type(b)
-
-
 class RawJudge:
-    """Sends raw calls to ``scripts`` (the scripts under test) on ``client`` and judges
-    them against the contract and the model. ``match`` limits the fingerprint (every key
-    of the database by default: the sweep's database is its own). The target's snapshot
-    is read with our snapshot.lua, the observer, never the scripts under test."""
+    """Sends raw calls over ``conn`` (a live target's connection: its client, and its
+    ``ScriptSet``, the scripts under test) and judges them against the contract and the model of each queue (``models``: the caller's, such
+    as a machine's, or its own). ``match`` limits the fingerprint (every key of the
+    database by default: the sweep's database is its own). The target's snapshot is read
+    with our snapshot.lua, the observer, never with the scripts under test."""
 
-    def __init__(self, client: Any, scripts: ScriptSet, *, match: str | None = None) -> None:
-        self.client, self.scripts, self.match = client, scripts, match
-        self.observer = Connection(client, ScriptSet())
-        # the embedded fakeredis: its keyspace is read from memory (emq_kit/memory.py)
-        self.server = getattr(client, "connection_pool", None) and client.connection_pool.connection_kwargs.get("server")
-        self.models: dict[str, QueueModel] = {}
+    def __init__(self, conn: Connection, *, match: str | None = None,
+                 models: dict[str, QueueModel] | None = None) -> None:
+        self.client, self.scripts, self.match = conn.redis, conn.scripts, match
+        self.observer = Connection(conn.redis, ScriptSet())
+        self.server = conn.server  # the embedded fakeredis: fingerprints read from its memory
+        self.models: dict[str, QueueModel] = models if models is not None else {}
         self.clock = ServerClock(self.time_ms)
 
     def time_ms(self) -> int:
@@ -651,6 +649,7 @@ class RawJudge:
         return int(sec) * 1000 + int(usec) // 1000
 
     def model(self, queue: str) -> QueueModel:
+        """The model of ``queue`` (a new, empty one the first time)."""
         if queue not in self.models:
             self.models[queue] = QueueModel(queue)
         return self.models[queue]
@@ -708,8 +707,6 @@ class RawJudge:
                                             f"the script dropped {queue.last_dropped}"))
         expected, seen = model.snapshot(), _outcome(queue.snapshot)
         if expected != seen:
-            from emq_model.snapshot import diff
-
             lines = diff(expected, seen) if not isinstance(seen, Exception) else [f"the snapshot failed: {seen!r}"]
             return Finding(call, "snapshot", (*lines, where) if where else tuple(lines))
         head = keyspace.prefix(decoded.queue).encode()
@@ -759,7 +756,8 @@ def prepare(judge: RawJudge, op: str, queue: str = QUEUE) -> list[Finding]:
     return found
 
 
-def sweep(judge: RawJudge, *, full: bool = True, kinds: Sequence[str] | None = None) -> Iterator[tuple[RawCall, Finding | None]]:
+def sweep(judge: RawJudge, *, full: bool = True,
+          kinds: Sequence[str] | None = None) -> Iterator[tuple[RawCall, Finding | None]]:
     """Every raw call of every kind for every op, once, in a fixed order, on the queue
     ``QUEUE``: each call with its finding (``None``: as the contract says). Without
     ``full`` the ``limit_max``-item batches are left out."""
@@ -771,11 +769,6 @@ def sweep(judge: RawJudge, *, full: bool = True, kinds: Sequence[str] | None = N
                 yield finding.call, finding
             for call in calls(kind, op, judge.model(QUEUE)):
                 yield call, judge.send(call)
-
-
-def findings(judge: RawJudge, **kw: Any) -> list[Finding]:
-    """The findings of one sweep."""
-    return [f for _, f in sweep(judge, **kw) if f is not None]
 
 
 # -- one-check edits the sweep must find -------------------------------------------------

@@ -106,7 +106,7 @@ def judge_on(target: str, request: pytest.FixtureRequest, scripts: str | Path | 
     else:
         conn = emq_live.connect(flush_url(request.getfixturevalue(target)), scripts=scripts)
     request.addfinalizer(conn.close)
-    return RawJudge(conn.redis, conn.scripts)
+    return RawJudge(conn)
 
 
 @pytest.mark.parametrize("target", ["fakeredis", "valkey", "redis_server"])
@@ -177,7 +177,7 @@ def judge_draws(judge: RawJudge) -> None:
 
 def test_drawn_raw_calls_pass_our_scripts() -> None:
     conn = emq_live.connect()
-    judge_draws(RawJudge(conn.redis, conn.scripts))
+    judge_draws(RawJudge(conn))
     conn.close()
 
 
@@ -186,5 +186,5 @@ def test_drawn_raw_calls_find_an_edit(name: str, tmp_path: Path) -> None:
     edit = next(e for e in CHECK_EDITS if e.name == name)
     conn = emq_live.connect(scripts=_edited(edit, tmp_path))
     with pytest.raises(AssertionError, match="diverges"):
-        judge_draws(RawJudge(conn.redis, conn.scripts))
+        judge_draws(RawJudge(conn))
     conn.close()
