@@ -12,10 +12,13 @@ types' bounds and the limits), one thing spoiled at a time.
 - ``calls(kind, op, model)`` builds the ``RawCall`` values of one spoil (or accepted
   edge) for one op, from a well-formed call that would change the model's current state;
   ``KINDS`` names them all, so a sweep enumerates every kind x op x variant and a
-  Hypothesis rule draws one with ``RAW`` (a packed ``Draw``) and ``drawn``.
-- ``RawJudge.send(call)`` sends one call to a ``ScriptSet`` and judges it: a refused call
-  must answer the verdict's code and leave every key byte for byte as it was (DUMP and
-  PTTL); an accepted one must answer what the model answers and leave the model's
+  Hypothesis rule draws one with ``RAW`` (a packed ``Draw``): ``drawn_op(a)`` is its op,
+  ``prepare(judge, op)`` puts a job where the op would change it, ``drawn(a, model)``
+  builds the call.
+- ``RawJudge(conn).send(call)`` sends one call with ``EVALSHA`` through the connection's
+  ``ScriptSet`` (the scripts under test) and judges it: a refused call must answer the
+  verdict's code and leave every key byte for byte as it was (DUMP and PTTL; on the
+  embedded fakeredis, its memory); an accepted one must answer what the model answers and leave the model's
   snapshot, and no other key changed. A clock call without ``now`` runs the model at a
   clock inside the server's ``TIME`` window (``clock.ServerClock``, as ``--clock server``).
 - ``sweep(judge)`` runs every call once, deterministically; ``CHECK_EDITS`` are one-check
@@ -30,8 +33,10 @@ in the draws. The item count is checked by one code path for both batches with i
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from typing import Any, Callable, Iterator, Sequence
 
 from emq_live.client import Connection, Queue
@@ -152,7 +157,11 @@ def _queue_of(pending: bytes) -> str | None:
     q = pending[len(head) : -len(tail)]
     if len(q) > QUEUE_MAX or any(b < 0x21 or b in (0x7F, 0x7B, 0x7D) for b in q):
         return None
-    return q.decode("utf-8")
+    try:
+        return keyspace.check_queue(q.decode("utf-8"))
+    except (UnicodeDecodeError, errors.ArgError):
+        raise ValueError(f"{q!r} passes the byte rules of CC-1 but is no KS-3 name: the contract "
+                         "does not decide the call, so no raw call may carry it") from None
 
 
 def _id(v: bytes) -> str:
@@ -584,19 +593,27 @@ def calls(kind: str, op: str, model: QueueModel) -> list[RawCall]:
 
 DRAWN = tuple(k for k in KINDS if k not in FULL)
 RAW = Draw("Raw", kind=DRAWN, op=OPS, variant=range(256))
-"""One raw call as one packed choice: a kind, an op, which of its variants (each taken
-modulo what exists; an op the kind does not apply to falls back to the next one that it
-does)."""
+"""One raw call as one packed choice: a kind, an op (the next one that takes the kind,
+when the drawn one does not) and which of its variants (modulo how many there are)."""
+
+
+@cache
+def ops_of(kind: str) -> tuple[str, ...]:
+    """The ops that take raw calls of ``kind`` (it depends on their shape only)."""
+    return tuple(op for op in OPS if KINDS[kind](base(op, QueueModel(QUEUE))))
+
+
+def drawn_op(a: Any) -> str:
+    """The op a ``RAW`` draw selects: ``prepare`` it before building the call."""
+    takers = ops_of(a.kind)
+    start = OPS.index(a.op)
+    return next(op for op in OPS[start:] + OPS[:start] if op in takers)
 
 
 def drawn(a: Any, model: QueueModel) -> RawCall:
-    """The raw call a ``RAW`` draw selects on ``model``'s state."""
-    start = OPS.index(a.op)
-    for op in OPS[start:] + OPS[:start]:
-        found = calls(a.kind, op, model)
-        if found:
-            return found[a.variant % len(found)]
-    raise AssertionError(f"no op takes raw calls of kind {a.kind}")
+    """The raw call a ``RAW`` draw selects, on ``model``'s state."""
+    found = calls(a.kind, drawn_op(a), model)
+    return found[a.variant % len(found)]
 
 
 # -- judging ---------------------------------------------------------------------------
@@ -630,10 +647,11 @@ def _outcome(fn: Callable[[], Any]) -> Any:
 
 class RawJudge:
     """Sends raw calls over ``conn`` (a live target's connection: its client, and its
-    ``ScriptSet``, the scripts under test) and judges them against the contract and the model of each queue (``models``: the caller's, such
-    as a machine's, or its own). ``match`` limits the fingerprint (every key of the
-    database by default: the sweep's database is its own). The target's snapshot is read
-    with our snapshot.lua, the observer, never with the scripts under test."""
+    ``ScriptSet``, the scripts under test) and judges them against the contract and the
+    model of each queue (``models``: the caller's, such as a machine's, or its own).
+    ``match`` limits the fingerprint (every key of the database by default: the sweep's
+    database is its own). The target's snapshot is read with our snapshot.lua, the
+    observer, never with the scripts under test. Not for a cluster client (one SCAN)."""
 
     def __init__(self, conn: Connection, *, match: str | None = None,
                  models: dict[str, QueueModel] | None = None) -> None:
@@ -666,6 +684,14 @@ class RawJudge:
             pipe.pttl(key)
         flat = pipe.execute()
         return {key: (flat[2 * i], flat[2 * i + 1]) for i, key in enumerate(keys)}
+
+    def reset(self) -> None:
+        """Delete every key the fingerprint sees and forget every model: a fresh start
+        (each Hypothesis example starts here, so a failure replays)."""
+        keys = list(self.client.scan_iter(match=self.match, count=1000))
+        for i in range(0, len(keys), 1000):
+            self.client.delete(*keys[i : i + 1000])
+        self.models.clear()
 
     def _run(self, call: RawCall) -> Any:
         return self.scripts.run(self.client, call.op, list(call.keys), list(call.argv))
@@ -787,36 +813,10 @@ class CheckEdit:
     why: str
 
 
-CHECK_EDITS: tuple[CheckEdit, ...] = (
-    CheckEdit("id-bound-off", "lib", "return emq.cmp_decimal(string.sub(s, 4), emq.body_max) <= 0", "return true",
-              "an id body past 2^63-1 is accepted"),
-    CheckEdit("id-bound-strict", "lib", "return emq.cmp_decimal(string.sub(s, 4), emq.body_max) <= 0",
-              "return emq.cmp_decimal(string.sub(s, 4), emq.body_max) < 0", "the id of body 2^63-1 is refused"),
-    CheckEdit("queue-max-strict", "lib", "#q > emq.queue_max_bytes", "#q >= emq.queue_max_bytes",
-              "a queue name of queue_max_bytes bytes is refused"),
-    CheckEdit("queue-max-off", "lib", "#q > emq.queue_max_bytes", "#q > emq.queue_max_bytes + 1",
-              "a queue name one byte over is accepted"),
-    CheckEdit("queue-min", "lib", "#pending_key <= #head + #tail then", "#pending_key <= #head + #tail + 1 then",
-              "a 1-byte queue name is refused"),
-    CheckEdit("queue-low-byte", "lib", "b < 33 or b == 127", "b < 34 or b == 127", "byte 0x21 is refused"),
-    CheckEdit("queue-high-byte", "lib", "b < 33 or b == 127", "b < 33 or b >= 126", "byte 0x7E is refused"),
-    CheckEdit("queue-space", "lib", "b < 33 or b == 127", "b < 32 or b == 127", "a space in a name is accepted"),
-    CheckEdit("keys-count", "lib", "if #KEYS ~= nkeys then", "if #KEYS < nkeys then", "one key too many is accepted"),
-    CheckEdit("argv-count", "lib", "nargs == #argv or (spec.clock", "nargs >= #argv or (spec.clock",
-              "one argument too many is accepted"),
-    CheckEdit("batch-limit-strict", "batch", "nargs / width > most", "nargs / width >= most",
-              "a batch of exactly limit_max items is refused"),
-    CheckEdit("batch-limit-off", "batch", "nargs / width > most", "nargs / width > most + 1",
-              "a batch of limit_max + 1 items is accepted"),
-    CheckEdit("time-ms", "lib", "math.floor(tonumber(t[2]) / 1000)", "math.floor(tonumber(t[2]) / 100)",
-              "the server clock is read wrong: scores outside the TIME window"),
-    CheckEdit("time-seconds", "lib", "tonumber(t[1]) * 1000 +", "tonumber(t[1]) +",
-              "the server clock is read in seconds"),
-    CheckEdit("decimal-leading-zero", "lib", "return n == 1 or string.byte(s, 1) ~= 48", "return true",
-              "a leading zero (\"01\") is accepted"),
-    CheckEdit("decimal-sign", "lib", "if b < 48 or b > 57 then", "if (b < 48 and b ~= 43) or b > 57 then",
-              "a plus sign (\"+1\") is accepted"),
-    CheckEdit("range-max", "lib", "emq.cmp_decimal(s, t.max) > 0", "emq.cmp_decimal(s, t.max) >= 0",
-              "an integer at its type's max is refused"),
-)
-"""The one-check edits of issue 19, item 4."""
+def _check_edits() -> tuple[CheckEdit, ...]:
+    data = json.loads(resources.files("emq_kit").joinpath("check_edits.json").read_text("utf-8"))
+    return tuple(CheckEdit(**e) for e in data["edits"])
+
+
+CHECK_EDITS: tuple[CheckEdit, ...] = _check_edits()
+"""The one-check edits of issue 19, item 4 (``emq_kit/check_edits.json``)."""

@@ -167,7 +167,8 @@ def judge_draws(judge: RawJudge) -> None:
     @DRAWS
     @given(a=rawcalls.RAW.strategy)
     def check(a: Any) -> None:
-        for f in rawcalls.prepare(judge, a.op if a.op in rawcalls.NEEDS else "complete"):
+        judge.reset()
+        for f in rawcalls.prepare(judge, rawcalls.drawn_op(a)):
             raise AssertionError(str(f))
         finding = judge.send(rawcalls.drawn(a, judge.model(rawcalls.QUEUE)))
         assert finding is None, str(finding)
