@@ -208,7 +208,7 @@ def _decode(op: str, s: Shape, keys: list[bytes], argv: list[bytes]) -> Decoded:
     values = [{a["name"]: _value(a, v) for a, v in zip(s.argv[s.has_id :], row[s.has_id :])} for row in rows]
     for row_values, job in zip(values, ids):
         row_values[s.argv[0]["name"]] = job
-    # 5. the trailing now
+    # 5. the trailing now; the values under the model's names
     args: dict[str, Any]
     if s.items:
         base = spec.OPS[spec.BATCHES[op]["of"]]["args"]
