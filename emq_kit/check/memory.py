@@ -87,3 +87,20 @@ def snapshot(queue: Any, server: Any, db: int = 0) -> Snapshot:
     with server.lock:
         flat = reply(server.dbs[db], queue.name)
     return queue.snapshot_answer(flat)
+
+
+def fingerprint(server: Any, db: int = 0) -> dict[bytes, tuple[bytes, list[Any], Any]]:
+    """Every key of the embedded server's database ``db`` with its type, its content (a
+    zset's and a hash's flat pairs in their order, anything else as its repr) and its
+    expiry: what DUMP and PTTL of every key tell apart, read from memory."""
+    out: dict[bytes, tuple[bytes, list[Any], Any]] = {}
+    with server.lock:
+        for key in list(server.dbs[db]):
+            try:
+                item = server.dbs[db][key]
+            except KeyError:  # expired while we looked
+                continue
+            kind, value = _model_type(item.value), item.value
+            content = _zset(value) if kind == b"zset" else _hash(value) if kind == b"hash" else [repr(value)]
+            out[key] = (kind, content, item.expireat)
+    return out

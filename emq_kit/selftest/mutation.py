@@ -131,6 +131,29 @@ def all_mutants(source: Path | None = None) -> list[Mutant]:
     return out
 
 
+CHECK_OPERATOR = "edit-check"
+
+
+def check_mutants(source: Path | None = None) -> list[Mutant]:
+    """The ``edit-check`` operator: each one-check edit of lib.lua or batch.lua
+    (``raw.CHECK_EDITS``: an id bound, a queue byte bound, the KEYS and ARGV counts,
+    the batch limit, the TIME arithmetic, the canonical-decimal test) as a mutant. Only
+    raw calls reach these checks, so ``raw.sweep`` is what kills them
+    (tests/test_rawcalls.py); they join ``all_mutants`` when the machine runs raw calls."""
+    from emq_kit.check.raw import CHECK_EDITS
+
+    node = source or resources.files("emq_live").joinpath("lua")
+    out = []
+    for nth, edit in enumerate(CHECK_EDITS):
+        text = node.joinpath(f"{edit.script}.lua").read_text("utf-8")
+        lines = [(n, line) for n, line in _code_lines(text) if edit.before in line]
+        if len(lines) != 1 or lines[0][1].count(edit.before) != 1:
+            raise ValueError(f"{edit.name}: {edit.before!r} must be in exactly one line of {edit.script}.lua")
+        n, line = lines[0]
+        out.append(Mutant(CHECK_OPERATOR, edit.script, n, line, line.replace(edit.before, edit.after), nth))
+    return out
+
+
 def equivalents() -> dict[str, str]:
     """Mutants shown equivalent to the original: key -> the reason."""
     data = json.loads(resources.files("emq_kit.selftest").joinpath("equivalent_mutants.json").read_text("utf-8"))
