@@ -25,7 +25,7 @@ def positive(text: str) -> int:
 
 # Each command lives in its own module, which adds its subparser with ``register(sub)``
 # and sets ``func`` to a function of the parsed arguments returning the exit code.
-COMMANDS = ("check", "replay", "selftest", "driver", "scripts", "soak", "bench")
+COMMANDS = ("check", "replay", "selftest", "driver", "scripts", "soak", "bench", "audit")
 
 
 def parser() -> argparse.ArgumentParser:
