@@ -6,7 +6,7 @@ no location, stray keys, wrong scores, rows out of grammar. The invariants are
 ``emq_model.invariants.check`` itself, run on small snapshots of a few ids at a time.
 
 Read-only: it sends only the commands of specs/acl.json ``audit`` (GET, TYPE, SCAN,
-ZSCAN, ZCARD, ZSCORE, HGETALL, and MULTI/EXEC around those reads). Bounded: every location
+ZSCAN, ZCARD, ZMSCORE, HGETALL, and MULTI/EXEC around those reads). Bounded: every location
 is walked with ZSCAN and the keyspace with SCAN, ``batch`` at a time, and each batch's
 ids are judged in one pipelined MULTI/EXEC, so memory holds one batch of ids and rows,
 the queue names, and at most ``keep`` listed violations (every violation is still counted
@@ -223,8 +223,8 @@ class _Auditor:
             self.progress(Progress(audit.queue, loc, done, total))
 
     def keys(self, node: Any, audit: QueueAudit) -> None:
-        """Walk the queue's keys with SCAN: count rows, judge rows in no location, report
-        keys outside the grammar."""
+        """Walk the queue's keys with SCAN: judge the rows in no location (the others were
+        judged with their first location), report keys outside the grammar."""
         row_head = keyspace.prefix(audit.queue) + "job:"
         fixed = set(keyspace.queue_keys(audit.queue))
         done = 0
@@ -243,49 +243,62 @@ class _Auditor:
                 audit.stray += len(stray)
                 self.report(audit, invariants.check(Snapshot.build(audit.queue, {}, {}, stray=stray)))
             if ids:
-                audit.rows += self.judge(node, audit, ids, first=None)
+                self.judge(node, audit, self.unheld(node, audit.queue, ids), first=None)
             self.progress(Progress(audit.queue, "keys", done, None))
 
-    def judge(self, node: Any, audit: QueueAudit, ids: list[str], *, first: str | None) -> int:
-        """Read the memberships and rows of ``ids`` in one MULTI/EXEC and run the
-        invariants on that small snapshot. Walking a location (``first`` = it), an id is
-        judged there only if that is its first location, so an id in two is reported
-        once; walking rows (``first`` = None), only ids in no location are judged (the
-        others were judged with their location). The number of rows read as hashes."""
-        p = keyspace.prefix(audit.queue)
-        keys = keyspace.queue_keys(audit.queue)
-        with node.pipeline(transaction=True) as pipe:
-            for i in ids:
-                raw = i.encode("utf-8", "surrogateescape")
-                for k in keys[:4]:
-                    pipe.zscore(k, raw)
-                pipe.hgetall(p.encode() + b"job:" + raw)
+    def memberships(self, pipe: Any, queue: str, raws: list[bytes]) -> None:
+        """Queue on ``pipe`` one ZMSCORE per location for all of ``raws``."""
+        for k in keyspace.queue_keys(queue)[:4]:
+            pipe.zmscore(k, raws)
+
+    def unheld(self, node: Any, queue: str, ids: list[str]) -> list[str]:
+        """The ``ids`` that are in no location now (their rows are judged on their own)."""
+        if not ids:
+            return []
+        with node.pipeline(transaction=False) as pipe:
+            self.memberships(pipe, queue, [i.encode("utf-8", "surrogateescape") for i in ids])
             replies = pipe.execute(raise_on_error=False)
+        for reply in replies:
+            _wrongtype(reply)
+        scores = [reply if isinstance(reply, list) else [None] * len(ids) for reply in replies]
+        return [i for n, i in enumerate(ids) if all(by_loc[n] is None for by_loc in scores)]
+
+    def judge(self, node: Any, audit: QueueAudit, ids: list[str], *, first: str | None) -> None:
+        """Read the memberships (one ZMSCORE per location) and the rows of ``ids`` in one
+        MULTI/EXEC and run the invariants on that small snapshot. Walking a location
+        (``first`` = it), an id is judged there only if that is its first location, so an
+        id in two is reported once; judging rows found by SCAN (``first`` = None), only
+        ids still in no location are judged. Rows are counted where they are judged."""
+        if not ids:
+            return
+        p = keyspace.prefix(audit.queue).encode()
+        raws = [i.encode("utf-8", "surrogateescape") for i in ids]
+        with node.pipeline(transaction=True) as pipe:
+            self.memberships(pipe, audit.queue, raws)
+            for raw in raws:
+                pipe.hgetall(p + b"job:" + raw)
+            replies = pipe.execute(raise_on_error=False)
+        for reply in replies[:4]:
+            _wrongtype(reply)  # a location of another type was skipped; ZMSCORE of a missing key is all None
+        scores = [reply if isinstance(reply, list) else [None] * len(ids) for reply in replies[:4]]
         locations: dict[str, list[tuple[str, Any]]] = {}
         rows: dict[str, dict[str, bytes]] = {}
         stray: list[str] = []
-        hashes = 0
-        step = len(keys[:4]) + 1
         for n, i in enumerate(ids):
-            scores, row = replies[n * step : n * step + 4], replies[n * step + 4]
-            held = [(loc, s) for loc, s in zip(spec.LOCATIONS, scores) if s is not None]
-            if first is not None and (not held or held[0][0] != first):
-                continue  # moved since the ZSCAN page, or judged in an earlier location
-            if first is None and held:
-                hashes += not _wrongtype(row)
-                continue
+            row = replies[4 + n]
+            held = [(loc, by_loc[n]) for loc, by_loc in zip(spec.LOCATIONS, scores) if by_loc[n] is not None]
+            if (held[0][0] if held else None) != first:
+                continue  # judged in an earlier location, or moved since it was listed
             for loc, s in held:
                 locations.setdefault(loc, []).append((i, _score(s)))
             if _wrongtype(row):
-                stray.append(p + "job:" + i)  # a row key holding another type
+                stray.append(keyspace.prefix(audit.queue) + "job:" + i)  # a row key holding another type
             elif row:
                 rows[i] = {_text(f): bytes(v) for f, v in row.items()}
-                hashes += 1
-        if stray:
-            audit.stray += len(stray)
+        audit.rows += len(rows)
+        audit.stray += len(stray)
         if locations or rows or stray:
             self.report(audit, invariants.check(Snapshot.build(audit.queue, locations, rows, stray=stray)))
-        return hashes
 
 
 def _wrongtype(reply: Any) -> bool:

@@ -1,0 +1,159 @@
+"""The one report (issue 17, part 2): every command's result, turned into the versioned
+document by emq_kit/report.py, is valid against specs/schemas/report.json — and the
+schema has teeth: a document missing its body, its version or a signature is refused."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+import emq_live
+from emq_kit import bench, history, report, selftest
+from emq_kit.audit import audit
+from emq_kit.check import PROFILES, run_check
+from emq_kit.ledger import account
+from emq_kit.replay import replay, target_for
+from emq_kit.soak import SoakConfig, SoakReport
+from emq_kit.targets import LiveTarget
+from emq_kit.trace import Trace
+from emq_model import keyspace
+
+from broken import broken_dir, variant
+from livekit import J
+from test_soak import J1, SplitClaim, b_claims, interleave
+
+START = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+END = START + dt.timedelta(seconds=3)
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def valid(doc: dict[str, Any], command: str) -> dict[str, Any]:
+    report.validate(doc)
+    assert doc["command"] == command and doc["version"] == report.VERSION and command in doc
+    assert doc["started"].startswith("2026-01-02T03:04:05") and doc["emq"]
+    return doc
+
+
+def test_a_conforming_check() -> None:
+    target = LiveTarget(None)
+    try:
+        r = run_check(target, PROFILES["dev"], examples=3, steps=5, seed=1)
+    finally:
+        target.close()
+    doc = valid(report.check_document(r, exit=0, started=START, finished=END, rerun="emq check --seed 1"), "check")
+    assert doc["check"]["differences"] == [] and doc["target"] == "fakeredis" and doc["seed"] == 1
+    assert doc["check"]["cells"]["total"] == r.total and doc["figures"]["steps"] == r.steps
+
+
+def test_a_counterexample_has_its_signature_class_steps_and_replay(tmp_path: Path) -> None:
+    from emq_kit.check import write_trace
+
+    scripts = broken_dir(variant("retry-two-sets"), tmp_path)
+    target = LiveTarget(None, scripts=str(scripts))
+    try:
+        r = run_check(target, PROFILES["dev"], examples=200, steps=30, seed=1)
+        assert r.divergence is not None
+        write_trace(r, target, tmp_path / "traces", None)
+    finally:
+        target.close()
+    doc = valid(report.check_document(r, exit=1, started=START, finished=END, rerun="emq check --seed 1"), "check")
+    (d,) = doc["check"]["differences"]
+    assert d["signature"]["rule"] == r.divergence.rule and d["class"] == "lifecycle"
+    assert d["trace"] == str(r.trace) and d["replay"] == f"emq replay {r.trace}"
+    assert len(d["shrunk_steps"]) == len(r.shrunk) and d["step"] == len(r.shrunk)
+    assert doc["verdict"] == "counterexample"
+
+
+def test_a_replay_of_a_corpus_trace(tmp_path: Path) -> None:
+    path = CORPUS / "retry-two-sets.json"
+    trace = Trace.load(path)
+    scripts = broken_dir(variant(trace.header["variant"]), tmp_path)
+    target = target_for(trace.header, url=None, scripts=str(scripts), driver=None)
+    try:
+        result = replay(trace.steps, target)
+        described = target.describe()
+    finally:
+        target.close()
+    doc = valid(report.replay_document(path, result, described, exit=1, started=START, finished=END), "replay")
+    assert doc["verdict"] == "diverges" and doc["replay"]["difference"]["signature"]["rule"] == trace.divergence["rule"]
+    assert doc["replay"]["violations"] and all(v["invariant"].startswith("INV-") for v in doc["replay"]["violations"])
+
+
+MUTANT = "drop-precondition|enqueue|if emq.exists(k, id) then|0"
+
+
+def test_a_selftest() -> None:
+    verdicts = selftest.run_selftest(None, 5.0, 0, MUTANT, report=lambda v: None)
+    assert [v.mutant.key for v in verdicts] == [MUTANT] and verdicts[0].status == "killed"
+    doc = valid(report.selftest_document(verdicts, selftest.summary(verdicts), target=None, seed=0, exit=0,
+                                         started=START, finished=END), "selftest")
+    assert {m["key"] for m in doc["selftest"]["mutants"]} == {v.mutant.key for v in verdicts}
+
+
+def failed_soak(url: str) -> SoakReport:
+    """A real failing history: a claim split in two round trips, raced (tests/test_soak.py)."""
+    events, final = interleave(url, SplitClaim, b_claims)
+    checked = history.check(events, seconds=10)
+    return SoakReport(SoakConfig(workers=2, jobs=2), "valkey", final.queue, 0.1, account(events, final), [], 1,
+                      events, checked, 0, False)
+
+
+def test_a_failed_soak_names_the_failing_partition(valkey, tmp_path: Path) -> None:
+    soak = failed_soak(valkey.url)
+    doc = valid(report.soak_document(soak, tmp_path, target=valkey.url, exit=1, started=START, finished=END), "soak")
+    part = doc["soak"]["failing_partition"]
+    assert doc["verdict"] == "fail" and doc["soak"]["linearizability"] == "illegal"
+    assert part["job"] == J1 and part["verdict"] == "illegal" and any("A: claim" in op for op in part["ops"])
+    assert doc["soak"]["history"] == str(tmp_path)
+
+
+def test_bench_figures_keep_their_ceilings() -> None:
+    figs = [bench.Figure("rtt.valkey", 9000.0, "calls/s", ceiling=12000.0, ceiling_by="valkey-benchmark"),
+            bench.Figure("audit.valkey.seconds.10", 0.01, "s")]
+    b = bench.Bench(bench.Params(), bench.machine(), {"python": "3"}, figs)
+    doc = valid(report.bench_document(b, target="redis://:pw@h:1", exit=0, started=START, finished=END), "bench")
+    assert doc["target"] == "redis://:***@h:1" and doc["bench"]["figures"][0]["ratio"] == 0.75
+
+
+def test_an_audit_with_bytes_that_are_not_utf8(valkey) -> None:
+    url = valkey.url + "/3"
+    with emq_live.connect(url) as conn:
+        conn.redis.flushdb()
+        conn.queue("rq").enqueue(J(1), b"x")
+        conn.redis.zadd(keyspace.queue_key("rq", "pending"), {b"\xff<b>": 0})
+    result = audit(url)
+    doc = valid(report.audit_document(result, target=url, exit=1, started=START, finished=END), "audit")
+    ids = {v["id"] for v in doc["audit"]["violations"]}
+    assert "\\xff<b>" in ids and doc["verdict"] == "violations" and doc["figures"]["jobs"] == 2
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda d: d.pop("version"),
+    lambda d: d.update(version=2),
+    lambda d: d.pop("audit"),
+    lambda d: d.update(verdict="conforms"),
+    lambda d: d["audit"]["violations"].append({"invariant": "INV-1", "id": "x"}),
+    lambda d: d.update(check={}),
+    lambda d: d["audit"]["queues"][0]["counts"].update(limbo=1),
+])
+def test_the_schema_refuses_a_spoiled_document(valkey, spoil: Any) -> None:
+    with emq_live.connect(valkey.url + "/3") as conn:
+        conn.redis.flushdb()
+        conn.queue("rq").enqueue(J(1), b"x")
+    doc = report.audit_document(audit(valkey.url + "/3"), target=valkey.url, exit=0, started=START, finished=END)
+    report.validate(doc)
+    bad = copy.deepcopy(doc)
+    spoil(bad)
+    with pytest.raises(jsonschema.ValidationError):
+        report.validate(bad)
+
+
+def test_a_password_never_reaches_the_report() -> None:
+    assert report.redact("redis://user:s3cret@h:6379/0") == "redis://user:***@h:6379/0"
+    assert report.redact("rediss+cluster://:s3cret@h:1") == "rediss+cluster://:***@h:1"
+    assert report.redact("redis://h:1") == "redis://h:1" and report.redact("fakeredis") == "fakeredis"
