@@ -23,6 +23,6 @@ def rules(*, cluster: bool = False, audit: bool = False) -> list[str]:
     return list(part["keys"]) + ["+" + c for c in commands]
 
 
-def setuser(user: str = "emq", password: str = "PASSWORD", *, cluster: bool = False) -> str:
+def setuser(user: str = "emq", password: str = "PASSWORD", *, cluster: bool = False, audit: bool = False) -> str:
     """The ``ACL SETUSER`` command line for ``user`` (``reset`` first: no other rights)."""
-    return " ".join(["ACL SETUSER", user, "reset", "on", ">" + password, *rules(cluster=cluster)])
+    return " ".join(["ACL SETUSER", user, "reset", "on", ">" + password, *rules(cluster=cluster, audit=audit)])

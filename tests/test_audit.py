@@ -199,3 +199,10 @@ def test_a_cluster_with_queues_on_several_primaries(cluster: ClusterProcess) -> 
         with node.client() as r:
             seen = {(e["reason"], e["object"]) for e in r.acl_log()} - {("command", "client|setinfo")}
             assert seen == set(), (node.port, seen)
+
+
+def test_the_readme_gives_the_auditors_acl_line() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    assert acl.setuser("emq-audit", audit=True) in readme
