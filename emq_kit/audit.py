@@ -45,7 +45,6 @@ READ_COMMANDS: tuple[str, ...] = tuple(acl.spec()["audit"]["commands"])
 """Every command the audit sends (specs/acl.json ``audit``; cluster mode adds redis-py's
 CLUSTER SLOTS and COMMAND)."""
 
-_FIXED = {kind: i for i, kind in enumerate(keyspace.KINDS)}
 _TYPE_OF = {**dict.fromkeys(spec.LOCATIONS, b"zset"), "metrics:completed": b"hash", "metrics:failed": b"hash"}
 
 
