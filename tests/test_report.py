@@ -63,7 +63,7 @@ def test_a_counterexample_has_its_signature_class_steps_and_replay(tmp_path: Pat
         target.close()
     doc = valid(report.check_document(r, exit=1, started=START, finished=END, rerun="emq check --seed 1"), "check")
     (d,) = doc["check"]["differences"]
-    assert d["signature"]["rule"] == r.divergence.rule and d["class"] == "lifecycle"
+    assert d["signature"] == {"cell": "retry/dead", "rule": r.divergence.rule} and d["class"] == "lifecycle"
     assert d["trace"] == str(r.trace) and d["replay"] == f"emq replay {r.trace}"
     assert len(d["shrunk_steps"]) == len(r.shrunk) and d["step"] == len(r.shrunk)
     assert doc["verdict"] == "counterexample"
@@ -159,3 +159,12 @@ def test_a_password_never_reaches_the_report() -> None:
     assert report.redact("redis://user:s3cret@h:6379/0") == "redis://user:***@h:6379/0"
     assert report.redact("rediss+cluster://:s3cret@h:1") == "rediss+cluster://:***@h:1"
     assert report.redact("redis://h:1") == "redis://h:1" and report.redact("fakeredis") == "fakeredis"
+
+
+def test_a_difference_is_classed_by_its_rule() -> None:
+    trace = Trace.load(CORPUS / "write-before-validation.json")
+    refused = report.difference("answer", "KS-3", len(trace.steps), ["model refused"], trace.steps, None)
+    assert refused["class"] == "surface" and refused["signature"]["cell"] == "retry/EMQSTALE"
+    assert refused["trace"] is None and refused["replay"] is None
+    assert report.difference("answer", "CC-6", 1, [], trace.steps, "t.json")["class"] == "surface"
+    assert report.difference("answer", "T-claim-5", 1, [], trace.steps, "t.json")["class"] == "lifecycle"
