@@ -78,12 +78,12 @@ def _answer(value: Any) -> str:
     return repr(value) if not isinstance(value, str) else value
 
 
-def model_keyspaces(steps: Sequence[TraceStep]) -> list[tuple[Snapshot, Snapshot] | None]:
-    """For each step, the model's keyspace of its queue before and after it (``None`` for
-    a step with no keyspace: opening a queue by a refused name): the trace replayed on
-    ``QueueModel`` alone, pure."""
+def model_keyspaces(steps: Sequence[TraceStep]) -> list[tuple[Snapshot, Snapshot, Any] | None]:
+    """For each step, the model's keyspace of its queue before and after it and the
+    model's answer (``None`` for a step with no keyspace: opening a queue by a refused
+    name): the trace replayed on ``QueueModel`` alone, pure."""
     models: dict[str, QueueModel] = {}
-    out: list[tuple[Snapshot, Snapshot] | None] = []
+    out: list[tuple[Snapshot, Snapshot, Any] | None] = []
     for s in steps:
         if s.op == "queue":
             out.append(None)
@@ -94,14 +94,15 @@ def model_keyspaces(steps: Sequence[TraceStep]) -> list[tuple[Snapshot, Snapshot
             out.append(None)
             continue
         before = model.snapshot()
+        answer: Any = None
         try:
             if s.op == "forget_row":
                 model.forget_row(s.args["id"])
             else:
-                getattr(model, s.op)(**s.args)
-        except EmqError:
-            pass  # a refusal changes nothing; the answer column shows it
-        out.append((before, model.snapshot()))
+                answer = getattr(model, s.op)(**s.args)
+        except EmqError as refused:
+            answer = refused  # a refusal changes nothing
+        out.append((before, model.snapshot(), answer))
     return out
 
 
@@ -162,7 +163,10 @@ def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
         if seen is None:
             parts.append("<p>no keyspace: the queue name is refused</p></div>")
             continue
-        before, after = seen
+        before, after, answer = seen
+        if s.op != "forget_row" and _answer(answer) != _answer(s.model):
+            parts.append(f"<p class=\"rule\">the model replayed here answers {_e(_answer(answer))}, the trace records "
+                         f"{_e(_answer(s.model))}: the keyspace below may not be the run's (a server-clock trace?)</p>")
         rows = [("before", before, None, ""), ("after (model)", after, before, "added")]
         theirs = trace.snapshots.get("target") if diverges else None
         if theirs is not None:

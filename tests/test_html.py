@@ -70,12 +70,22 @@ def test_a_counterexample_page(name: str, tmp_path: Path) -> None:
         assert 'class="id differs"' in seen.dom or "row " in seen.dom
 
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in CORPUS.glob("*.json")))
+def test_the_model_replayed_agrees_with_every_corpus_trace(name: str) -> None:
+    trace = Trace.load(CORPUS / f"{name}.json")
+    seen = html.model_keyspaces(trace.steps)
+    assert [html._answer(k[2]) for k in seen if k] == [html._answer(s.model) for s, k in zip(trace.steps, seen) if k]
+    assert "may not be the run's" not in html.counterexample_page(trace)
+
+
 def test_the_keyspace_before_and_after_each_step_is_the_models() -> None:
     trace = Trace.load(CORPUS / "retry-two-sets.json")
     seen = html.model_keyspaces(trace.steps)
     assert seen[0][0].ids() == set() and seen[0][1].pending == (("JOB00000000001", 0),)
     assert seen[1][1].active and not seen[1][1].pending
     assert seen[2][1].dead == (("JOB00000000001", 0),) == trace.snapshots["model"].dead
+    assert [html._answer(k[2]) for k in seen] == [html._answer(s.model) for s in trace.steps]
+    assert "may not be the run's" not in html.counterexample_page(trace)
 
 
 def test_a_failed_soak_page(valkey, tmp_path: Path) -> None:
