@@ -20,6 +20,9 @@ Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the g
   arguments (its only variable, ``__rand_int__``, is 12 digits and cannot form a 14-byte
   JOB id), so it cannot replay a lifecycle; it measures ``claim_many`` on a full queue,
   where the repeated call does the same work each time.
+- ``audit.valkey.*``: ``emq audit`` of one queue of n pending jobs (``--audit-jobs``,
+  10^6 with ``--million``): its time, and its peak Python memory (tracemalloc, a second
+  run), which stays at a batch's worth however large n is (emq_kit/audit.py).
 - ``scale.*``: claim and complete latency (one call, median) and memory per job
   (100-byte payload) with n jobs pending, for each n; ``scale.*.growth`` is the latency
   at the largest n over the latency at the smallest.
@@ -95,6 +98,7 @@ class Params:
     sizes: tuple[int, ...] = (1_000, 100_000)
     fakeredis_sizes: tuple[int, ...] = (1_000, 100_000)
     probes: int = 500
+    audit_jobs: int = 100_000
     repeat: int = 3
     seed: int = 7
 
@@ -429,6 +433,27 @@ def bench_scale(target: LiveTarget, label: str, sizes: tuple[int, ...], ids: Ids
     return out
 
 
+def bench_audit(target: LiveTarget, url: str, jobs: list[str]) -> list[Figure]:
+    """Audit one queue of ``jobs`` pending jobs: seconds, then peak traced memory."""
+    from emq_kit.audit import audit
+
+    fill(fresh(target), jobs)
+    started = time.perf_counter()
+    result = audit(url, [QUEUE])
+    seconds = time.perf_counter() - started
+    expect((result.total, result.queues[0].counts["pending"]), (0, len(jobs)), "the audit of a sound queue")
+    tracemalloc.start()
+    try:
+        audit(url, [QUEUE])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    fresh(target)
+    n = len(jobs)
+    return [Figure(f"audit.valkey.seconds.{n}", seconds, "s", note=f"{n / seconds:,.0f} jobs/s"),
+            Figure(f"audit.valkey.memory.{n}", peak / 2**20, "MiB", note="peak tracemalloc, a second run")]
+
+
 # -- the run -------------------------------------------------------------------------------
 
 
@@ -512,6 +537,8 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         say("scale")
         bench.figures += bench_scale(valkey, "valkey", params.sizes, ids, params.probes, server=True)
         bench.figures += bench_scale(fake, "fakeredis", params.fakeredis_sizes, ids, params.probes, server=False)
+        say("audit")
+        bench.figures += bench_audit(valkey, url, ids.take(params.audit_jobs))
         fresh(valkey)
     finally:
         valkey.close()

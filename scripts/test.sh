@@ -26,8 +26,8 @@ fi
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
-if ! have valkey-server || ! have valkey-cli || ! have redis-server || ! have luacheck; then
-    echo "test.sh: valkey-server, valkey-cli, redis-server or luacheck missing; running scripts/install-valkey.sh"
+if ! have valkey-server || ! have valkey-cli || ! have redis-server || ! have luacheck || ! have chromium; then
+    echo "test.sh: valkey-server, valkey-cli, redis-server, luacheck or chromium missing; running scripts/install-valkey.sh"
     bash scripts/install-valkey.sh
 fi
 

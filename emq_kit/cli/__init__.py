@@ -13,13 +13,13 @@ import argparse
 import sys
 from typing import Sequence
 
-from emq_kit.cli import bench, bundle, check, driver, replay, selftest, soak
+from emq_kit.cli import audit, bench, bundle, check, driver, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Usage, positive
 from emq_kit.errors import KitError
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser", "positive"]
 
-COMMANDS = (check, replay, selftest, driver, bundle, soak, bench)
+COMMANDS = (check, replay, selftest, driver, bundle, soak, bench, audit)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -57,6 +57,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     params = Params(**given)
     if args.million:
         params.sizes = tuple(sorted({*params.sizes, 1_000_000}))
+        params.audit_jobs = max(params.audit_jobs, 1_000_000)
     say = (lambda what: print(f"  ... {what}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _: None)
     server = None
     try:
@@ -101,7 +102,10 @@ def register(sub: Any) -> None:
     b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
     b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
                    help="pending jobs of the scale runs on fakeredis (default 1000,100000)")
-    b.add_argument("--million", action="store_true", help="add 1,000,000 pending jobs to the Valkey scale runs")
+    b.add_argument("--audit-jobs", dest="audit_jobs", type=positive,
+                   help=f"pending jobs of the audited queue on Valkey (default {d.audit_jobs:,})")
+    b.add_argument("--million", action="store_true",
+                   help="add 1,000,000 pending jobs to the Valkey scale runs, and audit a queue of 1,000,000")
     b.add_argument("--probes", type=positive, help=f"timed claims and completes per size (default {d.probes})")
     b.add_argument("--repeat", type=positive,
                    help=f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
