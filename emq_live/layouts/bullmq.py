@@ -96,6 +96,7 @@ class BullTarget:
         self.max_stalled = max_stalled
         self.lock_ms = lock_ms
         self._scripts = {}
+        self._known: set[str] = set()  # every id named to or by the scripts (projection)
         for name, entry in table()["scripts"].items():
             if entry["file"] not in shipped:
                 raise LayoutUnavailable(f"bullmq layout: bullmq {self.version} ships no {entry['file']}")
@@ -104,6 +105,8 @@ class BullTarget:
     def _call(self, name: str, args: list[Any], **named: str) -> Any:
         """One EVALSHA: the table's key list, ``<name>`` placeholders filled from
         ``named`` (names under the queue's base)."""
+        if "job" in named:
+            self._known.add(named["job"])
         keys = [_key(named[k[1:-1]] if k.startswith("<") else k) for k in table()["scripts"][name]["keys"]]
         return self._scripts[name](keys=keys, args=args)
 
@@ -121,7 +124,9 @@ class BullTarget:
         packed = msgpack.packb([BASE, job_id, "job", now, None, None, None, None, None], use_bin_type=True)
         args = [packed, json.dumps(None), msgpack.packb(opts), now]
         name = "add_delayed" if delay else "add_prioritized" if priority else "add"
-        return _text(self._call(name, args))
+        jid = _text(self._call(name, args))
+        self._known.add(jid)
+        return jid
 
     def take(self, token: str, now: int) -> tuple[str | None, int]:
         """moveToActive with the worker's packed options (token, lockDuration)."""
@@ -170,6 +175,7 @@ class BullTarget:
         return int(self._call("backoff", args, job=job_id))
 
     def promote(self, job_id: str) -> int:
+        self._known.add(job_id)
         return int(self._call("promote", [BASE, job_id]))
 
     def check_stalled(self, now: int) -> list[str]:
@@ -178,6 +184,7 @@ class BullTarget:
         return [_text(x) for x in reply]
 
     def extend(self, job_id: str, token: str) -> int:
+        self._known.add(job_id)
         return int(self._call("extend", [token, self.lock_ms, job_id], lock=job_id + ":lock"))
 
     def remove(self, job_id: str) -> int:
@@ -191,40 +198,44 @@ class BullTarget:
 
     def lapse(self, job_id: str) -> int:
         """The lock's TTL running out, brought forward: DEL of the lock key."""
+        self._known.add(job_id)
         return int(self.client.delete(_key(job_id + ":lock")))
 
     # -- reading ------------------------------------------------------------
 
     def projection(self) -> Projection:
-        """The layout's projection, read with plain commands in one pipeline pass (the
-        test driver is the only writer, so two round trips see one state)."""
-        c = self.client
-        counter = c.get(_key("id"))
-        pc = c.get(_key("pc"))
-        lists = {k: [_text(x) for x in c.lrange(_key(k), 0, -1)] for k in LIST_LOCATIONS}
-        zsets = {k: [(_text(m), s) for m, s in c.zrange(_key(k), 0, -1, withscores=True)] for k in ZSET_LOCATIONS}
-        ids = {j for v in lists.values() for j in v} | {m for v in zsets.values() for m, _ in v}
-        hashes = {}
-        locks = {}
-        for raw in c.scan_iter(match=_escape(BASE) + "*", count=1000):
-            key = _text(raw)
-            rest = key[len(BASE):]
-            if rest.endswith(":lock"):
-                locks[rest[: -len(":lock")]] = _text(c.get(key))
-            elif c.type(key) in (b"hash", "hash") and rest != "meta" and not rest.startswith("metrics:"):
-                ids.add(rest)
+        """The layout's projection in two pipelined round trips: the locations and
+        counters, then the hash fields and lock of every id this target has named or
+        been given (a hash or lock can only exist under such an id, so an orphan hash
+        still shows)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(_key("id"))
+        pipe.get(_key("pc"))
+        pipe.smembers(_key("stalled"))
+        for k in LIST_LOCATIONS:
+            pipe.lrange(_key(k), 0, -1)
+        for k in ZSET_LOCATIONS:
+            pipe.zrange(_key(k), 0, -1, withscores=True)
+        counter, pc, stalled, *rest = pipe.execute()
+        lists = {k: [_text(x) for x in v] for k, v in zip(LIST_LOCATIONS, rest)}
+        zsets = {k: [(_text(m), s) for m, s in v] for k, v in zip(ZSET_LOCATIONS, rest[len(LIST_LOCATIONS):])}
+        self._known.update(j for v in lists.values() for j in v)
+        self._known.update(m for v in zsets.values() for m, _ in v)
+        ids = sorted(self._known)
         for jid in ids:
-            fields = c.hmget(_key(jid), list(HASH_FIELDS))
-            if c.exists(_key(jid)):
+            pipe.exists(_key(jid))
+            pipe.hmget(_key(jid), list(HASH_FIELDS))
+            pipe.get(_key(jid + ":lock"))
+        found = pipe.execute()
+        hashes, locks = {}, {}
+        for i, jid in enumerate(ids):
+            exists, fields, lock = found[3 * i : 3 * i + 3]
+            if exists:
                 hashes[jid] = {f: _text(v) for f, v in zip(HASH_FIELDS, fields) if v is not None}
+            if lock is not None:
+                locks[jid] = _text(lock)
         return Projection.build(
-            lists,
-            zsets,
-            [_text(x) for x in c.smembers(_key("stalled"))],
-            locks,
-            hashes,
-            int(counter or 0),
-            int(pc or 0),
+            lists, zsets, [_text(x) for x in stalled], locks, hashes, int(counter or 0), int(pc or 0)
         )
 
 
@@ -239,6 +250,3 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
-def _escape(pattern: str) -> str:
-    """A literal key prefix as a SCAN pattern (the queue name's braces are literal too)."""
-    return "".join("\\" + ch if ch in "*?[]\\{}" else ch for ch in pattern)

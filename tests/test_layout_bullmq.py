@@ -1,0 +1,318 @@
+"""The BullMQ layout (specs/layouts/bullmq.md): the pure model on its own, then the model
+against BullMQ's unmodified scripts on Valkey 8 and Redis 7, step by step (reply,
+projection, invariants), by hand for each transition and by seeded random runs."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import fakeredis
+import pytest
+
+from emq_live.layouts.bullmq import NO_CMSGPACK, BullTarget, LayoutUnavailable, bullmq_version
+from emq_model.layouts.bullmq import (
+    LOCK_MISMATCH,
+    MISSING_JOB,
+    MISSING_LOCK,
+    NOT_IN_STATE,
+    BullModel,
+    Projection,
+    Retention,
+    check,
+    diff,
+    table,
+)
+from emq_model.layouts.bullmq_steps import Steps
+
+DB = 12  # a database of its own on the session servers
+T0 = 1_000_000
+
+
+# -- the model alone ------------------------------------------------------------
+
+
+def test_add_places_by_kind() -> None:
+    m = BullModel()
+    assert m.add("", T0) == "1"
+    assert m.add("", T0, delay=500) == "2"
+    assert m.add("", T0, priority=3) == "3"
+    assert m.add("", T0, lifo=True) == "4"
+    p = m.projection()
+    assert p.location("wait") == ("1", "4")  # LPUSH at the head, RPUSH (lifo) at the tail
+    assert dict(p.zsets)["delayed"] == (("2", (T0 + 500) * 0x1000),)
+    assert dict(p.zsets)["prioritized"] == (("3", 3 * 2**32 + 1),)
+    assert p.counter == 4 and p.priority_counter == 1
+    assert not check(p)
+
+
+def test_custom_id_duplicate_is_a_no_op_but_counts() -> None:
+    m = BullModel()
+    assert m.add("900001", T0) == "900001"
+    assert m.add("900001", T0 + 5, delay=100) == "900001"
+    p = m.projection()
+    assert p.location("wait") == ("900001",) and p.hash("900001")["timestamp"] == str(T0)
+    assert p.counter == 2
+
+
+def test_delayed_same_millisecond_keeps_arrival_order() -> None:
+    m = BullModel()
+    for _ in range(3):
+        m.add("", T0, delay=10)
+    assert dict(m.projection().zsets)["delayed"] == tuple(
+        (str(i + 1), (T0 + 10) * 0x1000 + i) for i in range(3)
+    )
+
+
+def test_take_order_wait_then_prioritized_then_due_delayed() -> None:
+    m = BullModel()
+    m.add("", T0, priority=2)  # 1
+    m.add("", T0, priority=1)  # 2
+    m.add("", T0)  # 3
+    m.add("", T0, delay=100)  # 4
+    assert m.take("a", T0) == ("3", 0)
+    assert m.take("b", T0) == ("2", 0)  # lower priority value first
+    assert m.take("c", T0) == ("1", 0)
+    assert m.take("d", T0) == (None, T0 + 100)  # nothing ready: the next due time
+    assert m.priority_counter == 0  # an empty prioritized resets the counter
+    assert m.take("e", T0 + 100) == ("4", 0)  # due: promoted, then taken
+    p = m.projection()
+    assert p.location("active") == ("4", "1", "2", "3")
+    assert dict(p.locks) == {"1": "c", "2": "b", "3": "a", "4": "e"}
+    assert p.hash("4")["delay"] == "0" and p.hash("4")["ats"] == "1"
+    assert not check(p)
+
+
+@pytest.mark.parametrize(("keep", "kept"), [(-1, ["1", "2", "3"]), (0, []), (2, ["2", "3"])])
+def test_complete_under_retention(keep: int, kept: list[str]) -> None:
+    m = BullModel(Retention(completed=keep))
+    for i in range(3):
+        m.add("", T0)
+    for i in range(3):
+        jid, _ = m.take(f"t{i}", T0)
+        assert m.complete(jid, f"t{i}", T0 + i, '"ok"') == 0
+    p = m.projection()
+    assert list(p.location("completed")) == kept
+    assert sorted(jid for jid, _ in p.hashes) == kept
+    for jid in kept:
+        assert p.hash(jid)["finishedOn"] == str(T0 + int(jid) - 1) and p.hash(jid)["atm"] == "1"
+    assert not check(p)
+
+
+def test_finish_fences_on_the_token() -> None:
+    m = BullModel()
+    m.add("", T0)
+    m.take("a", T0)
+    assert m.complete("1", "b", T0, "1") == LOCK_MISMATCH
+    assert m.complete("7", "a", T0, "1") == MISSING_JOB
+    m.lapse("1")
+    assert m.fail("1", "a", T0, "x") == MISSING_LOCK
+    assert m.projection().location("active") == ("1",)
+
+
+def test_failed_attempt_routes() -> None:
+    m = BullModel()
+    m.add("", T0)
+    m.add("", T0, priority=4)
+    m.take("a", T0)
+    m.take("b", T0)
+    assert m.retry("1", "a", T0 + 1, "boom") == 0
+    assert m.backoff("2", "b", T0 + 1, 200, "bang") == 0
+    p = m.projection()
+    assert p.location("wait") == ("1",) and p.hash("1")["atm"] == "1" and p.hash("1")["failedReason"] == "boom"
+    assert dict(p.zsets)["delayed"] == (("2", (T0 + 201) * 0x1000),) and p.hash("2")["delay"] == "200"
+    assert m.promote("2") == 0 and m.promote("2") == NOT_IN_STATE
+    assert m.location("2") == "prioritized"  # a job keeps its priority through a backoff
+    assert not check(m.projection())
+
+
+def test_stall_takes_two_checks_and_defers_failure_past_the_max() -> None:
+    m = BullModel(max_stalled=1)
+    m.add("", T0)
+    m.take("a", T0)
+    assert m.check_stalled(T0) == []  # the first check only makes candidates
+    assert m.stalled == {"1"}
+    assert m.extend("1", "a") == 1 and m.stalled == set()  # extending withdraws it
+    m.check_stalled(T0)
+    m.lapse("1")
+    assert m.check_stalled(T0) == ["1"]
+    assert m.location("1") == "wait" and "defa" not in m.hashes["1"]
+    m.take("b", T0)
+    m.check_stalled(T0)
+    m.lapse("1")
+    assert m.check_stalled(T0) == ["1"]
+    assert m.hashes["1"]["stc"] == "2" and "defa" in m.hashes["1"]  # the worker must fail it
+    m.take("c", T0)
+    assert m.fail("1", "c", T0, "stalled") == 0
+    assert "defa" not in m.hashes["1"] and m.location("1") == "failed"
+
+
+def test_remove_refused_while_locked_and_reprocess() -> None:
+    m = BullModel()
+    m.add("", T0)
+    m.take("a", T0)
+    assert m.remove("1") == 0
+    assert m.fail("1", "a", T0 + 1, "x") == 0
+    assert m.reprocess("1", "completed") == NOT_IN_STATE
+    assert m.reprocess("1", "failed") == 1
+    h = m.hashes["1"]
+    assert m.location("1") == "wait" and "finishedOn" not in h and "failedReason" not in h and h["atm"] == "1"
+    assert m.remove("1") == 1 and m.location("1") is None and "1" not in m.hashes
+    assert m.remove("1") == 1  # no job: still 1
+
+
+def test_invariants_name_each_violation() -> None:
+    p = Projection.build(
+        {"wait": ["1", "1"], "active": ["2"]},
+        {"completed": [("2", 5)]},
+        [],
+        {"3": "t"},
+        {"1": {}, "4": {}},
+        0,
+        0,
+    )
+    found = " ".join(check(p))
+    for rule in ("BQ-INV-1", "BQ-INV-2", "BQ-INV-3", "BQ-INV-4"):
+        assert rule in found
+
+
+# -- BullMQ's scripts ---------------------------------------------------------
+
+
+@pytest.fixture(params=["valkey", "redis_server"])
+def target(request: pytest.FixtureRequest) -> Iterator[BullTarget]:
+    server = request.getfixturevalue(request.param)
+    client = server.client(db=DB)
+    client.flushdb()
+    yield BullTarget(client)
+    client.flushdb()
+    client.close()
+
+
+class Pair:
+    """The model and the scripts driven together; every step's reply and projection
+    must agree and the scripts' projection must keep the invariants."""
+
+    def __init__(self, target: BullTarget, retention: Retention = Retention()) -> None:
+        self.model = BullModel(retention, max_stalled=target.max_stalled)
+        self.target = BullTarget(target.client, retention)
+
+    def __getattr__(self, op: str):
+        def step(*args):
+            want = getattr(self.model, op)(*args)
+            got = getattr(self.target, op)(*args)
+            seen = self.target.projection()
+            assert got == want, f"{op}{args}: scripts replied {got!r}, model {want!r}"
+            assert not diff(self.model.projection(), seen), diff(self.model.projection(), seen)
+            assert not check(seen), check(seen)
+            return got
+
+        return step
+
+    @property
+    def seen(self) -> Projection:
+        return self.target.projection()
+
+
+def test_version_is_the_pinned_one(target: BullTarget) -> None:
+    assert target.version == bullmq_version() == table()["package"]["version"]
+
+
+def test_each_transition_on_the_scripts(target: BullTarget) -> None:
+    q = Pair(target)
+    assert q.add("", T0) == "1"
+    assert q.add("", T0, 500) == "2"
+    assert q.add("", T0, 0, 3) == "3"
+    assert q.add("900001", T0) == "900001"
+    assert q.add("900001", T0) == "900001"
+    assert q.take("a", T0) == ("1", 0)
+    assert q.take("b", T0) == ("900001", 0)
+    assert q.complete("1", "a", T0 + 1, '"done"') == 0
+    assert q.seen.hash("1")["returnvalue"] == '"done"'
+    assert q.complete("900001", "a", T0 + 1, "1") == LOCK_MISMATCH
+    assert q.retry("900001", "b", T0 + 2, "boom") == 0
+    assert q.take("c", T0 + 2) == ("900001", 0)
+    assert q.backoff("900001", "c", T0 + 3, 100, "again") == 0
+    assert q.promote("2") == 0
+    assert q.promote("2") == NOT_IN_STATE
+    assert q.take("d", T0 + 3) == ("2", 0)
+    assert q.check_stalled(T0 + 4) == []
+    assert q.extend("2", "d") == 1
+    assert q.extend("2", "zz") == 0
+    assert q.check_stalled(T0 + 5) == []
+    assert q.lapse("2") == 1
+    assert q.fail("2", "d", T0 + 6, "late") == MISSING_LOCK
+    assert q.check_stalled(T0 + 6) == ["2"]
+    # the stalled job went to the tail (next in line), ahead of the due backoff
+    assert q.take("e", T0 + 104) == ("2", 0)
+    assert q.take("f", T0 + 104) == ("900001", 0)
+    assert q.fail("900001", "f", T0 + 104, "final") == 0
+    assert q.reprocess("900001", "failed", True) == 1
+    assert q.remove("3") == 1
+    assert q.remove("2") == 0  # locked by "e"
+    assert q.lapse("2") == 1
+    assert q.remove("2") == 1
+    seen = q.seen
+    assert seen.location("wait") == ("900001",) and seen.location("completed") == ("1",)
+    assert seen.hash("900001").get("atm") is None  # reset by reprocess
+    assert seen.hash("3") is None and seen.hash("2") is None
+
+
+def test_stall_past_the_max_on_the_scripts(target: BullTarget) -> None:
+    q = Pair(target)
+    q.add("", T0)
+    for n, token in enumerate("ab"):
+        q.take(token, T0)
+        q.check_stalled(T0)
+        q.lapse("1")
+        assert q.check_stalled(T0) == ["1"]
+    assert q.seen.hash("1")["stc"] == "2" and "defa" in q.seen.hash("1")
+    q.take("c", T0)
+    assert q.fail("1", "c", T0, "job stalled more than allowable limit") == 0
+    assert "defa" not in q.seen.hash("1")
+
+
+@pytest.mark.parametrize("keep", [0, 2])
+def test_retention_on_the_scripts(target: BullTarget, keep: int) -> None:
+    q = Pair(target, Retention(completed=keep, failed=keep))
+    for i in range(4):
+        q.add("", T0)
+    for i in range(4):
+        jid, _ = q.take(f"t{i}", T0 + i)
+        (q.complete if i % 2 else q.fail)(jid, f"t{i}", T0 + i, "r")
+    assert len(q.seen.hashes) == (0 if keep == 0 else 4)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_runs_agree(target: BullTarget, seed: int) -> None:
+    rng = random.Random(seed)
+    keep = table()["run"]["keep"]
+    q = Pair(target, Retention(rng.choice(keep["completed"]), rng.choice(keep["failed"])))
+    steps = Steps(rng)
+    for _ in range(150):
+        op, args = steps.draw(q.model)
+        getattr(q, op)(*args)
+
+
+def test_integer_custom_id_meets_the_auto_id(target: BullTarget) -> None:
+    """benchmarks/bullmq-findings.md F-1: an auto id equal to an existing integer custom
+    id overwrites that job's hash and puts the id in wait twice (Node's client refuses
+    integer custom ids; the Python client 3.4.4 does not)."""
+    q = Pair.__new__(Pair)
+    q.model, q.target = BullModel(), target
+    target.add("2", T0)
+    q.model.add("2", T0)
+    assert target.add("", T0 + 1) == q.model.add("", T0 + 1) == "2"
+    seen = target.projection()
+    assert not diff(q.model.projection(), seen)
+    assert seen.location("wait") == ("2", "2")
+    assert any(v.startswith("BQ-INV-2") for v in check(seen))
+
+
+def test_fakeredis_is_one_typed_error() -> None:
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeRedis(server=server)
+    with pytest.raises(LayoutUnavailable) as err:
+        BullTarget(client)
+    assert err.value.reason == NO_CMSGPACK and "\n" not in NO_CMSGPACK
+    assert client.dbsize() == 0
