@@ -13,6 +13,7 @@ import pytest
 from emq_live.layouts.bullmq import NO_CMSGPACK, BullTarget, LayoutUnavailable, bullmq_version
 from emq_model.layouts.bullmq import (
     LOCK_MISMATCH,
+    NO_LOCK,
     MISSING_JOB,
     MISSING_LOCK,
     NOT_IN_STATE,
@@ -316,3 +317,58 @@ def test_fakeredis_is_one_typed_error() -> None:
         BullTarget(client)
     assert err.value.reason == NO_CMSGPACK and "\n" not in NO_CMSGPACK
     assert client.dbsize() == 0
+
+
+def test_no_lock_token_on_a_locked_job_leaves_the_lock_behind(target: BullTarget) -> None:
+    """benchmarks/bullmq-findings.md F-2: finishing with BullMQ's no-lock token "0"
+    bypasses the holder's lock and leaves it on a finished job; the holder can still
+    extend it, removal is refused, and the holder's own finish writes its reason into the
+    finished job before it is refused."""
+    model = BullModel()
+    for side in (model, target):
+        side.add("", T0)
+        side.take("a", T0)
+    assert target.complete("1", NO_LOCK, T0 + 1, "1") == model.complete("1", NO_LOCK, T0 + 1, "1") == 0
+    seen = target.projection()
+    assert not diff(model.projection(), seen)
+    assert seen.location("completed") == ("1",) and dict(seen.locks) == {"1": "a"}
+    assert check(seen) == ["BQ-INV-4 lock on 1, which is not active"]
+    assert target.extend("1", "a") == 1
+    assert target.remove("1") == 0
+    assert target.fail("1", "a", T0 + 2, "late") == model.fail("1", "a", T0 + 2, "late") == NOT_IN_STATE
+    seen = target.projection()
+    assert not diff(model.projection(), seen)
+    assert seen.hash("1")["failedReason"] == "late" and seen.location("completed") == ("1",)
+
+
+def test_refused_retry_still_promotes(target: BullTarget) -> None:
+    q = Pair(target)
+    q.add("", T0, 10)
+    assert q.retry("7", "nobody", T0 + 10, "x") == MISSING_JOB
+    assert q.seen.location("wait") == ("1",)
+
+
+def test_no_lock_take_is_recovered_by_the_stalled_check(target: BullTarget) -> None:
+    q = Pair(target)
+    q.add("", T0)
+    assert q.take(NO_LOCK, T0) == ("1", 0)
+    assert q.seen.locks == ()
+    assert q.check_stalled(T0) == []
+    assert q.check_stalled(T0) == ["1"]
+
+
+def test_stall_count_survives_reprocess(target: BullTarget) -> None:
+    q = Pair(target)
+    q.add("", T0)
+    q.take("a", T0)
+    q.check_stalled(T0)
+    q.lapse("1")
+    q.check_stalled(T0)
+    q.take("b", T0)
+    q.complete("1", "b", T0, "1")
+    assert q.reprocess("1", "completed", True) == 1
+    q.take("c", T0)
+    q.check_stalled(T0)
+    q.lapse("1")
+    assert q.check_stalled(T0) == ["1"]
+    assert q.seen.hash("1")["stc"] == "2" and "defa" in q.seen.hash("1")  # one stall in its new life

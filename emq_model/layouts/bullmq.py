@@ -27,6 +27,7 @@ MISSING_JOB = -1
 MISSING_LOCK = -2
 NOT_IN_STATE = -3
 LOCK_MISMATCH = -6
+NO_LOCK = "0"  # BullMQ's token for work done without a lock: no lock is set or checked
 
 
 @cache
@@ -247,7 +248,9 @@ class BullModel:
 
     def _release(self, job_id: str, token: str) -> int:
         """removeLock: the caller's token must hold the lock; the lock and the stall
-        candidacy go."""
+        candidacy go. ``NO_LOCK`` skips the check and touches neither (BQ-18)."""
+        if token == NO_LOCK:
+            return OK
         held = self.locks.get(job_id)
         if held != token:
             return LOCK_MISMATCH if held is not None else MISSING_LOCK
@@ -304,7 +307,8 @@ class BullModel:
             order = self._ordered("delayed")
             return None, (self.zsets["delayed"][order[0]] // DELAY_SHIFT if order else 0)
         self.active.insert(0, jid)
-        self.locks[jid] = token
+        if token != NO_LOCK:
+            self.locks[jid] = token
         h = self.hashes.setdefault(jid, {})
         h["processedOn"] = str(now)
         self._hincr(jid, "ats")

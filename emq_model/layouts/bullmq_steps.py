@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bullmq import BullModel
+from .bullmq import NO_LOCK, BullModel
 
 OPS = (
     "add", "take", "complete", "fail", "retry", "backoff", "promote",
@@ -45,10 +45,16 @@ class Steps:
         return UNKNOWN_ID
 
     def _token(self, model: BullModel, job_id: str) -> str:
-        """The holder's token mostly; else an old token (a worker that lost its lock)."""
+        """The holder's token mostly; else an old token (a worker that lost its lock), or
+        BullMQ's no-lock token for a job that holds no lock (its one legitimate use: a
+        job taken without a lock; used on a locked job it bypasses the fence, finding
+        F-2, reproduced by its own test rather than rediscovered by every run)."""
         held = model.locks.get(job_id)
-        if held is not None and self.rng.random() < 0.85:
+        r = self.rng.random()
+        if held is not None and r < 0.85:
             return held
+        if held is None and r > 0.9:
+            return NO_LOCK
         return self.rng.choice(self.tokens) if self.tokens else "t0"
 
     def draw(self, model: BullModel) -> tuple[str, tuple[Any, ...]]:
@@ -63,6 +69,8 @@ class Steps:
             priority = rng.choice((0, 0, 0, 1, 2))
             return op, (custom, now, delay, priority, rng.random() < 0.2)
         if op == "take":
+            if rng.random() < 0.03:
+                return op, (NO_LOCK, now)
             self.tokens.append(f"t{len(self.tokens) + 1}")
             return op, (self.tokens[-1], now)
         if op in ("complete", "fail", "retry"):
