@@ -11,9 +11,11 @@ import fakeredis
 import pytest
 
 from emq_live.layouts.bullmq import NO_CMSGPACK, BullTarget, LayoutUnavailable, bullmq_version
+from emq_model.errors import ArgError
 from emq_model.layouts.bullmq import (
     LOCK_MISMATCH,
     NO_LOCK,
+    PRIORITY_LIMIT,
     MISSING_JOB,
     MISSING_LOCK,
     NOT_IN_STATE,
@@ -372,3 +374,22 @@ def test_stall_count_survives_reprocess(target: BullTarget) -> None:
     q.lapse("1")
     assert q.check_stalled(T0) == ["1"]
     assert q.seen.hash("1")["stc"] == "2" and "defa" in q.seen.hash("1")  # one stall in its new life
+
+
+@pytest.mark.parametrize(
+    ("op", "args"),
+    [
+        ("add", ("x1", T0)),
+        ("add", ("", -1)),
+        ("add", ("", T0, 0, PRIORITY_LIMIT + 1)),
+        ("take", ("", T0)),
+        ("complete", ("", "a", T0, "1")),
+        ("backoff", ("1", "a", T0, -5, "r")),
+        ("reprocess", ("1", "active", False)),
+        ("lapse", (1,)),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_is_sent(target: BullTarget, op: str, args: tuple) -> None:
+    with pytest.raises(ArgError):
+        getattr(target, op)(*args)
+    assert target.client.dbsize() == 0

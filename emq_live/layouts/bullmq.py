@@ -14,8 +14,10 @@ deletes the throttle first, which is the check running after its interval.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import redis
 
@@ -25,6 +27,7 @@ from emq_model.layouts.bullmq import (
     ZSET_LOCATIONS,
     Projection,
     Retention,
+    check_args,
     table,
 )
 
@@ -72,6 +75,24 @@ def _has_cmsgpack(client: redis.Redis) -> bool:
         return False
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _checked(method: F) -> F:
+    """Refuse bad arguments (``ArgError``) before anything is sent: the op is the
+    method's name, its argument list the table's."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def call(self: "BullTarget", *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        check_args(method.__name__, tuple(bound.arguments.values())[1:])
+        return method(self, *args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
 class BullTarget:
     """BullMQ's scripts on one server, the queue ``{q}`` under prefix ``emq``. Methods
     mirror ``BullModel``'s ops and return the script's reply decoded the same way."""
@@ -112,6 +133,7 @@ class BullTarget:
 
     # -- the transitions ----------------------------------------------------
 
+    @_checked
     def add(self, job_id: str, now: int, delay: int = 0, priority: int = 0, lifo: bool = False) -> str:
         """Scripts.addJob's choice of script: delayed, else prioritized, else standard."""
         import msgpack
@@ -128,6 +150,7 @@ class BullTarget:
         self._known.add(jid)
         return jid
 
+    @_checked
     def take(self, token: str, now: int) -> tuple[str | None, int]:
         """moveToActive with the worker's packed options (token, lockDuration)."""
         import msgpack
@@ -160,42 +183,52 @@ class BullTarget:
             args.append(_fields(prop, value))
         return int(self._call("finish", args, job=job_id, target=target, metrics="metrics:" + target))
 
+    @_checked
     def complete(self, job_id: str, token: str, now: int, value: str) -> int:
         return self._finish(job_id, token, now, "completed", "returnvalue", value)
 
+    @_checked
     def fail(self, job_id: str, token: str, now: int, reason: str) -> int:
         return self._finish(job_id, token, now, "failed", "failedReason", reason)
 
+    @_checked
     def retry(self, job_id: str, token: str, now: int, reason: str) -> int:
         args = [BASE, now, "LPUSH", job_id, token, _fields("failedReason", reason)]
         return int(self._call("retry", args, job=job_id))
 
+    @_checked
     def backoff(self, job_id: str, token: str, now: int, delay: int, reason: str) -> int:
         args = [BASE, str(now), job_id, token, delay, "0", _fields("failedReason", reason), "0"]
         return int(self._call("backoff", args, job=job_id))
 
+    @_checked
     def promote(self, job_id: str) -> int:
         self._known.add(job_id)
         return int(self._call("promote", [BASE, job_id]))
 
+    @_checked
     def check_stalled(self, now: int) -> list[str]:
         self.client.delete(_key("stalled-check"))
         reply = self._call("check_stalled", [self.max_stalled, BASE, now, RUN["stalled_interval_ms"]])
         return [_text(x) for x in reply]
 
+    @_checked
     def extend(self, job_id: str, token: str) -> int:
         self._known.add(job_id)
         return int(self._call("extend", [token, self.lock_ms, job_id], lock=job_id + ":lock"))
 
+    @_checked
     def remove(self, job_id: str) -> int:
         return int(self._call("remove", [job_id, 0, BASE], job=job_id))
 
+    @_checked
     def reprocess(self, job_id: str, state: str, reset: bool = False) -> int:
         prop = "failedReason" if state == "failed" else "returnvalue"
         flag = "1" if reset else "0"
         args = [job_id, "LPUSH", prop, state, flag, flag]
         return int(self._call("reprocess", args, job=job_id, state=state))
 
+    @_checked
     def lapse(self, job_id: str) -> int:
         """The lock's TTL running out, brought forward: DEL of the lock key."""
         self._known.add(job_id)

@@ -16,6 +16,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Iterable
 
+from ..errors import ArgError
 from ..snapshot import Entries, norm_score, zset_order
 
 DELAY_SHIFT = 0x1000  # a delayed score is due_ms * 4096 + sequence (getDelayedScore)
@@ -42,6 +43,39 @@ LIST_LOCATIONS: tuple[str, ...] = tuple(k for k, v in table()["locations"].items
 ZSET_LOCATIONS: tuple[str, ...] = tuple(k for k, v in table()["locations"].items() if v["type"] == "zset")
 HASH_FIELDS: tuple[str, ...] = tuple(table()["hash_fields"])
 KEEP_ALL = -1  # keepJobs.count -1: a finished job stays in its set with its hash
+PRIORITY_LIMIT = 2_097_152  # BullMQ's client refuses priorities above 2^21
+
+
+def _is_int(v: Any, low: int, high: int | None = None) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low and (high is None or v <= high)
+
+
+# What each argument named in the table's ops may be (the model accepts what the scripts
+# accept; the target refuses the rest before it sends anything).
+ARG_RULES = {
+    "job_id": lambda v: isinstance(v, str) and (v == "" or (v.isdigit() and not v.startswith("0"))),
+    "token": lambda v: isinstance(v, str) and v != "" and v.isprintable(),
+    "now": lambda v: _is_int(v, 0, 2**40),
+    "delay": lambda v: _is_int(v, 0, 2**32),
+    "priority": lambda v: _is_int(v, 0, PRIORITY_LIMIT),
+    "lifo": lambda v: isinstance(v, bool),
+    "reset": lambda v: isinstance(v, bool),
+    "state": lambda v: v in ("failed", "completed"),
+    "value": lambda v: isinstance(v, str),
+    "reason": lambda v: isinstance(v, str),
+}
+
+
+def check_args(op: str, args: tuple[Any, ...]) -> None:
+    """``ArgError`` unless ``args`` fit the op's argument list in bullmq.json: ids are
+    canonical integers (BQ-12; ``""`` asks add for an auto id, and only add), the clock a
+    non-negative integer of milliseconds."""
+    names = table()["ops"][op]["args"]
+    if len(args) != len(names):
+        raise ArgError(f"{op} takes {', '.join(names)}")
+    for name, value in zip(names, args):
+        if not ARG_RULES[name](value) or (name == "job_id" and value == "" and op != "add"):
+            raise ArgError(f"{op}: bad {name} {value!r}")
 
 
 @dataclass(frozen=True)
@@ -239,11 +273,7 @@ class BullModel:
         for jid in due:
             del delayed[jid]
         for jid in due:
-            priority = int(self.hashes.get(jid, {}).get("priority", "0"))
-            if priority == 0:
-                self.wait.insert(0, jid)
-            else:
-                self._prioritize(jid, priority)
+            self._requeue(jid)
             self.hashes.setdefault(jid, {})["delay"] = "0"
 
     def _release(self, job_id: str, token: str) -> int:
@@ -257,6 +287,27 @@ class BullModel:
         del self.locks[job_id]
         self.stalled.discard(job_id)
         return OK
+
+    def _leave_active(self, job_id: str, token: str, fields: dict[str, str]) -> int:
+        """The preamble moveToFinished, retryJob and moveToDelayed share: the hash must
+        exist, the token must hold the lock (released here), the worker's fields are
+        written, and only then must the job be in active (so a -3 keeps those writes)."""
+        if job_id not in self.hashes:
+            return MISSING_JOB
+        code = self._release(job_id, token)
+        if code:
+            return code
+        self.hashes[job_id].update(fields)
+        return OK if self._lrem_last(self.active, job_id) else NOT_IN_STATE
+
+    def _requeue(self, job_id: str) -> None:
+        """addJobInTargetList (LPUSH: the head of wait, last in line) or, for a job with a
+        priority, addJobWithPriority."""
+        priority = int(self.hashes.get(job_id, {}).get("priority", "0"))
+        if priority == 0:
+            self.wait.insert(0, job_id)
+        else:
+            self._prioritize(job_id, priority)
 
     def _lrem_last(self, items: list[str], job_id: str) -> bool:
         """LREM key -1 id: the occurrence nearest the tail."""
@@ -318,15 +369,10 @@ class BullModel:
         """moveToFinished: lock, fields, then the active check (so a -3 keeps the
         earlier writes, as the script does), then attemptsMade and the finished set
         under the retention."""
-        if job_id not in self.hashes:
-            return MISSING_JOB
-        code = self._release(job_id, token)
+        # the worker's fieldsToUpdate carry the reason of a failure, nothing for a success
+        code = self._leave_active(job_id, token, {"failedReason": value} if target == "failed" else {})
         if code:
             return code
-        if target == "failed":
-            self.hashes[job_id]["failedReason"] = value  # the worker's fieldsToUpdate
-        if not self._lrem_last(self.active, job_id):
-            return NOT_IN_STATE
         self._hincr(job_id, "atm")
         keep = self.retention.of(target)
         if keep == 0:
@@ -357,32 +403,18 @@ class BullModel:
         """retryJob: a failed attempt with attempts left and no backoff; promotes what is
         due first, whatever the outcome."""
         self._promote_due(now)
-        if job_id not in self.hashes:
-            return MISSING_JOB
-        code = self._release(job_id, token)
+        code = self._leave_active(job_id, token, {"failedReason": reason})
         if code:
             return code
-        self.hashes[job_id]["failedReason"] = reason
-        if not self._lrem_last(self.active, job_id):
-            return NOT_IN_STATE
-        priority = int(self.hashes[job_id].get("priority", "0"))
-        if priority == 0:
-            self.wait.insert(0, job_id)
-        else:
-            self._prioritize(job_id, priority)
+        self._requeue(job_id)
         self._hincr(job_id, "atm")
         return OK
 
     def backoff(self, job_id: str, token: str, now: int, delay: int, reason: str) -> int:
         """moveToDelayed: a failed attempt with attempts left, due again at now + delay."""
-        if job_id not in self.hashes:
-            return MISSING_JOB
-        code = self._release(job_id, token)
+        code = self._leave_active(job_id, token, {"failedReason": reason})
         if code:
             return code
-        self.hashes[job_id]["failedReason"] = reason
-        if not self._lrem_last(self.active, job_id):
-            return NOT_IN_STATE
         score = self._delayed_score(now, delay)
         self._hincr(job_id, "atm")
         self.hashes[job_id]["delay"] = str(delay)
@@ -393,13 +425,8 @@ class BullModel:
         """promote: a delayed job to the head of wait (or into prioritized) now."""
         if self.zsets["delayed"].pop(job_id, None) is None:
             return NOT_IN_STATE
-        h = self.hashes.setdefault(job_id, {})
-        priority = int(h.get("priority", "0"))
-        if priority == 0:
-            self.wait.insert(0, job_id)
-        else:
-            self._prioritize(job_id, priority)
-        h["delay"] = "0"
+        self._requeue(job_id)
+        self.hashes.setdefault(job_id, {})["delay"] = "0"
         return OK
 
     def check_stalled(self, now: int) -> list[str]:
@@ -455,11 +482,7 @@ class BullModel:
         gone = ["finishedOn", "processedOn", "failedReason" if state == "failed" else "returnvalue"]
         for name in gone + (["atm", "ats"] if reset else []):
             h.pop(name, None)
-        priority = int(h.get("priority", "0"))
-        if priority == 0:
-            self.wait.insert(0, job_id)
-        else:
-            self._prioritize(job_id, priority)
+        self._requeue(job_id)
         return 1
 
     def lapse(self, job_id: str) -> int:
