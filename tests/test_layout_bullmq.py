@@ -13,6 +13,7 @@ import pytest
 from emq_live.layouts.bullmq import NO_CMSGPACK, BullTarget, LayoutUnavailable, bullmq_version
 from emq_model.errors import ArgError
 from emq_model.layouts.bullmq import (
+    LOCATIONS,
     LOCK_MISMATCH,
     NO_LOCK,
     PRIORITY_LIMIT,
@@ -26,7 +27,7 @@ from emq_model.layouts.bullmq import (
     diff,
     table,
 )
-from emq_model.layouts.bullmq_steps import Steps
+from emq_model.layouts.bullmq_steps import OPS, Steps
 
 DB = 12  # a database of its own on the session servers
 T0 = 1_000_000
@@ -393,3 +394,17 @@ def test_bad_arguments_are_refused_before_anything_is_sent(target: BullTarget, o
     with pytest.raises(ArgError):
         getattr(target, op)(*args)
     assert target.client.dbsize() == 0
+
+
+def test_table_names_shipped_scripts_with_their_key_counts() -> None:
+    """Each script of the table is one the package lists, and its KEYS list is as long as
+    the count BullMQ writes into the file name (moveToFinished-14: fourteen keys)."""
+    from bullmq.redis_connection import SCRIPT_DEFINITIONS
+
+    for name, entry in table()["scripts"].items():
+        assert entry["file"] in SCRIPT_DEFINITIONS.values(), name
+        assert len(entry["keys"]) == int(entry["file"].removesuffix(".lua").rsplit("-", 1)[1]), name
+    assert set(OPS) == set(table()["ops"])
+    for op in OPS:
+        assert callable(getattr(BullModel, op)) and callable(getattr(BullTarget, op)), op
+    assert list(LOCATIONS) == list(table()["locations"])
