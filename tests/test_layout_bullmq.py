@@ -94,7 +94,7 @@ def test_take_order_wait_then_prioritized_then_due_delayed() -> None:
 @pytest.mark.parametrize(("keep", "kept"), [(-1, ["1", "2", "3"]), (0, []), (2, ["2", "3"])])
 def test_complete_under_retention(keep: int, kept: list[str]) -> None:
     m = BullModel(Retention(completed=keep))
-    for i in range(3):
+    for _ in range(3):
         m.add("", T0)
     for i in range(3):
         jid, _ = m.take(f"t{i}", T0)
@@ -269,7 +269,7 @@ def test_each_transition_on_the_scripts(target: BullTarget) -> None:
 def test_stall_past_the_max_on_the_scripts(target: BullTarget) -> None:
     q = Pair(target)
     q.add("", T0)
-    for n, token in enumerate("ab"):
+    for token in "ab":
         q.take(token, T0)
         q.check_stalled(T0)
         q.lapse("1")
@@ -283,12 +283,16 @@ def test_stall_past_the_max_on_the_scripts(target: BullTarget) -> None:
 @pytest.mark.parametrize("keep", [0, 2])
 def test_retention_on_the_scripts(target: BullTarget, keep: int) -> None:
     q = Pair(target, Retention(completed=keep, failed=keep))
-    for i in range(4):
+    for _ in range(6):
         q.add("", T0)
-    for i in range(4):
+    for i in range(6):
         jid, _ = q.take(f"t{i}", T0 + i)
         (q.complete if i % 2 else q.fail)(jid, f"t{i}", T0 + i, "r")
-    assert len(q.seen.hashes) == (0 if keep == 0 else 4)
+    seen = q.seen
+    # jobs 2, 4, 6 completed and 1, 3, 5 failed; keep 2 leaves the newest two of each
+    assert seen.location("completed") == (() if keep == 0 else ("4", "6"))
+    assert seen.location("failed") == (() if keep == 0 else ("3", "5"))
+    assert sorted(jid for jid, _ in seen.hashes) == ([] if keep == 0 else ["3", "4", "5", "6"])
 
 
 @pytest.mark.parametrize("seed", range(RUNS))
