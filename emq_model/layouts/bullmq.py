@@ -111,10 +111,6 @@ class Projection:
                 return ids
         return tuple(m for m, _ in dict(self.zsets)[name])
 
-    def where(self, job_id: str) -> list[str]:
-        """Every location holding ``job_id`` (one, or none, when the layout holds)."""
-        return [loc for loc in LOCATIONS for m in self.location(loc) if m == job_id]
-
     def hash(self, job_id: str) -> dict[str, str] | None:
         """The projected fields of a job's hash, ``None`` when the hash does not exist."""
         for jid, fields in self.hashes:
