@@ -20,11 +20,14 @@ Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the g
   arguments (its only variable, ``__rand_int__``, is 12 digits and cannot form a 14-byte
   JOB id), so it cannot replay a lifecycle; it measures ``claim_many`` on a full queue,
   where the repeated call does the same work each time.
+- ``audit.valkey.*``: ``emq audit`` of one queue of n pending jobs (``--audit-jobs``,
+  10^6 with ``--million``): its time, and its peak Python memory (tracemalloc, a second
+  run), which stays at a batch's worth however large n is (emq_kit/audit.py).
 - ``scale.*``: claim and complete latency (one call, median) and memory per job
   (100-byte payload) with n jobs pending, for each n; ``scale.*.growth`` is the latency
   at the largest n over the latency at the smallest.
 
-Without ``--url`` a throwaway valkey-server is started (``emq_live.server``); fakeredis
+Without ``--url`` a throwaway valkey-server is started (``emq_kit.server``); fakeredis
 runs in-process. Queues are emptied through ``LiveTarget`` (their keys only), so a
 server given by ``--url`` keeps its other data. Nothing here judges a timing: the numbers
 are reported, and a run only fails if a queue answers wrongly.
@@ -32,14 +35,11 @@ are reported, and a run only fails if a queue answers wrongly.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 import tracemalloc
 from dataclasses import asdict, dataclass, field
@@ -47,12 +47,12 @@ from importlib import metadata
 from typing import Any, Callable, Iterator
 from urllib.parse import unquote, urlparse
 
+from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.target import open_target
+from emq_kit.errors import BadArgument, ToolMissing
 from emq_model import branded_id, keyspace
 from emq_model.model import QueueModel
-
-from .check import PROFILES, run_check
-from .cli import EXIT_OK, Usage, positive
-from .targets import LiveTarget, ModelTarget
 
 PAYLOAD = b"p" * 100
 LEASE_MS = 600_000  # longer than any run: no lease expires while we measure
@@ -98,6 +98,7 @@ class Params:
     sizes: tuple[int, ...] = (1_000, 100_000)
     fakeredis_sizes: tuple[int, ...] = (1_000, 100_000)
     probes: int = 500
+    audit_jobs: int = 100_000
     repeat: int = 3
     seed: int = 7
 
@@ -266,7 +267,7 @@ def lifecycle_batched(q: Any, ids: list[str], batch: int) -> tuple[float, float]
 def tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        raise Usage(f"{name} is not installed (Debian package valkey-tools; bash scripts/install-valkey.sh)")
+        raise ToolMissing(f"{name} is not installed (Debian package valkey-tools; bash scripts/install-valkey.sh)")
     return found
 
 
@@ -279,7 +280,7 @@ def server_args(url: str, dbnum: str = "-n") -> list[str]:
     elif u.scheme == "redis":
         out = ["-h", u.hostname or "127.0.0.1", "-p", str(u.port or 6379)]
     else:
-        raise Usage(f"cannot point valkey-cli at {url!r} (redis://, valkey:// or unix:// only)")
+        raise BadArgument(f"cannot point valkey-cli at {url!r} (redis://, valkey:// or unix:// only)")
     if u.password:
         out += ["-a", unquote(u.password), "--no-auth-warning"]
     db = u.path.strip("/") if u.scheme == "redis" else ""
@@ -432,6 +433,27 @@ def bench_scale(target: LiveTarget, label: str, sizes: tuple[int, ...], ids: Ids
     return out
 
 
+def bench_audit(target: LiveTarget, url: str, jobs: list[str]) -> list[Figure]:
+    """Audit one queue of ``jobs`` pending jobs: seconds, then peak traced memory."""
+    from emq_kit.audit import audit
+
+    fill(fresh(target), jobs)
+    started = time.perf_counter()
+    result = audit(url, [QUEUE])
+    seconds = time.perf_counter() - started
+    expect((result.total, result.queues[0].counts["pending"]), (0, len(jobs)), "the audit of a sound queue")
+    tracemalloc.start()
+    try:
+        audit(url, [QUEUE])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    fresh(target)
+    n = len(jobs)
+    return [Figure(f"audit.valkey.seconds.{n}", seconds, "s", note=f"{n / seconds:,.0f} jobs/s"),
+            Figure(f"audit.valkey.memory.{n}", peak / 2**20, "MiB", note="peak tracemalloc, a second run")]
+
+
 # -- the run -------------------------------------------------------------------------------
 
 
@@ -456,7 +478,7 @@ def check_figures(url: str, params: Params, rtt: dict[str, float]) -> list[Figur
     out = [Figure("check.model", alone, "steps/s", note="the machine alone: model vs model")]
     for label, where in (("fakeredis", None), ("valkey", url)):
         ceiling = 1 / (1 / alone + 1 / rtt[label])
-        target = LiveTarget(where, observe=True)
+        target = open_target(where)
         try:
             out.append(Figure(f"check.{label}", best(params.repeat, lambda: bench_check(target, params)), "steps/s",
                               ceiling, "the machine alone + 1 round trip a step"))
@@ -515,108 +537,10 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         say("scale")
         bench.figures += bench_scale(valkey, "valkey", params.sizes, ids, params.probes, server=True)
         bench.figures += bench_scale(fake, "fakeredis", params.fakeredis_sizes, ids, params.probes, server=False)
+        say("audit")
+        bench.figures += bench_audit(valkey, url, ids.take(params.audit_jobs))
         fresh(valkey)
     finally:
         valkey.close()
         fake.close()
     return bench
-
-
-# -- output --------------------------------------------------------------------------------
-
-
-def number(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if unit in ("x", "ratio"):
-        return f"{value:.2f}"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
-
-
-def format_bench(bench: Bench) -> str:
-    """The table: figure, value, ceiling, ratio, goal; then how the ceilings were got."""
-    m, v = bench.machine, bench.versions
-    lines = [
-        f"emq bench: {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {number(m['load_before'], 'x')} "
-        "before the run",
-        "  " + ", ".join(f"{k} {val}" for k, val in v.items()),
-        "",
-        f"  {'figure':<34} {'value':>12} {'unit':<13} {'ceiling':>12} {'ratio':>6} {'goal':>8}  note",
-    ]
-    for f in bench.figures:
-        ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
-        note = "; ".join(x for x in (f.note, f"ceiling: {f.ceiling_by}" if f.ceiling_by else "") if x)
-        lines.append(f"  {f.key:<34} {number(f.value, f.unit):>12} {f.unit:<13} {number(f.ceiling):>12} "
-                     f"{ratio:>6} {number(f.goal):>8}  {note}")
-    return "\n".join(lines)
-
-
-def sizes(text: str) -> tuple[int, ...]:
-    """An argparse type: comma-separated positive integers, ascending."""
-    try:
-        out = tuple(sorted(int(x) for x in text.split(",") if x.strip()))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
-    if not out or out[0] < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
-    return out
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    import redis
-
-    from emq_live.server import ServerError, ServerProcess
-
-    given = {k: v for k, v in vars(args).items() if k in Params.__dataclass_fields__ and v is not None}
-    params = Params(**given)
-    if args.million:
-        params.sizes = tuple(sorted({*params.sizes, 1_000_000}))
-    say = (lambda what: print(f"  ... {what}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _: None)
-    server = None
-    try:
-        if args.url is None:
-            try:
-                server = ServerProcess("valkey-server").start()
-            except ServerError as exc:
-                raise Usage(str(exc)) from None
-        bench = run_bench(args.url or server.url, params, say)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
-    except Wrong as exc:
-        print(f"emq bench: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if server is not None:
-            server.stop()
-    print(format_bench(bench))
-    if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(bench.to_json(), f, indent=2)
-                f.write("\n")
-        except OSError as exc:
-            raise Usage(f"cannot write {args.json}: {exc}") from None
-    return EXIT_OK
-
-
-def register(sub: Any) -> None:
-    """Add ``emq bench`` to the command line."""
-    d = Params()
-    b = sub.add_parser("bench", help="measure the model, the kit and the live queue next to the machine's ceilings")
-    b.add_argument("--url", help="a Valkey server (redis://, valkey://, unix://); default: a throwaway valkey-server")
-    b.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
-    b.add_argument("--examples", type=positive, help=f"conformance examples per target (default {d.examples})")
-    b.add_argument("--steps", type=positive, help=f"steps per example (default {d.steps})")
-    b.add_argument("--jobs", type=positive, help=f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; "
-                                                 "fakeredis a tenth, the model a fifth)")
-    b.add_argument("--single-jobs", dest="single_jobs", type=positive,
-                   help=f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
-    b.add_argument("--batch", type=positive, help=f"jobs per batch call (default {d.batch})")
-    b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
-    b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
-                   help="pending jobs of the scale runs on fakeredis (default 1000,100000)")
-    b.add_argument("--million", action="store_true", help="add 1,000,000 pending jobs to the Valkey scale runs")
-    b.add_argument("--probes", type=positive, help=f"timed claims and completes per size (default {d.probes})")
-    b.add_argument("--repeat", type=positive,
-                   help=f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
-    b.set_defaults(func=cmd_bench)

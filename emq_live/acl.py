@@ -13,14 +13,16 @@ def spec() -> dict[str, Any]:
     return json.loads(resources.files("emq_specs").joinpath("acl.json").read_text("utf-8"))
 
 
-def rules(*, cluster: bool = False) -> list[str]:
+def rules(*, cluster: bool = False, audit: bool = False) -> list[str]:
     """The ACL rules after ``reset on >PASSWORD``: key patterns, then ``+command``s
-    (with the ones redis-py's cluster client needs when ``cluster``)."""
+    (with the ones redis-py's cluster client needs when ``cluster``) — of a client, or of
+    the read-only ``emq audit`` user when ``audit``."""
     s = spec()
-    commands = list(s["commands"]) + (list(s["cluster_commands"]) if cluster else [])
-    return list(s["keys"]) + ["+" + c for c in commands]
+    part = s["audit"] if audit else s
+    commands = list(part["commands"]) + (list(s["cluster_commands"]) if cluster else [])
+    return list(part["keys"]) + ["+" + c for c in commands]
 
 
-def setuser(user: str = "emq", password: str = "PASSWORD", *, cluster: bool = False) -> str:
+def setuser(user: str = "emq", password: str = "PASSWORD", *, cluster: bool = False, audit: bool = False) -> str:
     """The ``ACL SETUSER`` command line for ``user`` (``reset`` first: no other rights)."""
-    return " ".join(["ACL SETUSER", user, "reset", "on", ">" + password, *rules(cluster=cluster)])
+    return " ".join(["ACL SETUSER", user, "reset", "on", ">" + password, *rules(cluster=cluster, audit=audit)])

@@ -30,20 +30,24 @@ sends nothing. The scripts check everything again for callers that reach them di
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from emq_model import errors, keyspace, spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
-from emq_model.snapshot import LANE_HASHES, Snapshot
+from emq_model.snapshot import LANE_HASHES, Snapshot, canonical_int, norm_score
 
+from . import urls
 from .scripts import ScriptSet
+from .urls import CLUSTER_SCHEMES, ConnectError, UrlError  # noqa: F401  (CLUSTER_SCHEMES: the kit's)
 
 log = logging.getLogger("emq_live")
 
@@ -51,26 +55,33 @@ PROTOCOL = 2
 """The RESP version of every connection (see the module docstring)."""
 
 
-def _url(url: str) -> str:
-    for scheme, to in (("valkey://", "redis://"), ("valkeys://", "rediss://")):
-        if url.startswith(scheme):
-            return to + url[len(scheme) :]
-    return url
-
-
-CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://", "valkey+cluster://", "valkeys+cluster://")
-"""URL schemes that select cluster mode (see the module docstring)."""
-
-
 def _client(url: str) -> Any:
     """A redis-py client for ``url``: ``RedisCluster`` for a cluster scheme. Either way
     a call is never resent after a connection error (``Retry(NoBackoff(), 0)``)."""
     no_resend = Retry(NoBackoff(), 0)
-    for scheme in CLUSTER_SCHEMES:
-        if url.startswith(scheme):
-            plain = _url(scheme.replace("+cluster", "") + url[len(scheme) :])
-            return RedisCluster.from_url(plain, protocol=PROTOCOL, retry=no_resend)
-    return redis.Redis.from_url(_url(url), protocol=PROTOCOL, retry=no_resend)
+    target, cluster = urls.plain(url)
+    try:
+        if cluster:
+            return RedisCluster.from_url(target, protocol=PROTOCOL, retry=no_resend)
+        return redis.Redis.from_url(target, protocol=PROTOCOL, retry=no_resend)
+    except ValueError as exc:  # redis-py's word for a URL it cannot read
+        raise UrlError(f"{urls.redact(url)}: {urls.redact(str(exc))}") from None
+
+
+def _reached(url: str, client: Any, conn: "Connection", fence: bool) -> None:
+    """The first round trip (the fence, or a PING): a server that is not there, is not a
+    Redis/Valkey server, or refuses us is a ``ConnectError`` naming the redacted URL."""
+    try:
+        conn.fence() if fence else client.ping()
+    except (redis.RedisError, RedisClusterException) as exc:
+        client.close()
+        raise _unreachable(url, exc) from None
+
+
+def _unreachable(url: str, exc: BaseException) -> ConnectError:
+    """The one-line ``ConnectError`` for redis-py's ``exc`` while reaching ``url``."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return ConnectError(f"cannot open a queue connection to {urls.redact(url)}: {urls.redact(reason)}")
 
 
 def connect(
@@ -82,7 +93,11 @@ def connect(
 ) -> "Connection":
     """A connection to ``url`` (fakeredis when ``None``), fenced (KS-6) and with the
     scripts loaded. ``scripts`` names another script directory (a port's scripts with
-    the same calling convention)."""
+    the same calling convention). A ``url`` that is not a ``str`` of a served scheme is a
+    ``UrlError``; a server that cannot be reached, is not a Redis/Valkey server, or is
+    not a cluster node under a ``+cluster`` scheme is a ``ConnectError`` (both one line,
+    the URL's userinfo redacted)."""
+    scripts_set = ScriptSet(scripts)
     if url is None:
         import fakeredis
 
@@ -91,11 +106,17 @@ def connect(
     else:
         if server is not None:
             raise ValueError("server is only for the in-process fakeredis target (url=None)")
-        client = _client(url)
-    conn = Connection(client, ScriptSet(scripts), server=server)
+        url = urls.check_url(url)
+        try:
+            client = _client(url)
+        except (redis.RedisError, RedisClusterException) as exc:  # a cluster client connects at once
+            raise _unreachable(url, exc) from None
+    conn = Connection(client, scripts_set, server=server)
+    if url is not None:
+        _reached(url, client, conn, fence)
+    elif fence:
+        conn.fence()
     try:
-        if fence:
-            conn.fence()
         conn.scripts.load(client)
     except BaseException:
         client.close()
@@ -139,13 +160,19 @@ class Connection:
         self.close()
 
 
+@contextmanager
+def _typed(key: str) -> Iterator[None]:
+    """A single-command read (browse, job): a ``WRONGTYPE`` reply is ``EMQTYPE`` (CC-8)."""
+    try:
+        yield
+    except redis.ResponseError as exc:
+        if str(exc).startswith("WRONGTYPE"):
+            raise errors.WrongTypeError(f"{key} holds another type than its grammar's") from None
+        raise
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
-def _score(value: Any) -> int | float:
-    f = float(value)
-    return int(f) if f.is_integer() else f
 
 
 def _pairs(flat: Sequence[Any]) -> list[tuple[Any, Any]]:
@@ -187,7 +214,7 @@ class Queue:
     def _claim_answer(self, reply: Any) -> Claimed | None:
         return self._job_answer(reply, Claimed)
 
-    def _job_answer(self, reply: Any, kind: type) -> Any:
+    def _job_answer(self, reply: Any, kind: type[Claimed] | type[LaneClaimed]) -> Any:
         """``{"job", id, payload, token[, group], dropped...}`` as ``kind`` (``Claimed``
         or ``LaneClaimed``), or ``{"empty", dropped...}`` as ``None``; records the
         dropped orphans."""
@@ -223,64 +250,61 @@ class Queue:
         """A batch's answers per item: a refused item's text becomes its ``EmqError``."""
         return [errors.parse_reply(t) or t for t in map(_text, reply)]
 
+    def _call(self, op: str, a: dict[str, Any], answer: Callable[[Any], Any], now: Any = None) -> _Call:
+        """The call of ``op`` (an op or a batch without items) from its checked arguments
+        ``a``: KEYS the six fixed keys, plus the row of ``a["id"]`` for an op with a row key;
+        ARGV ``wire(op, a)``, then, for an op that reads a clock, ``_clock(now)``."""
+        entry = spec.entry(op)
+        keys = self._id_keys(a["id"]) if entry.get("row_key") else list(self.keys)
+        return _Call(op, keys, wire(op, a) + (self._clock(now) if entry["clock"] else []), answer)
+
     def _items(self, op: str, items: Any) -> _Call:
         """A batch with items (B-1): every item checked here, ARGV the items' argv flat."""
-        checked = spec.check_items(op, items)
-        names = [a["name"] for a in spec.OPS[spec.BATCHES[op]["of"]]["argv"]]
-        return _Call(op, list(self.keys), [item[n] for item in checked for n in names], self._items_answer)
+        of = spec.BATCHES[op]["of"]
+        args = [v for item in spec.check_items(op, items) for v in wire(of, item)]
+        return _Call(op, list(self.keys), args, self._items_answer)
 
     def _enqueue(self, id: str, payload: Any) -> _Call:
-        a = spec.check_args("enqueue", {"id": id, "payload": payload})
-        return _Call("enqueue", self._id_keys(a["id"]), [a["id"], a["payload"]], self._text_answer)
+        return self._call("enqueue", spec.check_args("enqueue", {"id": id, "payload": payload}), self._text_answer)
 
     def _schedule(self, id: str, payload: Any, run_at: Any, delay_ms: Any, now: Any) -> _Call:
         a = spec.check_args("schedule", {"id": id, "payload": payload, "run_at": run_at, "delay_ms": delay_ms})
         if (a["run_at"] is None) == (a["delay_ms"] is None):
             raise errors.ArgError("schedule takes exactly one of run_at and delay_ms")
         mode, value = ("at", a["run_at"]) if a["run_at"] is not None else ("in", a["delay_ms"])
-        args = [a["id"], a["payload"], mode, value] + self._clock(now)
-        return _Call("schedule", self._id_keys(a["id"]), args, self._text_answer)
+        return self._call("schedule", {**a, "mode": mode, "value": value}, self._text_answer, now)
 
     def _claim(self, lease_ms: Any, now: Any) -> _Call:
-        a = spec.check_args("claim", {"lease_ms": lease_ms})
-        return _Call("claim", list(self.keys), [a["lease_ms"]] + self._clock(now), self._claim_answer)
+        return self._call("claim", spec.check_args("claim", {"lease_ms": lease_ms}), self._claim_answer, now)
 
     def _complete(self, id: str, token: Any) -> _Call:
-        a = spec.check_args("complete", {"id": id, "token": token})
-        return _Call("complete", self._id_keys(a["id"]), [a["id"], a["token"]], self._text_answer)
+        return self._call("complete", spec.check_args("complete", {"id": id, "token": token}), self._text_answer)
 
     def _retry(self, id: str, token: Any, delay_ms: Any, max_attempts: Any, error: Any, now: Any) -> _Call:
         a = spec.check_args(
             "retry", {"id": id, "token": token, "delay_ms": delay_ms, "max_attempts": max_attempts, "error": error}
         )
-        args = [a["id"], a["token"], a["delay_ms"], a["max_attempts"], a["error"]] + self._clock(now)
-        return _Call("retry", self._id_keys(a["id"]), args, self._text_answer)
+        return self._call("retry", a, self._text_answer, now)
 
     def _extend(self, id: str, token: Any, lease_ms: Any, now: Any) -> _Call:
         a = spec.check_args("extend", {"id": id, "token": token, "lease_ms": lease_ms})
-        args = [a["id"], a["token"], a["lease_ms"]] + self._clock(now)
-        return _Call("extend", self._id_keys(a["id"]), args, self._text_answer)
+        return self._call("extend", a, self._text_answer, now)
 
     def _promote(self, limit: Any, now: Any) -> _Call:
-        a = spec.check_args("promote", {"limit": limit})
-        return _Call("promote", list(self.keys), [a["limit"]] + self._clock(now), int)
+        return self._call("promote", spec.check_args("promote", {"limit": limit}), int, now)
 
     def _reap(self, limit: Any, max_attempts: Any, now: Any) -> _Call:
-        a = spec.check_args("reap", {"limit": limit, "max_attempts": max_attempts})
-        cap = "" if a["max_attempts"] is None else a["max_attempts"]
-        return _Call("reap", list(self.keys), [a["limit"], cap] + self._clock(now), int)
+        return self._call("reap", spec.check_args("reap", {"limit": limit, "max_attempts": max_attempts}), int, now)
 
     def _reprocess(self, id: str) -> _Call:
-        a = spec.check_args("reprocess", {"id": id})
-        return _Call("reprocess", self._id_keys(a["id"]), [a["id"]], self._text_answer)
+        return self._call("reprocess", spec.check_args("reprocess", {"id": id}), self._text_answer)
 
     def _remove(self, id: str) -> _Call:
-        a = spec.check_args("remove", {"id": id})
-        return _Call("remove", self._id_keys(a["id"]), [a["id"]], self._text_answer)
+        return self._call("remove", spec.check_args("remove", {"id": id}), self._text_answer)
 
     def _claim_many(self, n: Any, lease_ms: Any, now: Any) -> _Call:
         a = spec.check_args("claim_many", {"n": n, "lease_ms": lease_ms})
-        return _Call("claim_many", list(self.keys), [a["n"], a["lease_ms"]] + self._clock(now), self._claim_many_answer)
+        return self._call("claim_many", a, self._claim_many_answer, now)
 
     # -- lanes (lifecycle.md §10) ----------------------------------------------------
 
@@ -295,17 +319,16 @@ class Queue:
 
     def _lane_enqueue(self, id: str, payload: Any, group: Any) -> _Call:
         a = spec.check_args("lane_enqueue", {"id": id, "payload": payload, "group": group})
-        return _Call("lane_enqueue", self._id_keys(a["id"]), [a["id"], a["payload"], a["group"]], self._text_answer)
+        return self._call("lane_enqueue", a, self._text_answer)
 
     def _lane_claim(self, op: str, lease_ms: Any, now: Any) -> _Call:
         a = spec.check_args(op, {"lease_ms": lease_ms})
         answer = self._lane_claim_answer if op == "lane_claim" else self._lane_wclaim_answer
-        return _Call(op, list(self.keys), [a["lease_ms"]] + self._clock(now), answer)
+        return self._call(op, a, answer, now)
 
     def _lane_config(self, op: str, values: dict[str, Any]) -> _Call:
         """lane_pause, lane_resume, lane_limit, lane_weight: the group, then the value."""
-        a = spec.check_args(op, values)
-        return _Call(op, list(self.keys), list(a.values()), self._text_answer)
+        return self._call(op, spec.check_args(op, values), self._text_answer)
 
     def lane_enqueue(self, id: str, payload: bytes | str, group: str) -> str:
         """T-lane_enqueue: ``"enqueued"`` (into the group's lane) or ``"duplicate"``."""
@@ -422,7 +445,8 @@ class Queue:
     def browse(self, n: int) -> list[str]:
         """R-browse: the ``n`` newest pending ids, newest first."""
         a = spec.check_args("browse", {"n": n})
-        ids = self.conn.redis.zrange(self.keys[0], "+", "-", desc=True, bylex=True, offset=0, num=a["n"])
+        with _typed(self.keys[0]):
+            ids = self.conn.redis.zrange(self.keys[0], "+", "-", desc=True, bylex=True, offset=0, num=a["n"])
         return [_text(i) for i in ids]
 
     def counts(self) -> dict[str, int]:
@@ -438,7 +462,9 @@ class Queue:
     def job(self, id: str) -> dict[str, bytes] | None:
         """R-job: the row's fields, or ``None``."""
         a = spec.check_args("job", {"id": id})
-        row = self.conn.redis.hgetall(keyspace.job_key(self.name, a["id"]))
+        key = keyspace.job_key(self.name, a["id"])
+        with _typed(key):
+            row = self.conn.redis.hgetall(key)
         return {_text(f): bytes(v) for f, v in row.items()} or None
 
     def snapshot(self) -> Snapshot:
@@ -448,18 +474,18 @@ class Queue:
     def snapshot_answer(self, reply: Any) -> Snapshot:
         """The ``Snapshot`` a snapshot.lua reply describes."""
         n = len(spec.LOCATIONS)
-        locations = {loc: [(_text(m), _score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
+        locations = {loc: [(_text(m), norm_score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
         rows = {_text(i): {_text(f): bytes(v) for f, v in _pairs(fields)} for i, fields in _pairs(reply[n])}
         stray = [_text(k) for k in reply[n + 3]]
         counters = []
         for key, flat in zip(self.keys[4:6], reply[n + 1 : n + 3]):
             fields = {_text(f): bytes(v) for f, v in _pairs(flat)}
             count = fields.pop("count", b"0")
-            if fields or not _canonical(count):
+            if fields or canonical_int(count) is None:
                 stray.append(key)  # a counter the grammar does not describe
-                count = b"0" if not _canonical(count) else count
+                count = b"0" if canonical_int(count) is None else count
             counters.append(int(count))
-        lanes = {_text(g): [(_text(m), _score(v)) for m, v in _pairs(flat)] for g, flat in _pairs(reply[n + 4])}
+        lanes = {_text(g): [(_text(m), norm_score(v)) for m, v in _pairs(flat)] for g, flat in _pairs(reply[n + 4])}
         hashes = {}
         for name, flat in zip(LANE_HASHES, reply[n + 7 : n + 10]):
             fields = {_text(f): bytes(v) for f, v in _pairs(flat)}
@@ -476,14 +502,17 @@ class Queue:
         return Batch(self)
 
 
-def _canonical(value: bytes) -> bool:
-    return value.isdigit() and value.isascii() and (value == b"0" or not value.startswith(b"0"))
+def wire(op: str, values: dict[str, Any]) -> list[Any]:
+    """The ARGV of ``op`` (an op or a batch) from its checked values, in the order of its
+    ``argv`` in transitions.json (CC-2); an absent optional argument is the empty string.
+    The trailing ``now`` is the caller's."""
+    return ["" if values[a["name"]] is None else values[a["name"]] for a in spec.entry(op)["argv"]]
 
 
 def _integer(value: bytes) -> bool:
     """A canonical decimal, or one with a minus sign: a lane count read as it is, so a
     negative ``gactive`` shows as a broken LANE-3 rather than as a stray key."""
-    return _canonical(value.removeprefix(b"-"))
+    return canonical_int(value.removeprefix(b"-")) is not None
 
 
 class Batch:

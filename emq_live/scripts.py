@@ -5,9 +5,10 @@ Each script is assembled as
     generated prelude  +  lib.lua  +  <op>.lua
 
 The prelude is one chunk-local table ``emq`` of constants generated here from
-``specs/transitions.json`` (limits, wire version, the script's op with its ``argv`` and
-the argument types it uses) and from ``emq_model`` (the key kinds, the id shape), so no
-number of the contract is retyped in Lua.
+``specs/transitions.json`` (limits, wire version, the script's op with its ``argv``, the
+keys it ``touches`` and the argument types it uses, the type of every key) and from
+``emq_model`` (the key kinds, the id shape, the refusal codes as ``emq.code``), so no
+number or word of the contract is retyped in Lua.
 
 Scripts are sent with ``SCRIPT LOAD`` and run with ``EVALSHA``. A ``NOSCRIPT`` reply
 (after ``SCRIPT FLUSH``, a restart or a failover) is handled here and nowhere else: the
@@ -25,7 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from emq_model import branded_id, errors, keyspace, spec
+from emq_model import branded_id, errors, keyspace, model, spec
 
 Call = tuple[str, Sequence[Any], Sequence[Any]]
 """A script call: its name, KEYS and ARGV."""
@@ -43,8 +44,8 @@ directory may lack them: ours run then, with our lib.lua."""
 
 SCRIPTS: tuple[str, ...] = TRANSITION_SCRIPTS + READ_SCRIPTS + LANE_SCRIPTS
 
-LEASE_EXPIRED = b"lease expired"
-"""The ``last_error`` a dead reap writes (T-reap-2)."""
+LEASE_EXPIRED = model.LEASE_EXPIRED
+"""The ``last_error`` a dead reap writes (T-reap-2); the model's constant."""
 
 
 def lua_literal(value: Any) -> str:
@@ -103,15 +104,25 @@ def _argv(argv: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _op_entry(op: str) -> dict[str, Any]:
     """What ``emq.begin`` needs to know of one script's op: its ARGV, whether it takes a
-    trailing ``now`` and a row key, and for a batch with items the ARGV of one item."""
+    trailing ``now`` and a row key, for a batch with items the ARGV of one item, and the
+    keys whose type it checks (``touches``, CC-8; "rows", the rows of the ids a claim,
+    promote or reap takes, is the script's own check)."""
     if op == "snapshot":
-        return {"argv": [], "clock": False, "row_key": False, "items": False}
+        return {"argv": [], "clock": False, "row_key": False, "items": False, "touches": []}
     if op in spec.BATCHES:
         b = spec.BATCHES[op]
         items = _argv(spec.OPS[b["of"]]["argv"]) if b["items"] else False
-        return {"argv": _argv(b["argv"]), "clock": bool(b["clock"]), "row_key": False, "items": items}
+        return {"argv": _argv(b["argv"]), "clock": bool(b["clock"]), "row_key": False, "items": items,
+                "touches": _touches(b["of"])}
     d = spec.entry(op)
-    return {"argv": _argv(d["argv"]), "clock": bool(d["clock"]), "row_key": bool(d["row_key"]), "items": False}
+    return {"argv": _argv(d["argv"]), "clock": bool(d["clock"]), "row_key": bool(d["row_key"]), "items": False,
+            "touches": _touches(op)}
+
+
+def _touches(op: str) -> list[str]:
+    """The keys ``begin`` types (CC-8): "rows" and "lanes" are typed by the script as it
+    meets them (the rows and the lanes of the ids the call would take), before any write."""
+    return [name for name in spec.entry(op)["touches"] if name not in ("rows", "lanes")]
 
 
 def prelude(op: str | None = None) -> str:
@@ -131,6 +142,8 @@ def prelude(op: str | None = None) -> str:
         "queue_max_bytes": keyspace.QUEUE_MAX_BYTES,
         "kinds": list(keyspace.KINDS),
         "key_names": list(spec.LOCATIONS) + ["completed", "failed"],
+        "key_types": dict(keyspace.KEY_TYPES),
+        "code": {name: getattr(errors, name) for name in ("KIND", "ARG", "STALE", "STATE", "LOCK", "TYPE")},
         "locations": list(spec.LOCATIONS),
         "states": dict(spec.STATE_OF),
         "types": {name: _lua_type(name) for name in spec.TYPES if op is None or name in used},

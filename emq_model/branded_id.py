@@ -11,13 +11,13 @@ import threading
 import time
 from typing import Callable
 
+from .contract import load
 from .errors import KindError
-from .spec import LIMITS
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 BODY_LEN = 11
 ID_LEN = 3 + BODY_LEN
-MAX_VALUE: int = LIMITS["snowflake_max"]
+MAX_VALUE: int = load()["limits"]["snowflake_max"]
 EPOCH_MS = 1704067200000
 JOB = "JOB"
 

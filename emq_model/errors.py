@@ -13,8 +13,9 @@ STATE = "EMQSTATE"
 LOCK = "EMQLOCK"
 ARG = "EMQARG"
 VERSION = "EMQVERSION"
+TYPE = "EMQTYPE"
 
-CODES = (KIND, STALE, STATE, LOCK, ARG, VERSION)
+CODES = (KIND, STALE, STATE, LOCK, ARG, VERSION, TYPE)
 
 
 class EmqError(Exception):
@@ -69,7 +70,15 @@ class VersionError(EmqError):
     code = VERSION
 
 
-_BY_CODE = {cls.code: cls for cls in (KindError, StaleError, StateError, LockError, ArgError, VersionError)}
+class WrongTypeError(EmqError):
+    """A key the call touches holds another type than its grammar's (CC-8): the call
+    was refused before its first write and changed nothing."""
+
+    code = TYPE
+
+
+_BY_CODE = {cls.code: cls for cls in (KindError, StaleError, StateError, LockError, ArgError, VersionError,
+                                      WrongTypeError)}
 
 
 def from_code(code: str, message: str = "") -> EmqError:

@@ -1,21 +1,19 @@
 """The invariants INV-1..7 of specs/lifecycle.md §7 and the lane invariants INV-9..14 of
 §10, checked on a snapshot.
 
-``check`` never stops at the first violation: it reports every one, each naming the
+``check_invariants`` never stops at the first violation: it reports every one, each naming the
 invariant, the id (or key) and what was seen, so a counterexample explains itself.
 """
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 from .branded_id import is_valid
 from .errors import ArgError
-from .snapshot import Snapshot
+from .snapshot import Snapshot, canonical_int
 from .spec import LIMITS, ROW_FIELDS, STATE_OF, check_value
 
-_CANONICAL = re.compile(rb"0|[1-9][0-9]*")
 _REQUIRED = ("state", "attempts", "payload")
 
 
@@ -31,11 +29,10 @@ class Violation(NamedTuple):
 
 
 def _attempts(row: dict[str, bytes]) -> int | None:
-    raw = row.get("attempts")
-    return int(raw) if raw is not None and _CANONICAL.fullmatch(raw) else None
+    return canonical_int(row.get("attempts"))
 
 
-def check(
+def check_invariants(
     snapshot: Snapshot, previous: Snapshot | None = None, *, born: int = 0, one_step: bool = True
 ) -> list[Violation]:
     """Every violation of INV-1..7 and INV-9..14 in ``snapshot``; INV-5, INV-7 and

@@ -18,6 +18,10 @@ the scripts, like row keys, never passed as KEYS."""
 LANE_HEAD, LANE_TAIL = SPEC["keys"]["lane"].removeprefix("emq:{q}:").split("<group>")
 """A lane's key is ``emq:{q}:`` + ``g:`` + group + ``:pending``."""
 
+KEY_TYPES: dict[str, str] = SPEC["key_types"]
+"""The type (as ``TYPE`` names it) of each key of the grammar, by its name in
+transitions.json's ``keys`` (CC-8)."""
+
 VERSION_KEY = SPEC["keys"]["version"]
 QUEUE_MAX_BYTES: int = LIMITS["queue_max_bytes"]
 

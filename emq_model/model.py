@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 from . import errors, spec
-from .keyspace import check_queue
+from .keyspace import KEY_TYPES, KINDS, check_queue, prefix
 from .lanes import LaneClaimed, Lanes
-from .snapshot import Snapshot, zset_key as _zset_key, zset_order
+from .snapshot import Snapshot, zset_order
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 LEASE_EXPIRED = b"lease expired"
@@ -27,7 +27,10 @@ class Claimed(NamedTuple):
 class QueueModel:
     """The reference model of one queue. Locations map id -> score; rows map id -> fields.
 
-    ``last_dropped`` holds the orphans the last claim dropped (T-claim-5).
+    ``last_dropped`` holds the orphans the last claim dropped (T-claim-5). ``spoiled``
+    holds the keys an operator overwrote with another type (``spoil``), by their name in
+    ``transitions.json``'s ``keys`` (``("row", id)`` for a row): a call touching one is
+    refused with ``EMQTYPE`` (CC-8), and the snapshot shows them as stray keys.
     """
 
     def __init__(self, queue: str) -> None:
@@ -38,6 +41,7 @@ class QueueModel:
         self.failed = 0
         self.last_dropped: tuple[str, ...] = ()
         self.lanes = Lanes()
+        self.spoiled: set[str | tuple[str, str]] = set()
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -108,6 +112,32 @@ class QueueModel:
         if group is not None:
             self.lanes.settle(group)
 
+    def _typed(self, op: str, id: str | None = None, rows: Iterable[str] = ()) -> None:
+        """CC-8: refuse with EMQTYPE if a key ``op`` touches is spoiled: its fixed keys in
+        table order, then the row of ``id`` (KEYS[7]) or ``rows`` (the rows of the ids a
+        claim, promote or reap would take, or a batch's items)."""
+        if not self.spoiled:
+            return
+        for name in spec.OPS[op]["touches"]:
+            if name == "row" and id is not None:
+                keys: list[str | tuple[str, str]] = [("row", id)]
+            elif name in ("row", "rows"):
+                keys = [("row", r) for r in rows]
+            else:
+                keys = [name]
+            for key in keys:
+                if key in self.spoiled:
+                    raise errors.WrongTypeError(f"{self._key_name(key)} holds another type than {self._type_of(key)}")
+
+    def _key_name(self, key: str | tuple[str, str]) -> str:
+        if isinstance(key, tuple):
+            return prefix(self.queue) + "job:" + key[1]
+        return prefix(self.queue) + next(k for k in KINDS if k.split(":")[-1] == key)
+
+    @staticmethod
+    def _type_of(key: str | tuple[str, str]) -> str:
+        return KEY_TYPES[key[0] if isinstance(key, tuple) else key]
+
     def _fresh(self, job_id: str, payload: bytes, loc: str, score: int) -> None:
         self.rows[job_id] = {"state": b"", "attempts": b"0", "payload": payload}
         self._move(job_id, loc, score)
@@ -117,6 +147,7 @@ class QueueModel:
     def enqueue(self, id: str, payload: bytes | str) -> str:
         """T-enqueue: a new job into pending; ``duplicate`` if the id exists."""
         a = spec.check_args("enqueue", {"id": id, "payload": payload})
+        self._typed("enqueue", a["id"])
         if self._exists(a["id"]):
             return "duplicate"
         self._fresh(a["id"], a["payload"], PENDING, 0)
@@ -130,6 +161,7 @@ class QueueModel:
         now = spec.check_now(now)
         if (a["run_at"] is None) == (a["delay_ms"] is None):
             raise errors.ArgError("schedule takes exactly one of run_at and delay_ms")
+        self._typed("schedule", a["id"])
         if self._exists(a["id"]):
             return "duplicate"
         at = a["run_at"] if a["run_at"] is not None else now + a["delay_ms"]
@@ -141,25 +173,42 @@ class QueueModel:
         orphans met on the way are dropped and recorded in ``last_dropped``."""
         a = spec.check_args("claim", {"lease_ms": lease_ms})
         now = spec.check_now(now)
-        dropped = []
-        pending = self.sets[PENDING]
-        while pending:
-            job_id = min(pending.items(), key=_zset_key)[0]
+        jobs = self._claim(1, a["lease_ms"], now)
+        return jobs[0] if jobs else None
+
+    def _walk(self, n: int) -> list[str]:
+        """The members of pending a claim of up to ``n`` jobs meets, lowest first: every
+        orphan up to the ``n``-th member with a row (CC-8 types their rows first)."""
+        met: list[str] = []
+        found = 0
+        for job_id, _ in zset_order(self.sets[PENDING].items()):
+            if found == n:
+                break
+            met.append(job_id)
+            found += job_id in self.rows or ("row", job_id) in self.spoiled
+        return met
+
+    def _claim(self, n: int, lease_ms: int, now: int) -> list[Claimed]:
+        """Up to ``n`` claims with one ``now``: the pending members met are typed first
+        (CC-8), then the orphans are dropped (``last_dropped``) and the rest claimed."""
+        met = self._walk(n)
+        self._typed("claim", rows=met)
+        jobs: list[Claimed] = []
+        for job_id in met:
             if job_id not in self.rows:
-                del pending[job_id]
-                dropped.append(job_id)
+                del self.sets[PENDING][job_id]
                 continue
             row = self.rows[job_id]
             row["attempts"] = str(int(row["attempts"]) + 1).encode()
-            self._move(job_id, ACTIVE, now + a["lease_ms"])
-            self.last_dropped = tuple(dropped)
-            return Claimed(job_id, row["payload"], int(row["attempts"]))
-        self.last_dropped = tuple(dropped)
-        return None
+            self._move(job_id, ACTIVE, now + lease_ms)
+            jobs.append(Claimed(job_id, row["payload"], int(row["attempts"])))
+        self.last_dropped = tuple(m for m in met if m not in self.rows)
+        return jobs
 
     def complete(self, id: str, token: int) -> str:
         """T-complete: the live attempt settles; ``gone`` if there is no row."""
         a = spec.check_args("complete", {"id": id, "token": token})
+        self._typed("complete", a["id"])
         if a["id"] not in self.rows:
             return "gone"
         self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
@@ -173,6 +222,7 @@ class QueueModel:
             "retry", {"id": id, "token": token, "delay_ms": delay_ms, "max_attempts": max_attempts, "error": error}
         )
         now = spec.check_now(now)
+        self._typed("retry", a["id"])
         self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
         row = self.rows[a["id"]]
         row["last_error"] = a["error"]
@@ -187,6 +237,7 @@ class QueueModel:
         """T-extend: the active lease becomes ``now + lease_ms``."""
         a = spec.check_args("extend", {"id": id, "token": token, "lease_ms": lease_ms})
         now = spec.check_now(now)
+        self._typed("extend", a["id"])
         self._live_attempt(a["id"], a["token"], (ACTIVE,))
         self.sets[ACTIVE][a["id"]] = now + a["lease_ms"]
         return "ok"
@@ -195,8 +246,10 @@ class QueueModel:
         """T-promote: due scheduled jobs (score <= now) back to pending; the count moved."""
         a = spec.check_args("promote", {"limit": limit})
         now = spec.check_now(now)
+        due = self._due(SCHEDULE, now, a["limit"])
+        self._typed("promote", rows=due)
         moved = 0
-        for job_id in self._due(SCHEDULE, now, a["limit"]):
+        for job_id in due:
             if job_id not in self.rows:
                 del self.sets[SCHEDULE][job_id]
                 continue
@@ -209,8 +262,10 @@ class QueueModel:
         ``max_attempts`` is given and reached; the count moved."""
         a = spec.check_args("reap", {"limit": limit, "max_attempts": max_attempts})
         now = spec.check_now(now)
+        due = self._due(ACTIVE, now, a["limit"])
+        self._typed("reap", rows=due)
         moved = 0
-        for job_id in self._due(ACTIVE, now, a["limit"]):
+        for job_id in due:
             row = self.rows.get(job_id)
             if row is None:
                 del self.sets[ACTIVE][job_id]
@@ -227,6 +282,7 @@ class QueueModel:
     def reprocess(self, id: str) -> str:
         """T-reprocess: a dead job back to pending, attempts kept."""
         a = spec.check_args("reprocess", {"id": id})
+        self._typed("reprocess", a["id"])
         if a["id"] not in self.rows or self._where(a["id"]) != DEAD:
             raise errors.StateError(f"{a['id']} is not dead")
         self._move(a["id"], PENDING, 0)
@@ -235,6 +291,7 @@ class QueueModel:
     def remove(self, id: str) -> str:
         """T-remove: a job that is not active is deleted; ``gone`` if it does not exist."""
         a = spec.check_args("remove", {"id": id})
+        self._typed("remove", a["id"])
         loc = self._where(a["id"])
         if loc == ACTIVE:
             raise errors.LockError(f"{a['id']} is active")
@@ -320,30 +377,25 @@ class QueueModel:
     def enqueue_many(self, jobs: Iterable[tuple[str, bytes | str]]) -> list[str]:
         """B-enqueue: ``enqueue`` for each ``(id, payload)``, in order; every item is
         checked before the first one runs (B-1)."""
-        return [self.enqueue(**item) for item in spec.check_items("enqueue_many", jobs)]
+        items = spec.check_items("enqueue_many", jobs)
+        self._typed("enqueue", rows=[item["id"] for item in items])
+        return [self.enqueue(**item) for item in items]
 
     def claim_many(self, n: int, lease_ms: int, *, now: int) -> list[Claimed]:
         """B-claim: ``claim`` up to ``n`` times, stopping at the first ``None``; the jobs
         in claim order. ``last_dropped`` holds every orphan dropped on the way."""
         a = spec.check_args("claim_many", {"n": n, "lease_ms": lease_ms})
         now = spec.check_now(now)
-        jobs: list[Claimed] = []
-        dropped: list[str] = []
-        for _ in range(a["n"]):
-            job = self.claim(a["lease_ms"], now=now)
-            dropped.extend(self.last_dropped)
-            if job is None:
-                break
-            jobs.append(job)
-        self.last_dropped = tuple(dropped)
-        return jobs
+        return self._claim(a["n"], a["lease_ms"], now)
 
     def complete_many(self, jobs: Iterable[tuple[str, int]]) -> list[str | errors.EmqError]:
         """B-complete: ``complete`` for each ``(id, token)``, in order. An item that is
         refused (``EMQSTALE``) answers its refusal in place, changes nothing, and the next
         item runs (B-2)."""
+        items = spec.check_items("complete_many", jobs)
+        self._typed("complete", rows=[item["id"] for item in items])
         out: list[str | errors.EmqError] = []
-        for item in spec.check_items("complete_many", jobs):
+        for item in items:
             try:
                 out.append(self.complete(**item))
             except errors.EmqError as err:
@@ -356,21 +408,41 @@ class QueueModel:
         """Delete a row as an operator would by hand, leaving its member an orphan."""
         self.rows.pop(spec.check_value("job_id", "id", id), None)
 
+    def spoil(self, name: str, id: str | None = None) -> None:
+        """An operator overwrites a key with another type (``SET``, ``LPUSH``...): its
+        content is lost and it is stray until deleted; a call touching it is refused
+        (CC-8). ``name`` is a key of ``transitions.json`` (``pending``, ``completed``,
+        ``row`` with ``id``...)."""
+        if name not in KEY_TYPES or (name == "row") != (id is not None):
+            raise errors.ArgError(f"spoil takes a key name of {sorted(KEY_TYPES)}, and an id with row only")
+        if name == "row":
+            self.rows.pop(spec.check_value("job_id", "id", id), None)
+            self.spoiled.add(("row", id))  # type: ignore[arg-type]
+            return
+        if name in self.sets:
+            self.sets[name].clear()
+        else:
+            setattr(self, name, 0)
+        self.spoiled.add(name)
+
     # -- reads -----------------------------------------------------------------------
 
     def browse(self, n: int) -> list[str]:
         """R-browse: the ``n`` newest pending ids, newest first."""
         a = spec.check_args("browse", {"n": n})
+        self._typed("browse")
         members = sorted(self.sets[PENDING], key=lambda m: m.encode(), reverse=True)
         return members[: a["n"]]
 
     def counts(self) -> dict[str, int]:
         """R-counts: the cardinality of each location."""
+        self._typed("counts")
         return {loc: len(members) for loc, members in self.sets.items()}
 
     def state(self, id: str) -> str:
         """R-state: the location holding the id, ``unknown`` or ``absent``."""
         a = spec.check_args("state", {"id": id})
+        self._typed("state", a["id"])
         loc = self._where(a["id"])
         if loc is not None:
             return loc
@@ -379,6 +451,7 @@ class QueueModel:
     def job(self, id: str) -> dict[str, bytes] | None:
         """R-job: the row's fields, or ``None``."""
         a = spec.check_args("job", {"id": id})
+        self._typed("job", a["id"])
         row = self.rows.get(a["id"])
         return dict(row) if row is not None else None
 
@@ -386,8 +459,9 @@ class QueueModel:
         """The whole queue as an immutable value (the type emq_live reads too)."""
         lanes = self.lanes
         return Snapshot.build(self.queue, {k: v.items() for k, v in self.sets.items()}, self.rows,
-                              self.completed, self.failed, (), {g: m.items() for g, m in lanes.pending.items()},
-                              lanes.ring, lanes.paused, lanes.hashes())
+                              self.completed, self.failed, [self._key_name(k) for k in self.spoiled],
+                              {g: m.items() for g, m in lanes.pending.items()}, lanes.ring, lanes.paused,
+                              lanes.hashes())
 
     def __repr__(self) -> str:
         return f"QueueModel({self.queue!r}, counts={self.counts()})"

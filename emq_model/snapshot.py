@@ -8,6 +8,7 @@ exists on either side.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -31,9 +32,21 @@ def zset_order(entries: Iterable[tuple[str, Score]]) -> Entries:
     return tuple(sorted(entries, key=zset_key))
 
 
-def norm_score(score: float | int) -> Score:
-    """An integral score as ``int`` (Valkey hands scores back as doubles)."""
-    return int(score) if float(score).is_integer() else float(score)
+def norm_score(score: float | int | str | bytes) -> Score:
+    """An integral score as ``int`` (Valkey hands scores back as doubles, the client
+    sometimes as text): the one score normalisation of the model, the client and the kit."""
+    f = float(score)
+    return int(f) if f.is_integer() else f
+
+
+_CANONICAL = re.compile(rb"0|[1-9][0-9]*")
+
+
+def canonical_int(raw: bytes | None) -> int | None:
+    """A counter field's value (``attempts``, a count) when it is a canonical decimal
+    integer (no sign, no leading zero, ASCII digits only; INV-5), else None: the one such
+    check of the model, the client and the kit."""
+    return int(raw) if raw is not None and _CANONICAL.fullmatch(raw) else None
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,9 @@ class Snapshot:
             lanes=tuple(sorted((g, e) for g, e in lane_sets if e)),
             ring=tuple(ring),
             paused=tuple(sorted(paused)),
-            **{name: tuple(sorted(hashes.get(name, {}).items())) for name in LANE_HASHES},
+            glimit=tuple(sorted(hashes.get("glimit", {}).items())),
+            gactive=tuple(sorted(hashes.get("gactive", {}).items())),
+            gweight=tuple(sorted(hashes.get("gweight", {}).items())),
             queue=queue,
             rows=tuple(sorted((i, tuple(sorted(r.items()))) for i, r in rows.items())),
             completed=completed,
@@ -224,9 +239,9 @@ def diff(expected: Snapshot, seen: Snapshot) -> list[str]:
                 if w.get(f) != g.get(f):
                     out.append(f"row {i} field {f} is {g.get(f)!r}, expected {w.get(f)!r}")
     want_lanes, got_lanes = expected.lane_map(), seen.lane_map()
-    for g in sorted(want_lanes.keys() | got_lanes.keys()):
-        if want_lanes.get(g) != got_lanes.get(g):
-            out.append(f"lane {g} holds {got_lanes.get(g, {})}, expected {want_lanes.get(g, {})}")
+    for group in sorted(want_lanes.keys() | got_lanes.keys()):
+        if want_lanes.get(group) != got_lanes.get(group):
+            out.append(f"lane {group} holds {got_lanes.get(group, {})}, expected {want_lanes.get(group, {})}")
     for name in ("ring", "paused", *LANE_HASHES):
         if getattr(expected, name) != getattr(seen, name):
             out.append(f"{name} is {list(getattr(seen, name))}, expected {list(getattr(expected, name))}")

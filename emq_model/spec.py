@@ -7,26 +7,13 @@ answers, refusals, outcome cells) comes from here.
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from importlib import resources
 from typing import Any, Iterator
 
+from .branded_id import require
+from .contract import load, text
 from .errors import ArgError
 
-
-@cache
-def load() -> dict[str, Any]:
-    """The parsed transition table."""
-    return json.loads(resources.files("emq_specs").joinpath("transitions.json").read_text("utf-8"))
-
-
-def text(name: str) -> str:
-    """A file of the contract, by its path inside ``specs/``."""
-    node = resources.files("emq_specs")
-    for part in name.split("/"):
-        node = node.joinpath(part)
-    return node.read_text("utf-8")
+__all__ = ["load", "text"]  # the contract's files, read (emq_model.contract)
 
 
 SPEC: dict[str, Any] = load()
@@ -37,7 +24,6 @@ OPS: dict[str, dict[str, Any]] = SPEC["ops"]
 TYPES: dict[str, dict[str, Any]] = SPEC["types"]
 LOCATIONS: tuple[str, ...] = tuple(SPEC["locations"])
 STATE_OF: dict[str, str] = {loc: v["state"] for loc, v in SPEC["locations"].items()}
-LOCATION_OF_STATE: dict[str, str] = {v: k for k, v in STATE_OF.items()}
 ROW_FIELDS: tuple[str, ...] = tuple(SPEC["row_fields"])
 TRANSITIONS: tuple[str, ...] = tuple(op for op, d in OPS.items() if d["kind"] == "transition")
 LANE_OPS: dict[str, dict[str, Any]] = SPEC["lane_ops"]
@@ -80,7 +66,6 @@ def check_value(type_name: str, name: str, value: Any) -> Any:
     refusal the type names (``KindError`` for ids, ``ArgError`` otherwise)."""
     t = TYPES[type_name]
     if type_name == "job_id":
-        from .branded_id import require  # here, not above: branded_id reads LIMITS from this module
 
         return require(value)
     if type_name in ("payload", "text"):

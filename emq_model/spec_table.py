@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-
 from typing import Any
 
 from .spec import LANE_OPS, OPS, TYPES, bound

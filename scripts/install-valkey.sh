@@ -2,12 +2,13 @@
 # Install the servers and tools emq's tests use, from Debian's packages:
 #   valkey-server + valkey-tools (Valkey 8, from bookworm-backports),
 #   redis-server (Debian's Redis 7.0, the second server under test),
-#   lua-check (luacheck, lints emq_live/lua).
+#   lua-check (luacheck, lints emq_live/lua),
+#   chromium (headless: tests/test_html.py renders the HTML report in it).
 # Idempotent: installs only what is missing; adds the bookworm-backports apt source
 # (deb822, same mirror and keyring as the Debian entry) only if none exists.
 # Runs as root with no tty (uses sudo when not root). The Debian services of packages
 # installed here are kept from starting: the tests start their own throwaway servers on
-# free loopback ports (emq_live.server) and never use the default port 6379.
+# free loopback ports (emq_kit.server) and never use the default port 6379.
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
@@ -31,14 +32,15 @@ plain=()  # packages from the release itself (no -t)
 { have valkey-server && have valkey-cli; } || need_valkey=1  # valkey-cli: the cluster tests
 have redis-server || plain+=(redis-server)
 have luacheck || plain+=(lua-check)
+have chromium || plain+=(chromium)
 
 if [ "$need_valkey" -eq 0 ] && [ "${#plain[@]}" -eq 0 ]; then
-    log "valkey-server, valkey-cli, redis-server and luacheck are installed; nothing to do"
+    log "valkey-server, valkey-cli, redis-server, luacheck and chromium are installed; nothing to do"
     exit 0
 fi
 
 if ! have apt-get; then
-    log "apt-get not found: install valkey-server (8.x), redis-server and luacheck by hand" >&2
+    log "apt-get not found: install valkey-server (8.x), redis-server, luacheck and chromium by hand" >&2
     exit 1
 fi
 
@@ -136,7 +138,7 @@ for svc in ${installed[@]+"${installed[@]}"}; do
     fi
 done
 
-for cmd in valkey-server redis-server luacheck; do
+for cmd in valkey-server redis-server luacheck chromium; do
     if ! have "$cmd"; then
         log "$cmd is still missing after the install" >&2
         exit 1

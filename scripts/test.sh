@@ -1,34 +1,61 @@
 #!/usr/bin/env bash
-# The project's test command: bash scripts/test.sh [pytest args...]
-# Installs what is missing (servers, luacheck, .venv), lints the Lua scripts, runs pytest.
-# With no args pytest runs the whole suite (testpaths in pyproject.toml). pytest's exit
-# code 5 (no tests collected) is turned into a failure: a run that tests nothing is red.
+# The project's test command: bash scripts/test.sh [--floors] [pytest args...]
+# Installs what is missing (servers, luacheck, the venv), lints the Lua scripts and the
+# Python (ruff), type-checks emq_model and emq_live (mypy), runs pytest
+# in parallel (pytest-xdist, EMQ_TEST_WORKERS workers, default `auto` = one per core; each
+# worker starts its own throwaway servers) and prints the 15 slowest tests.
+# With no args pytest runs the whole suite (testpaths in pyproject.toml).
+# --floors: build .venv-floors with every dependency at its floor (constraints/minimum.txt)
+# and run the floor tests there (FLOOR_TESTS: the fast ones that still run `emq check`
+# against Valkey), so a floor in pyproject.toml that no longer holds turns the run red.
+# pytest's exit code 5 (no tests collected) is turned into a failure: a run that tests
+# nothing is red.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+FLOOR_TESTS=(tests/test_check.py tests/test_live.py tests/test_scripts.py tests/test_spec.py tests/test_model.py)
+
+venv=.venv
+floors=0
+if [ "${1:-}" = "--floors" ]; then
+    shift
+    venv=.venv-floors
+    floors=1
+fi
+
 have() { command -v "$1" >/dev/null 2>&1; }
 
-if ! have valkey-server || ! have valkey-cli || ! have redis-server || ! have luacheck; then
-    echo "test.sh: valkey-server, valkey-cli, redis-server or luacheck missing; running scripts/install-valkey.sh"
+if ! have valkey-server || ! have valkey-cli || ! have redis-server || ! have luacheck || ! have chromium; then
+    echo "test.sh: valkey-server, valkey-cli, redis-server, luacheck or chromium missing; running scripts/install-valkey.sh"
     bash scripts/install-valkey.sh
 fi
 
-if [ ! -x .venv/bin/python ]; then
-    echo "test.sh: creating .venv"
-    "${PYTHON:-python3}" -m venv .venv
+if [ ! -x "$venv/bin/python" ]; then
+    echo "test.sh: creating $venv"
+    "${PYTHON:-python3}" -m venv "$venv"
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-bash scripts/install-node-port.sh
-
-if [ -n "$(find emq_live/lua -name '*.lua' -print -quit 2>/dev/null)" ]; then
-    luacheck --no-color emq_live/lua
+if [ "$floors" -eq 1 ]; then
+    # -c pins every dependency named there to its floor; pip fails if a floor is unsatisfiable.
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints/minimum.txt -e '.[test]'
+    echo "test.sh: dependencies at their floors:"
+    "$venv/bin/python" -m pip freeze --exclude-editable | grep -iE "^($(cut -d= -f1 constraints/minimum.txt | grep -v '^#' | paste -sd'|'))=="
+    [ "$#" -gt 0 ] || set -- "${FLOOR_TESTS[@]}"
 else
-    echo "test.sh: note: no .lua files under emq_live/lua; luacheck skipped"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+    bash scripts/install-node-port.sh
+    if [ -n "$(find emq_live/lua -name '*.lua' -print -quit 2>/dev/null)" ]; then
+        luacheck --no-color emq_live/lua
+    else
+        echo "test.sh: note: no .lua files under emq_live/lua; luacheck skipped"
+    fi
+    # Python: lint (ruff, rules in pyproject.toml) and types (mypy on emq_model and emq_live).
+    "$venv/bin/python" -m ruff check .
+    "$venv/bin/python" -m mypy
 fi
 
 rc=0
-.venv/bin/python -m pytest "$@" || rc=$?
+"$venv/bin/python" -m pytest -n "${EMQ_TEST_WORKERS:-auto}" --durations=15 "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "test.sh: pytest collected no tests (exit 5); failing the run" >&2
     exit 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from emq_kit.selftest import copy_scripts
+from emq_kit.selftest.mutation import copy_scripts
 
 
 class Broken(NamedTuple):
@@ -21,33 +21,34 @@ class Broken(NamedTuple):
 
 
 VARIANTS = [
-    Broken("missing-zrem", "complete", 'redis.call("ZREM", k[loc], id)\n', "",
+    Broken("missing-zrem", "complete", 'redis.call("ZREM", k[loc], a.id)\n', "",
            "complete deletes the row but leaves the id in active (INV-2 orphan member)"),
     Broken("missing-del", "complete", 'redis.call("DEL", k.row)\n', "",
            "complete leaves the row behind (INV-2 orphan row)"),
-    Broken("state-not-written", "claim", '    redis.call("HSET", row, "state", emq.states.active)\n', "",
+    Broken("state-not-written", "claim", '  redis.call("HSET", row, "state", emq.states.active)\n', "",
            "claim moves the id but the row still says pending (INV-3)"),
-    Broken("token-not-checked", "complete", 'if tonumber(redis.call("HGET", k.row, "attempts")) ~= a.token then',
-           "if false then", "complete accepts any token (T-complete-3)"),
+    Broken("token-not-checked", "lib", "if attempts ~= a.token then",
+           "if false then", "complete (retry, extend) accepts any token (T-complete-3)"),
     Broken("reprocess-resets-attempts", "reprocess", 'redis.call("HSET", k.row, "state", emq.states.pending)',
            'redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "0")',
            "reprocess revives old tokens (INV-5, T-reprocess-2)"),
-    Broken("promote-strict", "promote", '"-inf", emq.int(a.now), "BYSCORE"', '"-inf", "(" .. emq.int(a.now), "BYSCORE"',
-           "promote uses < for <= (T-promote-1)"),
-    Broken("write-before-validation", "retry", 'local attempts = tonumber(redis.call("HGET", k.row, "attempts"))',
+    Broken("promote-strict", "lib", '"-inf", emq.int(a.now), "BYSCORE"', '"-inf", "(" .. emq.int(a.now), "BYSCORE"',
+           "promote (and reap: one pump) uses < for <= (T-promote-1)"),
+    Broken("write-before-validation", "retry", 'local loc, attempts = emq.live_attempt(a, {"active", "pending"})',
            'redis.call("HSET", k.row, "last_error", a.error)\n'
-           'local attempts = tonumber(redis.call("HGET", k.row, "attempts"))',
+           'local loc, attempts = emq.live_attempt(a, {"active", "pending"})',
            "a refused retry has already written last_error (CC-5)"),
-    Broken("claim-resurrects-orphan", "claim", 'if redis.call("EXISTS", row) == 1 then', "if true then",
+    Broken("claim-resurrects-orphan", "claim", "if row then", "if true then",
            "claim turns an orphan member into a payload-less row (T-claim-2)"),
-    Broken("complete-from-schedule", "complete", 'if loc ~= "active" and loc ~= "pending" then', "if loc == nil then",
+    Broken("complete-from-schedule", "complete", 'emq.live_attempt(a, {"active", "pending"}, "gone")',
+           'emq.live_attempt(a, emq.locations, "gone")',
            "complete settles a job sitting in schedule or dead (T-complete-2)"),
     Broken("retry-two-sets", "retry", 'redis.call("ZREM", k[loc], id)\n', "",
            "retry adds the id to schedule or dead without leaving active (INV-1)"),
     Broken("reap-ignores-max-attempts", "reap",
            "if a.max_attempts and attempts and attempts >= a.max_attempts then", "if false then",
            "a poison job is requeued forever (T-reap-2)"),
-    Broken("extend-non-active", "extend", 'if not redis.call("ZSCORE", k.active, id) then', "if false then",
+    Broken("extend-non-active", "extend", 'emq.live_attempt(a, {"active"})', 'emq.live_attempt(a, {"active", "pending"})',
            "extend puts a reaped (pending) job back in active: two sets (T-extend-1)"),
 ]
 

@@ -1,5 +1,5 @@
 """Shared pytest fixtures. Servers are throwaway processes on free loopback ports
-(emq_live.server), never the default port; a missing binary is an error, not a skip."""
+(emq_kit.server), never the default port; a missing binary is an error, not a skip."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from emq_live.server import ClusterProcess, ServerProcess
+from emq_kit.server import ClusterProcess, ServerProcess
 
 
 @pytest.fixture(scope="session")

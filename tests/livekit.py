@@ -23,6 +23,8 @@ import pytest
 import redis
 
 import emq_live
+from emq_kit.check.coverage import classify
+from emq_kit.check.machine import outcome
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.branded_id import JOB, encode
 from emq_model.model import QueueModel
@@ -118,13 +120,6 @@ def dump(r: Any) -> dict[bytes, tuple[bytes, int]]:
     return {key: (r.dump(key), r.pttl(key)) for key in r.scan_iter(count=1000)}
 
 
-def _outcome(fn: Callable[..., Any], args: tuple, kw: dict) -> Any:
-    try:
-        return fn(*args, **kw)
-    except errors.EmqError as exc:
-        return exc
-
-
 class Twin:
     """One queue on the model and (unless the backend is the model) on a live server."""
 
@@ -151,9 +146,9 @@ class Twin:
     def call(self, op: str, *args: Any, **kw: Any) -> Any:
         before = self.model.snapshot()
         keys_before = dump(self.redis) if self.live is not None else None
-        want = _outcome(getattr(self.model, op), args, kw)
+        want = outcome(lambda: getattr(self.model, op)(*args, **kw))
         if self.live is not None:
-            got = _outcome(getattr(self.live, op), args, kw)
+            got = outcome(lambda: getattr(self.live, op)(*args, **kw))
             if isinstance(want, errors.EmqError) or isinstance(got, errors.EmqError):
                 assert got == want, f"{op}{args}{kw}: live {got!r}, model {want!r}"
                 assert dump(self.redis) == keys_before, f"refused {op} changed the keyspace"
@@ -176,7 +171,7 @@ class Twin:
             return expected
         seen = self.live.snapshot()
         assert seen == expected, "\n".join(diff(expected, seen)) + f"\nseen:\n{seen}\nexpected:\n{expected}"
-        assert invariants.check(seen) == invariants.check(expected)
+        assert invariants.check_invariants(seen) == invariants.check_invariants(expected)
         return seen
 
     def forget_row(self, job_id: str) -> None:
@@ -187,28 +182,14 @@ class Twin:
         self.check()
 
     def _record(self, op: str, args: tuple, before: Snapshot, answer: Any) -> None:
+        """The cells of a transition's answer, named as ``emq check`` names them."""
+        if op not in spec.TRANSITIONS:
+            return
         after = self.model.snapshot()
-        if op in ("enqueue", "schedule", "retry", "extend", "reprocess", "remove"):
-            self.cells.add((op, answer))
-        elif op == "claim":
-            self.cells.add((op, "claimed" if answer is not None else "empty"))
-            if self.model.last_dropped:
-                self.cells.add((op, "dropped"))
-        elif op == "complete":
-            if answer == "ok" and before.where(args[0]) == ["pending"]:
-                self.cells.add((op, "late"))
-            else:
-                self.cells.add((op, answer))
-        elif op == "promote":
-            self.cells.add((op, "moved" if answer else "none"))
-        elif op == "reap":
-            dead = after.failed - before.failed
-            if dead:
-                self.cells.add((op, "dead"))
-            if answer - dead:
-                self.cells.add((op, "requeued"))
-            if not answer:
-                self.cells.add((op, "none"))
+        was = "pending" if op == "complete" and before.where(args[0]) == ["pending"] else None
+        for name in classify(op, answer, was=was, dropped=op == "claim" and bool(self.model.last_dropped),
+                             dead_before=before.failed, dead_after=after.failed):
+            self.cells.add((op, name))
 
 
 _ARG = re.compile(rb'"((?:[^"\\]|\\.)*)"')

@@ -12,15 +12,14 @@ from typing import Any
 
 import pytest
 import redis
+from livekit import J
 
 import emq_live
 from emq_kit import cli
-from emq_kit.targets import LiveTarget
+from emq_kit.check.live import LiveTarget
+from emq_kit.server import ServerProcess
 from emq_live import acl
-from emq_live.server import ServerProcess
 from emq_model import keyspace, spec
-
-from livekit import J
 
 PASSWORD = "s3cret-emq"
 

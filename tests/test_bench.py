@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from emq_kit import bench, cli
-from emq_kit.targets import LiveTarget
+from emq_kit.check.live import LiveTarget
+from emq_kit.errors import BadArgument
 
 TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch", "20",
-        "--sizes", "10,100", "--fakeredis-sizes", "10,40", "--probes", "5"]
+        "--sizes", "10,100", "--fakeredis-sizes", "10,40", "--probes", "5", "--audit-jobs", "30"]
 
 
 @pytest.mark.parametrize("where", ["throwaway", "url"])
@@ -36,6 +37,7 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     for label, sizes in (("valkey", (10, 100)), ("fakeredis", (10, 40))):
         want |= {f"scale.{label}.{what}.{n}" for what in ("claim", "complete", "memory") for n in sizes}
         want |= {f"scale.{label}.claim.growth", f"scale.{label}.complete.growth"}
+    want |= {"audit.valkey.seconds.30", "audit.valkey.memory.30"}
     assert set(figures) == want
     for key, f in figures.items():
         assert math.isfinite(f["value"]), key
@@ -73,5 +75,5 @@ def test_the_replayed_stream_is_what_a_client_sends() -> None:
     assert bench.server_args("redis://127.0.0.1:7001/0") == ["-h", "127.0.0.1", "-p", "7001"]
     assert bench.server_args("valkey://:s%40cret@h:1") == ["-h", "h", "-p", "1", "-a", "s@cret", "--no-auth-warning"]
     assert bench.server_args("unix:///tmp/v.sock") == ["-s", "/tmp/v.sock"]
-    with pytest.raises(cli.Usage):
+    with pytest.raises(BadArgument):
         bench.server_args("redis+cluster://127.0.0.1:7000")

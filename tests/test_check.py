@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from emq_kit import cli
-from emq_kit.check import PROFILES, Profile, run_check
-from emq_kit.targets import LiveTarget, ModelTarget
+from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_model.spec import cells
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["fakeredis", "valkey"])
 def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("valkey").url if backend == "valkey" else None

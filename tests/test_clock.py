@@ -1,4 +1,4 @@
-"""Server-clock mode (emq_kit/clock.py, specs/driver-protocol.md §6): the policy that
+"""Server-clock mode (emq_kit/check/clock.py, specs/driver-protocol.md §6): the policy that
 picks the model's clock inside the TIME window of a call, then whole runs on Valkey with
 the built-in client, the Node.js port, and a port whose clock runs behind the server's."""
 
@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-
-from emq_kit.clock import ServerClock, VirtualClock
-from emq_kit.machine import outcome
-from emq_model.branded_id import JOB, encode
-from emq_model import spec
-from emq_model.model import Claimed, QueueModel
-
 from test_driver import DRIVERS, NODE, check, emq, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
+
+from emq_kit.check.clock import ServerClock, VirtualClock
+from emq_kit.check.machine import outcome
+from emq_model import spec
+from emq_model.branded_id import JOB, encode
+from emq_model.model import Claimed, QueueModel
 
 A, B = encode(JOB, 1 << 22), encode(JOB, 2 << 22)
 

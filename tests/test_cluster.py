@@ -1,6 +1,6 @@
 """Valkey Cluster (issue 8, part 5): the client through redis-py's ``RedisCluster``
 (``redis+cluster://`` URLs) on a local 3-primary cluster (the session's ``cluster``
-fixture, ``emq_live.server.ClusterProcess``).
+fixture, ``emq_kit.server.ClusterProcess``).
 
 The conformance machine's two queues live on different primaries, so ``emq check``
 passing there shows every script finds all of its keys on the node it runs on. The
@@ -17,21 +17,20 @@ from typing import Any
 
 import pytest
 import redis
-
-import emq_live
-from emq_kit import cli
-from emq_kit.machine import QUEUES
-from emq_live import acl
-from emq_live.client import Connection
-from emq_live.scripts import Script, ScriptSet
-from emq_live.server import ClusterProcess, ServerProcess, _slot_map
-from emq_model import invariants, keyspace, spec
-from emq_model.model import Claimed
-
 from livekit import Backend, J
 from test_acl import PASSWORD, refused, workload
 from test_faults import CutProxy
 from test_live import tour
+
+import emq_live
+from emq_kit import cli
+from emq_kit.check.machine import QUEUES
+from emq_kit.server import ClusterProcess, ServerProcess, _slot_map
+from emq_live import acl
+from emq_live.client import Connection
+from emq_live.scripts import Script, ScriptSet
+from emq_model import invariants, keyspace, spec
+from emq_model.model import Claimed
 
 
 def evalsha_calls(node: ServerProcess) -> int:
@@ -91,7 +90,7 @@ def test_noscript_is_handled_per_node(cluster: ClusterProcess) -> None:
         assert qb.claim(10, now=0) == Claimed(J(1), b"b", 1)
         for q in (qa, qb):
             assert q.complete(J(1), 1) == "ok"
-            assert invariants.check(q.snapshot()) == []
+            assert invariants.check_invariants(q.snapshot()) == []
 
 
 def test_each_call_runs_on_the_primary_of_its_queue(cluster: ClusterProcess) -> None:

@@ -6,11 +6,17 @@ from __future__ import annotations
 import collections
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
-from emq_kit.draws import MAX_OPTIONS, Draw
-from emq_kit.machine import Selection
+from emq_kit.check.draws import MAX_OPTIONS, Draw
+from emq_kit.check.machine import Selection
 
 PAIR = Draw("Pair", colour=("red", "green", "blue"), size=range(1, 11))
 
@@ -87,3 +93,70 @@ def test_selection_honours_preconditions_swarms_and_reaches_every_valid_rule() -
     assert set().union(*used) == {"one", "two", "three"}
     assert any(len(u) < 3 for u in used)  # the swarm switches rules off in some examples
     assert any(len(u) == 3 for u in used)  # and leaves all on in others
+
+
+# -- the fence around Hypothesis's private API ----------------------------------------------
+# ``Selection`` takes over ``RuleBasedStateMachine._rules_strategy``, which Hypothesis does
+# not promise to keep reading. These fail when it stops: the rules would still run, drawn
+# by Hypothesis's own strategy, and every other test would still pass.
+
+
+class Counted(Toy):
+    """``Toy``, keeping each example's ``Selection`` to count what it drew."""
+
+    made: list["Counted"] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        Counted.made.append(self)
+
+
+def test_selection_is_the_strategy_that_draws_every_rule() -> None:
+    Counted.made = []
+    run_state_machine_as_test(Counted, settings=settings(
+        max_examples=30, stateful_step_count=20, database=None, deadline=None,
+        suppress_health_check=list(HealthCheck), phases=[Phase.generate]))
+    assert sum(sum(m.ran.values()) for m in Counted.made) > 0
+    for m in Counted.made:
+        assert m._rules_strategy.drawn == sum(m.ran.values())
+
+
+def test_the_conformance_machine_draws_through_selection() -> None:
+    from emq_kit.check.live import ModelTarget
+    from emq_kit.check.machine import Conformance, Run
+
+    made: list[Conformance] = []
+    base = Conformance.factory(ModelTarget(), Run())
+
+    def factory() -> Conformance:
+        made.append(base())
+        return made[-1]
+
+    run_state_machine_as_test(factory, settings=settings(
+        max_examples=10, stateful_step_count=20, database=None, deadline=None,
+        suppress_health_check=list(HealthCheck), phases=[Phase.generate]))
+    assert sum(m._rules_strategy.drawn for m in made) >= sum(len(m.steps) > 0 for m in made) > 0
+    for m in made:  # an example that stepped drew its rules through Selection
+        assert m._rules_strategy.drawn > 0 or not m.steps
+
+
+class Stuck(RuleBasedStateMachine):
+    """A machine whose only rule never holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rules_strategy = Selection(self)
+
+    @precondition(lambda self: False)
+    @rule()
+    def never(self) -> None:
+        pass
+
+
+def test_no_runnable_rule_is_hypothesiss_own_error() -> None:
+    from hypothesis.errors import InvalidDefinition
+
+    with pytest.raises(InvalidDefinition, match="No progress can be made"):
+        run_state_machine_as_test(Stuck, settings=settings(
+            max_examples=1, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+            phases=[Phase.generate]))

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from emq_kit import driver
+from emq_kit.ports import protocol
 from emq_live.scripts import ScriptSet
 from emq_model import spec
 
@@ -59,15 +59,15 @@ def faulty(mode: str, op: str) -> str:
 
 def test_bytes_travel_as_base64_and_back() -> None:
     value = {"payload": b"\x00\xff\xfe", "error": "ü", "ids": ["JOB0KHTOWnGLuC"], "n": 7, "none": None}
-    wire = json.loads(json.dumps(driver.encode(value)))
+    wire = json.loads(json.dumps(protocol.encode(value)))
     assert wire["payload"] == {"b64": "AP/+"}
     assert wire["error"] == "ü"  # text stays text: the driver encodes it as UTF-8
-    assert driver.decode(wire) == value
+    assert protocol.decode(wire) == value
 
 
 def test_bad_base64_is_a_protocol_error() -> None:
-    with pytest.raises(driver.ProtocolError, match="bad base64"):
-        driver.decode({"b64": "not base64!"})
+    with pytest.raises(protocol.ProtocolError, match="bad base64"):
+        protocol.decode({"b64": "not base64!"})
 
 
 @pytest.mark.parametrize("op, ok", [
@@ -79,8 +79,8 @@ def test_bad_base64_is_a_protocol_error() -> None:
     ("enqueue", 1),
 ])
 def test_a_result_of_the_wrong_shape_is_refused(op: str, ok: object) -> None:
-    with pytest.raises(driver.ProtocolError, match=f"^{op} answered"):
-        driver.decode_answer(op, ok)
+    with pytest.raises(protocol.ProtocolError, match=f"^{op} answered"):
+        protocol.decode_answer(op, ok)
 
 
 # -- the schema -------------------------------------------------------------------------
@@ -92,7 +92,7 @@ def schema() -> dict:
 
 def test_schema_names_every_op_and_argument_of_the_table() -> None:
     defs = schema()["$defs"]
-    assert set(defs["args"]) == set(driver.REQUIRED_OPS + driver.SERVERLESS_OPS)
+    assert set(defs["args"]) == set(protocol.REQUIRED_OPS + protocol.SERVERLESS_OPS + (protocol.BATCH,))
     assert set(defs["results"]) == set(defs["args"])
     for op, d in spec.OPS.items():
         want = [a["name"] for a in d["args"]] + (["now"] if d["clock"] else [])

@@ -18,16 +18,15 @@ from typing import Any, Callable
 
 import pytest
 import redis
+from livekit import DB, J, flush_url
 
 import emq_live
+from emq_kit.server import ServerProcess
 from emq_live.client import Connection
 from emq_live.scripts import ScriptSet
-from emq_live.server import ServerProcess
 from emq_model import errors, invariants
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
-
-from livekit import DB, J, flush_url
 
 LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
@@ -161,7 +160,7 @@ def test_sigkill_under_appendfsync_always_keeps_every_acknowledged_enqueue() -> 
         snap, ledger, config = crash_and_recover(server)
     assert config == {"appendonly": "yes", "appendfsync": "always"}
     assert len(ledger.enqueued) >= 200 and len(ledger.completed) >= 50
-    assert invariants.check(snap) == []
+    assert invariants.check_invariants(snap) == []
     assert ledger_violations(snap, ledger) == []
     assert len(snap.active) <= 1  # at most the job of the worker's call in flight
 
@@ -286,7 +285,7 @@ def test_a_lost_claim_is_not_resent_and_is_recovered_by_reap(proxied) -> None:
     with pytest.raises(errors.StaleError):
         q.complete(J(1), 1)  # the lost token is dead
     assert q.complete(J(1), 2) == "ok"
-    assert invariants.check(d.snapshot()) == []
+    assert invariants.check_invariants(d.snapshot()) == []
 
 
 def test_a_lost_claim_with_its_last_attempt_is_reaped_to_dead(proxied) -> None:
@@ -348,7 +347,7 @@ def test_a_call_sent_again_after_a_lost_reply_has_its_effect_once(proxied, op, s
     assert snap == after_first  # the second call changed nothing
     assert snap.where(J(1)) == where
     assert snap.completed == (1 if op == "complete" else 0)
-    assert invariants.check(snap) == []
+    assert invariants.check_invariants(snap) == []
 
 
 def test_redis_py_default_retries_would_resend_a_lost_claim(valkey) -> None:

@@ -20,15 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
-
-from emq_model import branded_id, errors, keyspace, spec
-from emq_model.branded_id import MAX_VALUE, encode
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from livekit import J, dump, flush_url, make_backend
+from test_scripts import KEYS6, SCRIPTS, Q, argv_spec, baseline, clock, populate, row_key
 
 import emq_live
-
-from livekit import J, dump, flush_url, make_backend
-from test_scripts import KEYS6, Q, SCRIPTS, argv_spec, baseline, clock, populate, row_key
+from emq_model import branded_id, errors, keyspace, spec
+from emq_model.branded_id import MAX_VALUE, encode
 
 HOSTILE = settings(
     max_examples=60,

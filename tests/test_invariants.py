@@ -1,8 +1,8 @@
-"""invariants.check finds every violation it is meant to (specs/lifecycle.md §7, INV-1..7).
+"""invariants.check_invariants finds every violation it is meant to (specs/lifecycle.md §7, INV-1..7).
 
-Each case starts from a SOUND snapshot the model made, asserts that check() of it is []
+Each case starts from a SOUND snapshot the model made, asserts that check_invariants() of it is []
 (so the checker cannot pass vacuously), corrupts it by hand (Snapshot.build /
-dataclasses.replace) and asserts the exact list of (invariant, id) that check() reports.
+dataclasses.replace) and asserts the exact list of (invariant, id) that check_invariants() reports.
 """
 
 from __future__ import annotations
@@ -170,11 +170,11 @@ CASES: list[Corruption] = [
 def test_check_reports_the_corruption(name: str, sound: Snapshot, previous: Snapshot | None,
                                       corrupt: Callable[[Snapshot], Snapshot],
                                       expected: list[tuple[str, str | None]]) -> None:
-    assert invariants.check(sound, previous) == []  # not vacuous: the same call on the sound value is clean
-    assert invariants.check(sound) == []
+    assert invariants.check_invariants(sound, previous) == []  # not vacuous: the same call on the sound value is clean
+    assert invariants.check_invariants(sound) == []
     bad = corrupt(sound)
     assert bad != sound
-    got = invariants.check(bad, previous)
+    got = invariants.check_invariants(bad, previous)
     assert pairs(got) == sorted(expected, key=repr), "\n".join(map(str, got))
     for v in got:
         assert isinstance(v, Violation) and v.seen and str(v).startswith(v.invariant)
@@ -182,18 +182,18 @@ def test_check_reports_the_corruption(name: str, sound: Snapshot, previous: Snap
 
 def test_decrease_is_only_seen_against_previous() -> None:
     bad = edit(SOUND2, rows={A: {"attempts": b"1"}})
-    assert invariants.check(bad) == []  # on its own it is a sound keyspace
-    assert pairs(invariants.check(bad, SOUND2)) == [("INV-5", A)]
+    assert invariants.check_invariants(bad) == []  # on its own it is a sound keyspace
+    assert pairs(invariants.check_invariants(bad, SOUND2)) == [("INV-5", A)]
     grown = dataclasses.replace(SOUND, completed=5, failed=5)
-    assert invariants.check(grown) == []
-    assert pairs(invariants.check(grown, SOUND)) == [("INV-7", None), ("INV-7", None)]
+    assert invariants.check_invariants(grown) == []
+    assert pairs(invariants.check_invariants(grown, SOUND)) == [("INV-7", None), ("INV-7", None)]
 
 
 def test_sound_snapshots_yield_nothing() -> None:
-    assert invariants.check(SOUND) == []
-    assert invariants.check(SOUND2) == []
-    assert invariants.check(Snapshot.build(Q, {}, {})) == []
-    assert invariants.check(Snapshot.build(Q, {}, {}), Snapshot.build(Q, {}, {})) == []
+    assert invariants.check_invariants(SOUND) == []
+    assert invariants.check_invariants(SOUND2) == []
+    assert invariants.check_invariants(Snapshot.build(Q, {}, {})) == []
+    assert invariants.check_invariants(Snapshot.build(Q, {}, {}), Snapshot.build(Q, {}, {})) == []
 
 
 def test_every_transition_of_the_model_is_sound_against_its_previous() -> None:
@@ -216,7 +216,7 @@ def test_every_transition_of_the_model_is_sound_against_its_previous() -> None:
     for step in steps:
         step()
         cur = m.snapshot()
-        assert invariants.check(cur, prev) == [], str(cur)
+        assert invariants.check_invariants(cur, prev) == [], str(cur)
         prev = cur
     assert (prev.completed, prev.failed) == (3, 3)
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from livekit import J, dump, forget_row, fresh, live  # noqa: F401  (fixture)
 
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
-
-from livekit import J, dump, forget_row, fresh, live  # noqa: F401  (fixture)
 
 NOW = 1_000
 GROUPS = ("a", "b", "c", "d")
@@ -86,7 +86,7 @@ def test_lowering_a_limit_below_the_active_count_parks_the_lane() -> None:
     m = model_with((1, "a"), (2, "a"), (3, "a"))
     served(m, 2)
     m.lane_limit("a", 1)
-    assert m.snapshot().ring == () and invariants.check(m.snapshot()) == []
+    assert m.snapshot().ring == () and invariants.check_invariants(m.snapshot()) == []
     m.complete(J(1), 1)
     assert m.snapshot().ring == ()  # still one active: at its limit
     m.retry(J(2), 1, delay_ms=5, max_attempts=3, error="e", now=NOW)
@@ -131,7 +131,7 @@ def test_an_orphan_in_a_lane_is_dropped_and_a_lane_of_orphans_yields_its_turn() 
     m.forget_row(J(2))
     c = m.lane_claim(10, now=NOW)
     assert (c.id, m.last_dropped) == (J(3), (J(1), J(2)))
-    assert m.snapshot().ring == () and invariants.check(m.snapshot()) == []
+    assert m.snapshot().ring == () and invariants.check_invariants(m.snapshot()) == []
 
 
 @pytest.mark.parametrize("group", ["", "a" * 65, "a:b", "a b", "a}", "{a", "a*", "é", "a\n", b"a", 7, None])
@@ -168,7 +168,7 @@ def test_the_step_invariants_see_a_paused_a_limited_and_an_out_of_turn_lane() ->
     before = m.snapshot()
     m.lanes.ring = ["b", "a"]  # b's turn taken out of order
     m.lane_claim(10, now=NOW)
-    assert [v.invariant for v in invariants.check(m.snapshot(), before)] == ["INV-14"]
+    assert [v.invariant for v in invariants.check_invariants(m.snapshot(), before)] == ["INV-14"]
 
     m = model_with((1, "a"), (2, "b"))
     m.lane_pause("b")
@@ -176,7 +176,7 @@ def test_the_step_invariants_see_a_paused_a_limited_and_an_out_of_turn_lane() ->
     m.lanes.paused.discard("b")
     m.lanes.ring = ["b"]
     m.lane_claim(10, now=NOW)
-    assert {v.invariant for v in invariants.check(m.snapshot(), paused)} == {"INV-10", "INV-12", "INV-14"}
+    assert {v.invariant for v in invariants.check_invariants(m.snapshot(), paused)} == {"INV-10", "INV-12", "INV-14"}
 
     m = model_with((1, "a"), (2, "a"))
     m.lane_limit("a", 1)
@@ -185,8 +185,8 @@ def test_the_step_invariants_see_a_paused_a_limited_and_an_out_of_turn_lane() ->
     del m.lanes.glimit["a"]
     m.lanes.ring = ["a"]
     m.lane_claim(10, now=NOW)
-    assert {v.invariant for v in invariants.check(m.snapshot(), limited)} == {"INV-13", "INV-14"}
-    assert invariants.check(m.snapshot(), limited, one_step=False) == []
+    assert {v.invariant for v in invariants.check_invariants(m.snapshot(), limited)} == {"INV-13", "INV-14"}
+    assert invariants.check_invariants(m.snapshot(), limited, one_step=False) == []
 
 
 # -- the model: properties -----------------------------------------------------------
@@ -265,7 +265,7 @@ def test_random_programs_keep_every_invariant_after_every_step(program: list[tup
             return  # operator damage: LANE-9 says which invariants it breaks
         run(step)
         snap = m.snapshot()
-        assert invariants.check(snap, previous) == [], (step, str(snap))
+        assert invariants.check_invariants(snap, previous) == [], (step, str(snap))
         previous = snap
 
 
@@ -329,7 +329,7 @@ def test_live_lanes_equal_the_model(live, program: list[tuple]) -> None:
         snap = queue.snapshot()
         assert snap == model.snapshot(), step
         if not forgotten:
-            assert invariants.check(snap, previous) == [], step
+            assert invariants.check_invariants(snap, previous) == [], step
         previous = snap
 
 
@@ -448,7 +448,7 @@ def test_live_group_awareness_equals_the_model(live) -> None:
         assert on_live.run(step) == answers[-1], step
         snap = on_live.target.snapshot()
         assert snap == on_model.target.snapshot(), step
-        assert invariants.check(snap, previous) == [], step
+        assert invariants.check_invariants(snap, previous) == [], step
         previous = snap
     assert answers[8:10] == ["scheduled", 1] and answers[11] == 2 and answers[13:15] == ["dead", "ok"]
     assert answers[16] == "ok" and answers[19] == "ok" and answers[21] == 1 and answers[23] is None

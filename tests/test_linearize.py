@@ -1,15 +1,16 @@
-"""The linearizability checker (emq_kit.linearize) on small hand-built histories, and the
-queue's history model (emq_kit.history) against the oracle QueueModel."""
+"""The linearizability checker (emq_kit.soak.linearize) on small hand-built histories, and the
+queue's history model (emq_kit.soak.history) against the oracle QueueModel."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from emq_kit import history, linearize
-from emq_kit.history import Event
-from emq_kit.linearize import ILLEGAL, OK, UNKNOWN, Model, Op
+from emq_kit.soak import history, linearize
+from emq_kit.soak.history import Event
+from emq_kit.soak.linearize import ILLEGAL, OK, UNKNOWN, Model, Op
 from emq_model.branded_id import JOB, encode
 from emq_model.errors import EmqError
 from emq_model.model import Claimed, QueueModel
@@ -31,9 +32,9 @@ def test_a_read_overlapping_a_write_may_see_either_value() -> None:
     h = [Op("a", ("write", 1), "ok", 0, 10), Op("b", ("read",), 1, 2, 3), Op("c", ("read",), 0, 4, 5)]
     # b sees the write, then c (later in real time) sees the old value: that is not
     # allowed, since once the write is visible it stays visible.
-    assert linearize.check(REGISTER, h).verdict == ILLEGAL
+    assert linearize.check_linearizable(REGISTER, h).verdict == ILLEGAL
     h = [Op("a", ("write", 1), "ok", 0, 10), Op("b", ("read",), 0, 2, 3), Op("c", ("read",), 1, 4, 5)]
-    result = linearize.check(REGISTER, h)
+    result = linearize.check_linearizable(REGISTER, h)
     assert result.verdict == OK
     order = [h[i].process for i in result.partitions[0].longest]
     assert order.index("b") < order.index("a") < order.index("c")
@@ -41,30 +42,30 @@ def test_a_read_overlapping_a_write_may_see_either_value() -> None:
 
 def test_a_read_after_a_completed_write_must_see_it() -> None:
     h = [Op("a", ("write", 1), "ok", 0, 3), Op("b", ("read",), 0, 5, 6)]
-    result = linearize.check(REGISTER, h)
+    result = linearize.check_linearizable(REGISTER, h)
     assert result.verdict == ILLEGAL
     assert result.partitions[0].longest == (0,)  # the write fits; the read after it does not
 
 
 def test_equal_stamps_count_as_overlapping() -> None:
     h = [Op("a", ("write", 1), "ok", 0, 5), Op("b", ("read",), 0, 5, 6)]
-    assert linearize.check(REGISTER, h).verdict == OK
+    assert linearize.check_linearizable(REGISTER, h).verdict == OK
 
 
 def test_the_budget_answers_unknown() -> None:
     """30 concurrent writes and a read of a value nobody wrote: refuting it means trying
     every subset of the writes, far beyond a 0.2 s budget."""
     h = [Op(i, ("write", i), "ok", 0, 100) for i in range(1, 31)] + [Op("r", ("read",), 999, 1, 99)]
-    result = linearize.check(REGISTER, h, seconds=0.2)
+    result = linearize.check_linearizable(REGISTER, h, seconds=0.2)
     assert result.verdict == UNKNOWN
     assert result.unknown and "budget" in result.unknown[0].reason
-    small = linearize.check(REGISTER, h[:3] + h[-1:], seconds=5)
+    small = linearize.check_linearizable(REGISTER, h[:3] + h[-1:], seconds=5)
     assert small.verdict == ILLEGAL
 
 
 def test_the_state_cap_answers_unknown() -> None:
     h = [Op(i, ("write", i), "ok", 0, 100) for i in range(1, 31)] + [Op("r", ("read",), 999, 1, 99)]
-    result = linearize.check(REGISTER, h, seconds=60, max_states=5000)
+    result = linearize.check_linearizable(REGISTER, h, seconds=60, max_states=5000)
     assert result.verdict == UNKNOWN and "states" in result.unknown[0].reason
 
 
@@ -76,9 +77,9 @@ def test_a_nondeterministic_step_is_backtracked() -> None:
         return (1, 2) if inp[0] == "flip" else register_step(state, inp, out)
 
     h = [Op("a", ("flip",), None, 0, 1), Op("b", ("read",), 2, 2, 3)]
-    assert linearize.check(Model(0, step), h).verdict == OK
+    assert linearize.check_linearizable(Model(0, step), h).verdict == OK
     h = [Op("a", ("flip",), None, 0, 1), Op("b", ("read",), 3, 2, 3)]
-    assert linearize.check(Model(0, step), h).verdict == ILLEGAL
+    assert linearize.check_linearizable(Model(0, step), h).verdict == ILLEGAL
 
 
 def test_partitions_are_judged_apart() -> None:
@@ -90,14 +91,14 @@ def test_partitions_are_judged_apart() -> None:
         return [(k, [o for o in ops if o.input[0] == k]) for k in keys]
 
     h = [Op("a", ("x", "write", 1), "ok", 0, 1), Op("b", ("y", "read"), 0, 2, 3), Op("c", ("x", "read"), 0, 4, 5)]
-    result = linearize.check(Model(0, step, by_key), h)
+    result = linearize.check_linearizable(Model(0, step, by_key), h)
     assert result.verdict == ILLEGAL
     assert [(p.key, p.verdict) for p in result.partitions] == [("x", ILLEGAL), ("y", OK)]
 
 
 def test_an_op_that_returns_before_it_is_invoked_is_refused() -> None:
     try:
-        linearize.check(REGISTER, [Op("a", ("read",), 0, 5, 4)])
+        linearize.check_linearizable(REGISTER, [Op("a", ("read",), 0, 5, 4)])
     except ValueError as exc:
         assert "before it is invoked" in str(exc)
     else:
@@ -141,14 +142,14 @@ def snap(t0: int, t1: int, **sets: list[tuple[str, int]]) -> Event:
 
 
 def verdict(events: list[Event]) -> str:
-    return history.check(events, seconds=10).verdict
+    return history.check_history(events, seconds=10).verdict
 
 
 def test_two_claims_of_one_job_without_a_reap_are_illegal() -> None:
     base = [enq(A, 0, 10)]
     double = base + [claim("w1", (A, 1), 20, 40), claim("w2", (A, 2), 25, 45)]
     assert verdict(double) == ILLEGAL
-    checked = history.check(double)
+    checked = history.check_history(double)
     assert [p.key for p in checked.linearizability.illegal] == [A]
     assert verdict(base + [claim("w1", (A, 1), 20, 40), claim("w2", None, 25, 45)]) == OK
 
@@ -193,7 +194,7 @@ def test_snapshots_pin_each_job_state_and_catch_a_lost_job() -> None:
 
 def test_claim_order_a_certainly_pending_lower_job_may_not_be_skipped() -> None:
     h = [enq(A, 0, 10), enq(B, 0, 10), claim("w1", (B, 1), 20, 30)]
-    checked = history.check(h)
+    checked = history.check_history(h)
     assert checked.verdict == ILLEGAL and checked.linearizability.verdict == OK
     assert [(v.claim.output[0], v.lower) for v in checked.order] == [(B, A)]
     assert verdict([enq(A, 0, 10), enq(B, 0, 10), claim("w1", (A, 1), 20, 30)]) == OK
@@ -269,7 +270,7 @@ def test_every_sequential_run_of_the_oracle_is_accepted(program: list[tuple[str,
     for i, e in enumerate(events):  # every input has the fields INPUTS names for it
         inp = history.to_op(e, i).input
         assert len(inp) == 1 + len(history.INPUTS[inp[0]])
-    checked = history.check(events, seconds=10)
+    checked = history.check_history(events, seconds=10)
     assert checked.verdict == OK, [line for p in checked.linearizability.illegal for line in history.explain(p)]
 
 
@@ -295,4 +296,4 @@ def test_a_wrong_answer_about_a_job_is_illegal(program: list[tuple[str, dict[str
     else:
         wrong = WRONG[e.output]
     events[i] = Event(e.process, e.op, e.args, wrong, e.invoke, e.ret, e.now)
-    assert history.check(events, seconds=10).verdict == ILLEGAL
+    assert history.check_history(events, seconds=10).verdict == ILLEGAL

@@ -10,15 +10,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from livekit import DB, Backend, J, Monitor, backend, flush_url, live  # noqa: F401  (fixtures)
 
 import emq_live
+from emq_kit.server import ServerProcess
 from emq_live.scripts import ScriptSet, prelude
-from emq_live.server import ServerProcess
 from emq_model import errors, keyspace, spec
 from emq_model.branded_id import MAX_VALUE, encode
 from emq_model.model import Claimed
-
-from livekit import DB, Backend, J, Monitor, backend, flush_url, live  # noqa: F401  (fixtures)
 
 MS_MAX = spec.LIMITS["ms_max"]
 T0 = 1_000_000

@@ -1,5 +1,5 @@
 """The machine's two ways of reading a live snapshot besides a plain snapshot.lua call:
-from the embedded fakeredis's memory (emq_kit/memory.py), and brought back with each
+from the embedded fakeredis's memory (emq_kit/check/memory.py), and brought back with each
 call in one round trip (``ObservedQueue``). Each must say exactly what snapshot.lua
 says, read on its own, at the same moment."""
 
@@ -9,14 +9,14 @@ import dataclasses
 
 import pytest
 import redis
+from livekit import J, flush_url
 
 import emq_live
-from emq_kit import memory
-from emq_kit.check import PROFILES, run_check
-from emq_kit.targets import LiveTarget, ObservedQueue
+from emq_kit.check import memory
+from emq_kit.check.live import LiveTarget, ObservedQueue
+from emq_kit.check.run import PROFILES, run_check
 from emq_model.errors import StaleError
 from emq_model.snapshot import Snapshot
-from livekit import J, flush_url
 
 Q = "s*[x]"  # glob metacharacters: a reader that matched keys by an unescaped glob would see the next queue
 
@@ -139,7 +139,7 @@ def test_after_a_script_flush_the_snapshot_still_follows_the_call(observed, load
 def test_the_models_side_run_while_the_call_is_on_the_wire_fails_as_itself(valkey, monkeypatch) -> None:
     """The model runs while the target's call is on the wire; a bug in the model must
     surface as the model's exception, never as the target's outcome (a ``Crash``)."""
-    from emq_kit.machine import Conformance, Run
+    from emq_kit.check.machine import Conformance, Run
     from emq_model.model import QueueModel
 
     target = LiveTarget(flush_url(valkey), observe=True)

@@ -527,8 +527,8 @@ def test_cell(case: Case) -> None:
     else:
         assert m.last_dropped == dropped_before
     assert case.cell[1] in observed_cells(op, before, answer, m.snapshot(), m.last_dropped)
-    if invariants.check(before) == []:
-        assert invariants.check(m.snapshot(), before) == []
+    if invariants.check_invariants(before) == []:
+        assert invariants.check_invariants(m.snapshot(), before) == []
 
 
 def test_every_cell_of_the_table_has_a_case() -> None:
@@ -540,16 +540,18 @@ def test_every_cell_of_the_table_has_a_case() -> None:
 
 
 def test_every_refusal_of_the_table_is_a_cell() -> None:
+    """EMQTYPE (CC-8) is not a cell yet: the machine reaches it once a rule spoils a key's
+    type (issue 14 item 5, its machine part); tests/test_wrongtype.py holds every op to it."""
     for op, d in spec.OPS.items():
         if d["kind"] == "transition":
-            assert set(d["refusals"]) <= set(d["outcomes"]), op
+            assert set(d["refusals"]) - {errors.TYPE} <= set(d["outcomes"]), op
 
 
 def test_the_world_is_what_the_rules_say() -> None:
     m = QueueModel(Q)
     world(m)
     assert_snapshot(m.snapshot(), WORLD)
-    assert invariants.check(WORLD) == []
+    assert invariants.check_invariants(WORLD) == []
 
 
 # -- arguments, across every op (CC-2, CC-5, ID-7) -----------------------------------------

@@ -1,6 +1,6 @@
 """QueueModel alone under a Hypothesis rule-based machine.
 
-After every step ``invariants.check(snapshot, previous)`` must be empty (with the fault
+After every step ``invariants.check_invariants(snapshot, previous)`` must be empty (with the fault
 injection ``forget_row`` enabled: exactly one INV-2 per orphan member the machine made,
 nothing else). Each rule also predicts its answer or refusal code from the snapshot
 before the call, straight from the rule text of specs/lifecycle.md, and checks it. And
@@ -437,10 +437,10 @@ class ModelMachine(RuleBasedStateMachine):
     @invariant()
     def sound(self) -> None:
         cur = self.snap()
-        got = sorted((v.invariant, v.id) for v in invariants.check(cur, self.prev))
+        got = sorted((v.invariant, v.id) for v in invariants.check_invariants(cur, self.prev))
         # with no fault injected this is []; each orphan member made by forget_row is one INV-2
         assert got == sorted(("INV-2", o) for o in self.orphans), "\n".join(
-            map(str, invariants.check(cur, self.prev))) + f"\n{cur}"
+            map(str, invariants.check_invariants(cur, self.prev))) + f"\n{cur}"
 
         # every id in exactly one location
         held = Counter(m for _, m, _ in cur.members())

@@ -12,16 +12,15 @@ from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from livekit import flush_url
+from test_lanes import NOW, Program, programs
 
 import emq_live
-from emq_kit.port import DriverProcess
-from emq_kit.scripts import write as write_scripts
+from emq_kit.ports.bundle import write as write_scripts
+from emq_kit.ports.driver_client import DriverProcess
 from emq_model import errors, invariants
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed, QueueModel
-
-from livekit import flush_url
-from test_lanes import NOW, Program, programs
 
 NODE = Path(__file__).resolve().parent.parent / "ports" / "node"
 
@@ -105,7 +104,7 @@ def test_the_node_ports_lane_ops_equal_the_model(node, program: list[tuple]) -> 
             assert on_node.target.last_dropped == on_model.target.last_dropped
         snap = inspector.snapshot()
         assert snap == on_model.target.snapshot(), step
-        assert invariants.check(snap, previous) == [], step
+        assert invariants.check_invariants(snap, previous) == [], step
         previous = snap
     inspector.conn.close()
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from livekit import J, dump, live  # noqa: F401  (fixture)
 
 from emq_live.scripts import READ_SCRIPTS
 from emq_model import errors, keyspace, spec
 from emq_model.branded_id import MAX_VALUE, encode
-
-from livekit import J, dump, live  # noqa: F401  (fixture)
 
 Q = "d"
 NOW = "1000"
@@ -242,7 +241,7 @@ def test_id_overflow_check_ignores_the_servers_collation(tmp_path, monkeypatch) 
     import redis
 
     import emq_live
-    from emq_live.server import ServerProcess
+    from emq_kit.server import ServerProcess
 
     if shutil.which("localedef") is None:
         pytest.skip("localedef is not installed: no en_US.UTF-8 locale can be built")
@@ -263,3 +262,18 @@ def test_id_overflow_check_ignores_the_servers_collation(tmp_path, monkeypatch) 
                     conn.scripts.run(conn.redis, "enqueue", [*KEYS6, row(bad)], [bad, ""])
             assert conn.scripts.run(conn.redis, "enqueue", [*KEYS6, row(MAX_ID)], [MAX_ID, ""]) == b"enqueued"
             assert conn.queue(Q).snapshot().rows[0][0] == MAX_ID
+
+
+def test_no_script_spells_a_refusal_code() -> None:
+    """Every code comes from the generated prelude (``emq.code``, from emq_model/errors.py):
+    a script that typed one could drift from the contract unseen."""
+    import re
+    from importlib import resources
+
+    from emq_live.scripts import prelude
+
+    for entry in resources.files("emq_live").joinpath("lua").iterdir():
+        code = [line for line in entry.read_text("utf-8").split("\n") if not line.strip().startswith("--")]
+        assert not re.search(r"EMQ[A-Z]", "\n".join(code)), entry.name
+    table = prelude()
+    assert all(f'"{c}"' in table for c in errors.CODES if c != errors.VERSION)

@@ -1,4 +1,4 @@
-"""emq_live.server: throwaway servers start, answer, persist only when asked, and clean up."""
+"""emq_kit.server: throwaway servers start, answer, persist only when asked, and clean up."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-import emq_live.server as server_mod
-from emq_live.server import ServerMissing, ServerProcess, ServerStartError
+import emq_kit.server as server_mod
+from emq_kit.server import ServerMissing, ServerProcess, ServerStartError
 
 
 def _port_is_free(port: int) -> bool:
@@ -147,3 +147,60 @@ def test_port_race_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
                 assert c.ping() is True
         with pytest.raises(ServerStartError, match="in use|taken"):
             ServerProcess(port=taken).start()
+
+
+def test_killed_owner_leaves_no_server_and_no_dir() -> None:
+    """SIGKILL the process that started a server: the watchdog kills the server and
+    removes its temp dir (nothing else would: the owner ran no cleanup)."""
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from emq_kit.server import ServerProcess;"
+            "s = ServerProcess().start(); print(s.pid, s.port, s.dir, flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        pid_text, port_text, workdir = owner.stdout.readline().split(" ", 2)
+        server_pid, port, workdir = int(pid_text), int(port_text), workdir.rstrip("\n")
+        server = os.pidfd_open(server_pid)  # the server is alive (it answered PING)
+        assert os.path.isdir(workdir)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=10)
+        readable, _, _ = select.select([server], [], [], 15)  # readable once it has exited
+        os.close(server)
+        assert readable, f"server pid {server_pid} outlived its killed owner"
+        assert _port_is_free(port)
+        deadline = time.monotonic() + 15
+        while os.path.exists(workdir) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the watchdog removes the dir right after the server exits
+        assert not os.path.exists(workdir), f"{workdir} left behind"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+def test_a_claimed_port_is_not_taken_by_another_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a server is down between kill() and restart(), another ServerProcess (a
+    parallel test worker, say) that picks its port moves on to another one."""
+    with ServerProcess() as first:
+        first.kill()
+        picks = iter([first.port])
+        real_free_port = server_mod.free_port
+        monkeypatch.setattr(server_mod, "free_port", lambda: next(picks, None) or real_free_port())
+        with ServerProcess() as second:
+            assert second.port != first.port
+        first.restart()
+        with first.client() as c:
+            assert c.ping() is True

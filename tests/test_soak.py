@@ -18,13 +18,15 @@ import pytest
 import redis
 
 import emq_live
-from emq_kit import cli, history
-from emq_kit.history import Event
-from emq_kit.ledger import account
-from emq_kit.linearize import ILLEGAL, OK
-from emq_kit.soak import Recorder, SoakConfig, SoakError, fate, format_report, run_soak
+from emq_kit import cli
+from emq_kit.cli.soak import format_report
+from emq_kit.server import ServerProcess
+from emq_kit.soak import history
+from emq_kit.soak.history import Event
+from emq_kit.soak.ledger import account
+from emq_kit.soak.linearize import ILLEGAL, OK
+from emq_kit.soak.workload import Recorder, SoakConfig, SoakError, fate, run_soak
 from emq_live.client import Queue
-from emq_live.server import ServerProcess
 from emq_model import invariants, keyspace
 from emq_model.branded_id import JOB, encode
 from emq_model.model import Claimed
@@ -112,8 +114,8 @@ def test_a_split_claim_is_caught_double_claimed(valkey: ServerProcess) -> None:
     claims = [(e.process, e.output[0], e.output[2]) for e in events if e.op == "claim"]
     assert sorted(claims) == [("A", J1, 2), ("B", J1, 1)]  # the race happened, as forced
     # The keyspace alone looks sound: J1 active, J2 pending, every invariant holds.
-    assert invariants.check(final) == []
-    checked = history.check(events, seconds=10)
+    assert invariants.check_invariants(final) == []
+    checked = history.check_history(events, seconds=10)
     assert checked.verdict == ILLEGAL
     assert [p.key for p in checked.linearizability.illegal] == [J1]
     told = "\n".join(history.explain(checked.linearizability.illegal[0]))
@@ -126,7 +128,7 @@ def test_a_split_claim_is_caught_completing_a_job_twice(valkey: ServerProcess) -
     assert oks == [J1, J1]
     acc = account(events, final)
     assert acc.duplicated == (J1,)
-    checked = history.check(events, seconds=10)
+    checked = history.check_history(events, seconds=10)
     assert checked.verdict == ILLEGAL and J1 in [p.key for p in checked.linearizability.illegal]
 
 
@@ -136,8 +138,8 @@ def test_the_atomic_claim_under_the_same_interleaving_is_accepted(valkey: Server
     a_claim, b_claim = (next(e for e in events if e.op == "claim" and e.process == p) for p in "AB")
     assert a_claim.invoke < b_claim.invoke < b_claim.ret < a_claim.ret  # they overlap
     assert {a_claim.output[0], b_claim.output[0]} == {J1, J2}
-    assert history.check(events, seconds=10).verdict == OK
-    assert invariants.check(final) == []
+    assert history.check_history(events, seconds=10).verdict == OK
+    assert invariants.check_invariants(final) == []
 
 
 def test_the_ledger_names_every_way_a_job_can_end() -> None:
@@ -160,9 +162,9 @@ def test_inv7_between_snapshots_allows_for_jobs_born_in_between() -> None:
     ``born`` bound (SOAK-13) tells INV-7 that the completion may be real."""
     before = Snapshot.build("q", {}, {}, completed=0)
     after = Snapshot.build("q", {}, {}, completed=1)
-    assert [v.invariant for v in invariants.check(after, before)] == ["INV-7"]
-    assert invariants.check(after, before, born=1) == []
-    assert [v.invariant for v in invariants.check(Snapshot.build("q", {}, {}, completed=2), before, born=1)] == ["INV-7"]
+    assert [v.invariant for v in invariants.check_invariants(after, before)] == ["INV-7"]
+    assert invariants.check_invariants(after, before, born=1) == []
+    assert [v.invariant for v in invariants.check_invariants(Snapshot.build("q", {}, {}, completed=2), before, born=1)] == ["INV-7"]
 
 
 # -- real soaks ------------------------------------------------------------------------------------
@@ -274,7 +276,7 @@ BUSY = SoakConfig(workers=3, jobs=5000, seconds=30, rate=200)
 def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C in the coordinator while its children and its own valkey-server run: when
     ``run_soak`` returns, none of them is left (the children would otherwise work on)."""
-    import emq_live.server as server_module
+    import emq_kit.server as server_module
 
     started: list[ServerProcess] = []
 

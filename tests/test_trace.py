@@ -17,13 +17,14 @@ from typing import Any
 import jsonschema
 import pytest
 from broken import broken_dir, variant
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emq_kit import cli
-from emq_kit.check import PROFILES, run_check
-from emq_kit.replay import record, replay
-from emq_kit.targets import LiveTarget
-from emq_kit.trace import Trace, TraceStep, decode, encode, header
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.run import PROFILES, run_check
+from emq_kit.trace.format import Trace, decode, encode, header
+from emq_kit.trace.replay import record, replay
 from emq_model import branded_id
 from emq_model.errors import StaleError
 from emq_model.model import Claimed
@@ -61,8 +62,11 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Path]:
     try:
         report = run_check(target, PROFILES["ci"], seed=1)
         assert report.divergence is not None
+        # The shrunk steps are the diverging example's own, ending at the divergence (not
+        # whatever machine Hypothesis built last).
+        assert report.shrunk == report.divergence.steps and report.shrunk[-1] is report.divergence.step
         head = header(target.describe(), seed=1, profile="ci", clock="virtual")
-        trace, _ = record([TraceStep.of(s) for s in report.shrunk], target, head)
+        trace, _ = record(report.shrunk, target, head)
     finally:
         target.close()
     return trace, scripts

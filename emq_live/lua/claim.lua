@@ -10,54 +10,63 @@
 --        lowest first (T-claim-2, T-claim-5); claim never creates a row.
 --        claim_many: {{id, payload, token, id, payload, token, ...}, {dropped...}}: up
 --        to n claims in claim order, stopping at the first that finds pending empty.
--- Refusals: EMQARG (KEYS/ARGV count, keys, n, lease_ms, now).
--- The lowest member is read with ZRANGE 0 0 and removed with ZREM (not ZPOPMIN: O(log n)
--- on Valkey too, and fakeredis's ZPOPMIN copies the whole set).
+-- Refusals: EMQARG (KEYS/ARGV count, keys, n, lease_ms, now), EMQTYPE (CC-8: pending,
+--           active, or the row of a member the call would take, of another type).
+-- The call is planned before its first write (CC-8): pending is walked from its lowest
+-- member (ZRANGE by rank, not ZPOPMIN: O(log n) on Valkey too, and fakeredis's ZPOPMIN
+-- copies the whole set), each member's row typed, until n members with a row are found
+-- or pending ends; then the orphans met are dropped and the jobs found are claimed.
 
 -- luacheck: read globals emq
 
 local a, err = emq.begin(emq.op)
 if err then return err end
 local k = a.keys
+local n = a.n or 1
 
-local dropped = {}
+-- The plan: the ids to claim (up to n, lowest first) and the orphans met on the way, or
+-- the refusal for a row of another type.
+local take, dropped = {}, {}
+local rank = 0
+while #take < n do
+  local page = redis.call("ZRANGE", k.pending, rank, rank + n - #take - 1)
+  if #page == 0 then
+    break
+  end
+  for _, id in ipairs(page) do
+    local row, bad = emq.member_row(a, id)
+    if bad then
+      return bad
+    end
+    if row then
+      take[#take + 1] = id
+    else
+      dropped[#dropped + 1] = id
+    end
+  end
+  rank = rank + #page
+end
 
--- One claim: the claimed job {id, payload, token}, or nil when pending is empty.
-local function claim()
-  while true do
-    local head = redis.call("ZRANGE", k.pending, 0, 0)
-    local id = head[1]
-    if not id then
-      return nil
-    end
-    local row = a.prefix .. "job:" .. id
-    redis.call("ZREM", k.pending, id)
-    if redis.call("EXISTS", row) == 1 then
-      redis.call("ZADD", k.active, emq.int(a.now + a.lease_ms), id)
-      local token = redis.call("HINCRBY", row, "attempts", 1)
-      redis.call("HSET", row, "state", emq.states.active)
-      local payload = redis.call("HGET", row, "payload") or ""
-      return {id, payload, token}
-    end
-    dropped[#dropped + 1] = id
+for _, id in ipairs(dropped) do
+  redis.call("ZREM", k.pending, id)
+end
+local jobs = {}
+for _, id in ipairs(take) do
+  local row = a.prefix .. "job:" .. id
+  redis.call("ZREM", k.pending, id)
+  redis.call("ZADD", k.active, emq.int(a.now + a.lease_ms), id)
+  local token = redis.call("HINCRBY", row, "attempts", 1)
+  redis.call("HSET", row, "state", emq.states.active)
+  local payload = redis.call("HGET", row, "payload") or ""
+  for _, v in ipairs({id, payload, token}) do
+    jobs[#jobs + 1] = v
   end
 end
 
 if a.n then
-  local jobs = {}
-  for _ = 1, a.n do
-    local job = claim()
-    if not job then
-      break
-    end
-    for _, v in ipairs(job) do
-      jobs[#jobs + 1] = v
-    end
-  end
   return {jobs, dropped}
 end
-local job = claim()
-local reply = job and {"job", job[1], job[2], job[3]} or {"empty"}
+local reply = #jobs > 0 and {"job", jobs[1], jobs[2], jobs[3]} or {"empty"}
 for _, d in ipairs(dropped) do
   reply[#reply + 1] = d
 end

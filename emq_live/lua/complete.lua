@@ -10,7 +10,8 @@
 --        complete_many: one answer per item, in item order; a refused item answers its
 --        refusal text ("EMQSTALE ...") in place, changes nothing, and the next item runs.
 -- Refusals: EMQKIND (an id; a batch is refused whole), EMQARG (KEYS/ARGV count, keys,
---           a token; a batch is refused whole),
+--           a token; a batch is refused whole), EMQTYPE (a touched key or an item's
+--           row of another type; a batch is refused whole),
 --           EMQSTALE (the id is in schedule, dead or nowhere; token != attempts).
 
 -- luacheck: read globals emq
@@ -20,20 +21,16 @@ if err then return err end
 local k = a.keys
 
 local function complete()
-  local id = a.id
-  if redis.call("EXISTS", k.row) == 0 then
-    return "gone"
-  end
   -- a grouped job's pending is its lane (LANE-1)
-  local lane = emq.lane_bind(a)
-  local loc = emq.locate(k, id)
-  if loc ~= "active" and loc ~= "pending" then
-    return emq.refuse("EMQSTALE", "the attempt was already settled: the job is in " .. (loc or "no location"))
+  local lane, bad = emq.lane_bind(a)
+  if bad then
+    return bad
   end
-  if tonumber(redis.call("HGET", k.row, "attempts")) ~= a.token then
-    return emq.refuse("EMQSTALE", "the token does not match the job's attempts")
+  local loc, refused = emq.live_attempt(a, {"active", "pending"}, "gone")
+  if not loc then
+    return refused
   end
-  redis.call("ZREM", k[loc], id)
+  redis.call("ZREM", k[loc], a.id)
   redis.call("DEL", k.row)
   redis.call("HINCRBY", k.completed, "count", 1)
   if loc == "active" then

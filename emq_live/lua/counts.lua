@@ -3,11 +3,11 @@
 -- KEYS: pending, active, schedule, dead, metrics:completed, metrics:failed (CC-1)
 -- ARGV: none
 -- Reply: {pending, active, schedule, dead} (integers).
--- Refusals: EMQARG (KEYS/ARGV count, keys).
+-- Refusals: EMQARG (KEYS/ARGV count, keys), EMQTYPE (CC-8).
 
 -- luacheck: read globals emq
 
-local a, err = emq.begin("counts")
+local a, err = emq.begin(emq.op)
 if err then return err end
 local k = a.keys
 

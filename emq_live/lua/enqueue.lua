@@ -6,7 +6,8 @@
 --       enqueue_many: id, payload, id, payload, ... (1..limit_max items)
 -- Reply: "enqueued"; "duplicate" when the id has a row or is a member anywhere
 --        (nothing changes). enqueue_many: one such answer per item, in item order.
--- Refusals: EMQARG (KEYS/ARGV count, keys), EMQKIND (an id; a batch is refused whole).
+-- Refusals: EMQARG (KEYS/ARGV count, keys), EMQKIND (an id; a batch is refused whole),
+--           EMQTYPE (a touched key or an item's row of another type; CC-8).
 
 -- luacheck: read globals emq
 
@@ -16,7 +17,7 @@ local k = a.keys
 
 local function enqueue()
   local id = a.id
-  if emq.exists(k, id) then
+  if emq.exists(a, id) then
     return "duplicate"
   end
   redis.call("ZADD", k.pending, "0", id)

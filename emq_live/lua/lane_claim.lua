@@ -10,7 +10,9 @@
 --        one lane in lane order ({} when no lane is serviceable).
 --        `dropped` lists the orphan members (no row) removed from lanes on the way; a
 --        lane that held only orphans is emptied and the next turn is taken.
--- Refusals: EMQARG (KEYS/ARGV count, keys, lease_ms, now).
+-- Refusals: EMQARG (KEYS/ARGV count, keys, lease_ms, now), EMQTYPE (active, a fixed
+--           lane key, a lane the turn takes or a row it would serve of another type:
+--           nothing changes; CC-8, typed by `plan` before the first write).
 -- The turn is LMOVE ring ring LEFT RIGHT: O(1), no scan of the lanes. A served lane that
 -- stopped being serviceable is the ring's last element, so it leaves with RPOP.
 
@@ -22,6 +24,53 @@ local k = a.keys
 local ring = a.prefix .. emq.lane_kinds[1]
 
 local dropped = {}
+local weighted = emq.op == "lane_wclaim"
+
+-- How many heads a turn on `group` serves at most: 1, or its weight for lane_wclaim,
+-- and never past its limit's headroom (LANE-5, LANE-6).
+local function most_of(group)
+  local most = weighted and tonumber(redis.call("HGET", a.prefix .. "gweight", group) or "1") or 1
+  local limit = redis.call("HGET", a.prefix .. "glimit", group)
+  if limit then
+    local held = tonumber(redis.call("HGET", a.prefix .. "gactive", group) or "0")
+    most = math.min(most, tonumber(limit) - held)
+  end
+  return most
+end
+
+-- CC-8 before the first write (the LMOVE): walk the ring from its head as the turns
+-- will, typing each lane and the rows of the members a turn would meet, until a lane
+-- that serves a job. Returns the refusal, or nil. Reads only; O(1) per claim unless
+-- lanes hold orphans.
+local function plan()
+  for i = 0, redis.call("LLEN", ring) - 1 do
+    local group = redis.call("LINDEX", ring, i)
+    local bad = emq.lane_types(a, group)
+    if bad then
+      return bad
+    end
+    local key, most, found, off = emq.lane_key(a.prefix, group), most_of(group), 0, 0
+    while found < most do
+      local id = redis.call("ZRANGE", key, off, off)[1]
+      if not id then
+        break
+      end
+      local row, wrong = emq.member_row(a, id)
+      if wrong then
+        return wrong
+      end
+      found, off = found + (row and 1 or 0), off + 1
+    end
+    if found > 0 then
+      return nil
+    end
+  end
+end
+
+local refused = plan()
+if refused then
+  return refused
+end
 
 -- The head of `lane` made active: {id, payload, token, group}, or nil when the lane is
 -- empty; orphans met are removed and recorded.
@@ -51,11 +100,8 @@ local function turn()
     if not group then
       return {}
     end
-    local lane = emq.lane(a.prefix, group) -- on the ring, so serviceable: was = true
-    local most = 1
-    if emq.op == "lane_wclaim" then
-      most = tonumber(redis.call("HGET", lane.lk.gweight, group) or "1")
-    end
+    local lane = emq.lane(a, group) -- on the ring, so serviceable: was = true; typed by plan
+    local most = most_of(group)
     local jobs = {}
     while #jobs < most and emq.lane_serviceable(lane) do
       local job = serve(lane)
@@ -72,7 +118,7 @@ local function turn()
 end
 
 local jobs = turn()
-if emq.op == "lane_wclaim" then
+if weighted then
   local flat = {}
   for _, job in ipairs(jobs) do
     for _, v in ipairs(job) do

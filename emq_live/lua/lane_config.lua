@@ -10,14 +10,16 @@
 --        limit: glimit[group] = n; weight: gweight[group] = w. After pause, resume and
 --        limit the lane is on the ring exactly when it is serviceable (LANE-4); a lane
 --        that became serviceable joins the ring's tail.
--- Refusals: EMQARG (KEYS/ARGV count, keys, group, n, w).
+-- Refusals: EMQARG (KEYS/ARGV count, keys, group, n, w), EMQTYPE (the lane or a fixed
+--           lane key of another type: nothing changes).
 
 -- luacheck: read globals emq
 
 local a, err = emq.begin(emq.op)
 if err then return err end
 
-local lane = emq.lane(a.prefix, a.group)
+local lane, bad = emq.lane(a, a.group)
+if bad then return bad end
 local lk, group = lane.lk, a.group
 if emq.op == "lane_pause" then
   redis.call("SADD", lk.paused, group)

@@ -7,7 +7,8 @@
 --        attempts=0, payload, group; the lane joins the ring's tail if it became
 --        serviceable); "duplicate" when the id has a row, is a member of a location, or
 --        already sits in that lane (nothing changes).
--- Refusals: EMQARG (KEYS/ARGV count, keys, group), EMQKIND (id).
+-- Refusals: EMQARG (KEYS/ARGV count, keys, group), EMQKIND (id), EMQTYPE (a location,
+--           the row, the lane or a fixed lane key of another type: nothing changes).
 
 -- luacheck: read globals emq
 
@@ -15,8 +16,9 @@ local a, err = emq.begin("lane_enqueue")
 if err then return err end
 local k, id = a.keys, a.id
 
-local lane = emq.lane(a.prefix, a.group)
-if emq.exists(k, id) or redis.call("ZSCORE", lane.key, id) then
+local lane, bad = emq.lane(a, a.group)
+if bad then return bad end
+if emq.exists(a, id) or redis.call("ZSCORE", lane.key, id) then
   return "duplicate"
 end
 redis.call("ZADD", lane.key, "0", id)

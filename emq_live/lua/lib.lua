@@ -14,9 +14,13 @@
 --      derived from it, KEYS[7] = emq:{q}:job:<id>                      -> EMQARG
 --   4. every other argument in table order (CC-2 canonical decimals)   -> EMQARG
 --   5. the trailing `now`, else the server clock (CLK-1)               -> EMQARG
+--   6. every key the op touches (its `touches` in transitions.json) holds its grammar
+--      type or does not exist (CC-8)                                   -> EMQTYPE
 -- args carries: keys (pending, active, schedule, dead, completed, failed, row),
--- prefix ("emq:{q}:"), now (clock ops), and each argv value by its name (integers as
--- Lua numbers, exact: every bound is <= 2^53-1; an absent optional argument is nil);
+-- prefix ("emq:{q}:"), now (clock ops), present (each touched key's name -> whether it
+-- exists, so scripts need no EXISTS of their own), and each argv value by its name
+-- (integers as Lua numbers, exact: every bound is <= 2^53-1; an absent optional
+-- argument is nil). Refusal codes are the prelude's `emq.code` (emq_model/errors.py).
 -- Each script passes its own op, `emq.op` (the prelude names it): a file like claim.lua
 -- also serves its batch form (claim_many), assembled under the batch's name. Batch
 -- scripts with items (enqueue_many, complete_many) also carry batch.lua, which checks
@@ -24,7 +28,7 @@
 
 -- luacheck: globals emq
 
-local KIND, ARG = "EMQKIND", "EMQARG"
+local KIND, ARG, STALE, TYPE = emq.code.KIND, emq.code.ARG, emq.code.STALE, emq.code.TYPE
 
 function emq.refuse(code, reason)
   return redis.error_reply(code .. " " .. reason)
@@ -181,6 +185,50 @@ function emq.check_keys(spec, args)
   end
 end
 
+-- The type of a key: "none", "zset", "hash", ... (TYPE answers a status reply).
+function emq.key_type(key)
+  local t = redis.call("TYPE", key)
+  return type(t) == "table" and t.ok or t
+end
+
+-- The refusal for a key holding another type than its grammar's (CC-8), or nil; `t` is
+-- the key's type, "none" when it does not exist.
+function emq.wrong_type(key, t, want)
+  if t ~= "none" and t ~= want then
+    return emq.refuse(TYPE, key .. " holds a " .. t .. ", not a " .. want .. ": nothing was changed")
+  end
+end
+
+-- CC-8: every key the op touches (`spec.touches`, in table order; "row" is KEYS[7], or
+-- every item's row in item order for a batch with items) is of its grammar type or
+-- absent. Sets args.present (name -> the key exists, read before any write); returns
+-- the refusal, or nil.
+function emq.check_types(spec, args)
+  args.present = {}
+  for _, name in ipairs(spec.touches) do
+    local want = emq.key_types[name]
+    -- a lane key (lifecycle.md §10) hangs off the prefix: "lane" is the group's own
+    local keys = {args.keys[name] or (name == "lane" and emq.lane_key(args.prefix, args.group))
+      or args.prefix .. name}
+    if name == "row" and args.items then
+      keys = {}
+      for i, item in ipairs(args.items) do
+        keys[i] = args.prefix .. "job:" .. item.id
+      end
+    end
+    for _, key in ipairs(keys) do
+      local t = emq.key_type(key)
+      local bad = emq.wrong_type(key, t, want)
+      if bad then
+        return bad
+      end
+      args.present[name] = t ~= "none"
+      args.typed = args.typed or {}
+      args.typed[key] = true
+    end
+  end
+end
+
 function emq.begin(op)
   local spec = emq.ops[op]
   if spec.items then
@@ -227,7 +275,7 @@ function emq.begin(op)
       args.now = emq.time_ms()
     end
   end
-  return args, nil
+  return args, emq.check_types(spec, args)
 end
 
 -- Run `one`, the body of an op about one id: once, or for a batch with items once per
@@ -239,20 +287,85 @@ function emq.run(args, one)
   return one()
 end
 
--- The location holding `id` (its key name in args.keys) and its score, or nil.
-function emq.locate(keys, id)
-  for _, loc in ipairs(emq.locations) do
-    local score = redis.call("ZSCORE", keys[loc], id)
-    if score then
-      return loc, score
+-- The first of the locations `locs` (names in args.keys, default all four) holding
+-- `id`, or nil. A location the type check found absent (a.present[loc] == false) costs
+-- no call: fakeredis runs every call through Python, so calls are the cost.
+function emq.locate(a, id, locs)
+  for _, loc in ipairs(locs or emq.locations) do
+    if a.present[loc] ~= false and redis.call("ZSCORE", a.keys[loc], id) then
+      return loc
     end
   end
-  return nil, nil
+  return nil
 end
 
 -- Whether an id exists: it has a row or is a member of any location.
-function emq.exists(keys, id)
-  return redis.call("EXISTS", keys.row) == 1 or emq.locate(keys, id) ~= nil
+function emq.exists(a, id)
+  return a.present.row or emq.locate(a, id) ~= nil
+end
+
+-- The guard of an op about a job's live attempt (complete, retry, extend: T-complete-1..3,
+-- T-retry-1..3, T-extend-1): the row exists, the id is in one of `allowed` and `token`
+-- equals the row's attempts. Returns (location, attempts), or (nil, reply): `gone` when
+-- there is no row and the op answers that (complete), else EMQSTALE.
+function emq.live_attempt(a, allowed, gone)
+  if not a.present.row then
+    return nil, gone or emq.refuse(STALE, "the job is gone")
+  end
+  local loc = emq.locate(a, a.id, allowed)
+  if not loc then
+    local where = table.concat(allowed, " or ")
+    return nil, emq.refuse(STALE, "the attempt was already settled: the job is not in " .. where)
+  end
+  local attempts = tonumber(redis.call("HGET", a.keys.row, "attempts"))
+  if attempts ~= a.token then
+    return nil, emq.refuse(STALE, "the token does not match the job's attempts")
+  end
+  return loc, attempts
+end
+
+-- The row of `id`, a member the call would take (claim, promote, reap), typed before
+-- any write (CC-8): its key when it is a hash, false when there is none (an orphan
+-- member), or nil and the refusal when it holds another type.
+function emq.member_row(a, id)
+  local row = a.prefix .. "job:" .. id
+  local t = emq.key_type(row)
+  local bad = emq.wrong_type(row, t, "hash")
+  if bad then
+    return nil, bad
+  end
+  return t == "hash" and row
+end
+
+-- The pump of promote and reap (T-promote, T-reap): the members of location `from` due
+-- at now (score <= now), in set order, at most a.limit. Every due member's row is typed
+-- first (CC-8: a row of another type refuses the call before any write); then each
+-- member leaves `from`, and `move(id, row)` moves each one that has a row. Returns the
+-- count moved (members without a row are removed and not counted), or the refusal.
+-- The lane of every due grouped row is typed in the first pass too (CC-8, "lanes").
+function emq.pump(a, from, move)
+  local due = redis.call("ZRANGE", a.keys[from], "-inf", emq.int(a.now), "BYSCORE", "LIMIT", 0, a.limit)
+  local rows = {}
+  for i, id in ipairs(due) do
+    local row, bad = emq.member_row(a, id)
+    local group = row and emq.group_of(row)
+    if group then
+      bad = emq.lane_types(a, group)
+    end
+    if bad then
+      return bad
+    end
+    rows[i] = row
+  end
+  local moved = 0
+  for i, id in ipairs(due) do
+    redis.call("ZREM", a.keys[from], id)
+    if rows[i] then
+      move(id, rows[i])
+      moved = moved + 1
+    end
+  end
+  return moved
 end
 
 -- Lanes (lifecycle.md §10) ---------------------------------------------------------------
@@ -293,34 +406,70 @@ local function serviceable(lane)
 end
 emq.lane_serviceable = serviceable
 
--- The lane of `group`, with `was` read now: call it before the script's first write.
-function emq.lane(prefix, group)
-  local lane = {group = group, key = emq.lane_key(prefix, group), lk = lane_fixed(prefix)}
+-- CC-8 for a lane: its pending set and the fixed lane keys its serviceability reads
+-- (ring, paused, glimit, gactive) are of their grammar types or absent. Each key is
+-- typed once per call (a.typed); returns the refusal, or nil.
+function emq.lane_types(a, group)
+  a.typed = a.typed or {}
+  local key = emq.lane_key(a.prefix, group)
+  for _, name in ipairs({"lane", "ring", "paused", "glimit", "gactive"}) do
+    local k = name == "lane" and key or a.prefix .. name
+    if not a.typed[k] then
+      local bad = emq.wrong_type(k, emq.key_type(k), emq.key_types[name])
+      if bad then
+        return bad
+      end
+      a.typed[k] = true
+    end
+  end
+end
+
+-- The lane of `group` (typed first, CC-8), with `was` read now: call it before the
+-- script's first write. Returns the lane, or nil and the refusal.
+function emq.lane(a, group)
+  local bad = emq.lane_types(a, group)
+  if bad then
+    return nil, bad
+  end
+  local lane = {group = group, key = emq.lane_key(a.prefix, group), lk = lane_fixed(a.prefix)}
   lane.was = serviceable(lane)
   return lane
 end
 
--- The lane of the job whose row is `row`, or nil for a plain job (no `group` field).
-function emq.lane_of(prefix, row)
-  local group = redis.call("HGET", row, "group")
-  return group and emq.lane(prefix, group) or nil
+-- The group of the job whose row is `row`, or nil for a plain job (no `group` field).
+function emq.group_of(row)
+  return redis.call("HGET", row, "group") or nil
 end
 
 -- Route `keys.pending` for the job whose row is `row`: to its lane when the row is
 -- grouped, else to the queue's own pending set (kept in `keys.plain`), so the script's
--- pending reads and writes are the lane's (LANE-1, LANE-8). Returns the lane or nil.
--- Scripts that loop over ids (promote, reap, batches) route each id in turn.
-function emq.lane_route(args, row)
-  local k = args.keys
+-- pending reads and writes are the lane's (LANE-1, LANE-8). Returns the lane (nil for a
+-- plain job), or nil and the refusal of a wrong-typed lane key (CC-8). Scripts that
+-- loop over ids (promote, reap, batches) route each id in turn.
+function emq.lane_route(a, row)
+  local k = a.keys
   k.plain = k.plain or k.pending
-  local lane = emq.lane_of(args.prefix, row)
-  k.pending = lane and lane.key or k.plain
+  local group = emq.group_of(row)
+  if not group then
+    k.pending = k.plain
+    return nil
+  end
+  local lane, bad = emq.lane(a, group)
+  if bad then
+    return nil, bad
+  end
+  k.pending = lane.key
+  a.present.pending = nil -- the lane's existence is not the queue's: locate asks
   return lane
 end
 
--- For a script about one id: route by its row, KEYS[7].
-function emq.lane_bind(args)
-  return emq.lane_route(args, args.keys.row)
+-- For a script about one id: route by its row, KEYS[7] (a job without a row is plain).
+function emq.lane_bind(a)
+  if not a.present.row then
+    a.keys.pending = a.keys.plain or a.keys.pending
+    return nil
+  end
+  return emq.lane_route(a, a.keys.row)
 end
 
 -- A grouped job entered active (lane_enter) or left it (lane_leave): gactive follows,

@@ -5,20 +5,22 @@
 -- ARGV: [1] id
 -- Reply: "ok" (removed from pending, schedule and dead; row deleted; an orphan member
 --        without a row is removed too); "gone" when the id has no row and no membership.
--- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys), EMQLOCK (the id is active).
+-- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys), EMQTYPE (CC-8),
+--           EMQLOCK (the id is active).
 
 -- luacheck: read globals emq
 
-local a, err = emq.begin("remove")
+local a, err = emq.begin(emq.op)
 if err then return err end
 local k, id = a.keys, a.id
 
-if redis.call("ZSCORE", k.active, id) then
-  return emq.refuse("EMQLOCK", "the job is active: it is held under a lease")
-end
 -- a grouped job's pending is its lane (LANE-1)
-local lane = emq.lane_bind(a)
-if not emq.exists(k, id) then
+local lane, bad = emq.lane_bind(a)
+if bad then return bad end
+if redis.call("ZSCORE", k.active, id) then
+  return emq.refuse(emq.code.LOCK, "the job is active: it is held under a lease")
+end
+if not emq.exists(a, id) then
   return "gone"
 end
 redis.call("ZREM", k.pending, id)

@@ -8,7 +8,7 @@
 --       [6] optional now (ms; default: the server clock)
 -- Reply: "scheduled" (attempts < max_attempts: schedule at now + delay_ms) or "dead"
 --        (dead, score 0, failed += 1); both write last_error and state.
--- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys, arguments, now),
+-- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys, arguments, now), EMQTYPE (CC-8),
 --           EMQSTALE (no row; the id is in schedule, dead or nowhere; token != attempts).
 
 -- luacheck: read globals emq
@@ -17,18 +17,12 @@ local a, err = emq.begin("retry")
 if err then return err end
 local k, id = a.keys, a.id
 
-if redis.call("EXISTS", k.row) == 0 then
-  return emq.refuse("EMQSTALE", "the job is gone")
-end
 -- a grouped job's pending is its lane (LANE-1)
-local lane = emq.lane_bind(a)
-local loc = emq.locate(k, id)
-if loc ~= "active" and loc ~= "pending" then
-  return emq.refuse("EMQSTALE", "the attempt was already settled: the job is in " .. (loc or "no location"))
-end
-local attempts = tonumber(redis.call("HGET", k.row, "attempts"))
-if attempts ~= a.token then
-  return emq.refuse("EMQSTALE", "the token does not match the job's attempts")
+local lane, bad = emq.lane_bind(a)
+if bad then return bad end
+local loc, attempts = emq.live_attempt(a, {"active", "pending"})
+if not loc then
+  return attempts -- the refusal
 end
 redis.call("ZREM", k[loc], id)
 if loc == "active" then

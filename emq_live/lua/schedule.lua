@@ -6,15 +6,15 @@
 --       the delay for "in"), [5] optional now (ms; default: the server clock)
 -- Reply: "scheduled" (score = value, or now + value); "duplicate" when the id has a row
 --        or is a member anywhere (nothing changes).
--- Refusals: EMQARG (KEYS/ARGV count, keys, mode, value, now), EMQKIND (id).
+-- Refusals: EMQARG (KEYS/ARGV count, keys, mode, value, now), EMQKIND (id), EMQTYPE (CC-8).
 
 -- luacheck: read globals emq
 
-local a, err = emq.begin("schedule")
+local a, err = emq.begin(emq.op)
 if err then return err end
 local k, id = a.keys, a.id
 
-if emq.exists(k, id) then
+if emq.exists(a, id) then
   return "duplicate"
 end
 local run_at = a.value

@@ -19,20 +19,20 @@
 
 -- luacheck: read globals emq
 
-local a, err = emq.begin("snapshot")
+local a, err = emq.begin(emq.op)
 if err then return err end
 local k, prefix = a.keys, a.prefix
 
 -- Read a key with the read command of its grammar type: the reply, or nil when the key
--- holds another type (WRONGTYPE), which makes it stray; any other error (a command the
--- ACL refuses) fails the read. One call per key and no TYPE probe: fakeredis dispatches
--- every call through Python, so calls are the cost.
+-- holds another type (WRONGTYPE), which makes it stray. Any other error (out of memory,
+-- a dead replica, a command the ACL refuses...) is raised: it says nothing about the keyspace. One call per key
+-- and no TYPE probe: fakeredis dispatches every call through Python, so calls are the cost.
 local stray = {}
 local function read(cmd, key, ...)
   local got = redis.pcall(cmd, key, ...)
   if got.err then
-    if not string.find(tostring(got.err), "WRONGTYPE", 1, true) then
-      error(got) -- not a question of type (a command the ACL refuses): the read fails
+    if string.sub(tostring(got.err), 1, 9) ~= "WRONGTYPE" then
+      error(got)
     end
     stray[#stray + 1] = key
     return nil

@@ -5,21 +5,22 @@
 -- ARGV: [1] id
 -- Reply: "pending" | "active" | "schedule" | "dead" (the location, checked in that
 --        order), "unknown" (a row in no location), "absent" (no row, no location).
--- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys).
+-- Refusals: EMQKIND (id), EMQARG (KEYS/ARGV count, keys), EMQTYPE (CC-8).
 
 -- luacheck: read globals emq
 
-local a, err = emq.begin("state")
+local a, err = emq.begin(emq.op)
 if err then return err end
-local k, id = a.keys, a.id
+local id = a.id
 
 -- a grouped job's pending is its lane (LANE-1)
-emq.lane_bind(a)
-local loc = emq.locate(k, id)
+local _, bad = emq.lane_bind(a)
+if bad then return bad end
+local loc = emq.locate(a, id)
 if loc then
   return loc
 end
-if redis.call("EXISTS", k.row) == 1 then
+if a.present.row then
   return "unknown"
 end
 return "absent"

@@ -25,6 +25,10 @@ const decode = (v) => (isBytes(v) ? Buffer.from(v.b64, 'base64')
     : v);
 
 let conn = null;
+let protocol = 1;
+let runQueues = [];
+const PROTOCOL = 2; // the newest version this driver speaks; it answers min(kit's, this)
+const BATCH_MAX = 256;
 
 const QUEUE_OPS = {
   enqueue: (q, a) => q.enqueue(a.id, a.payload),
@@ -64,10 +68,17 @@ const QUEUE_OPS = {
 
 const CONTROL_OPS = {
   init: async (a) => {
+    if (!Number.isInteger(a.protocol) || a.protocol < 1) throw new EmqError('EPROTO', `init offers protocol ${a.protocol}`);
     if (a.url == null) throw new Error('emq-node needs a server: run the check with --url');
     conn = await connect(a.url, { scripts });
+    runQueues = a.queues;
     for (const name of a.queues) conn.queue(name);
-    return { name: 'emq-node', version, protocol: 1, ops: ['init', 'reset', 'queue', 'shutdown', ...Object.keys(QUEUE_OPS)] };
+    protocol = Math.min(a.protocol, PROTOCOL);
+    const ops = ['init', 'reset', 'queue', 'shutdown', ...Object.keys(QUEUE_OPS)];
+    if (protocol === 1) return { name: 'emq-node', version, protocol, ops };
+    // v2 (DP-9d): the fence this client runs under, as connect() found or wrote it.
+    const fence = (await conn.redis.get(conn.spec.keys.version)) ?? null;
+    return { name: 'emq-node', version, protocol, ops: [...ops, 'batch'], fence, batch_max: BATCH_MAX };
   },
   reset: async () => null, // the client keeps no state between calls; the kit wiped the queues
   queue: async (a) => {
@@ -77,7 +88,44 @@ const CONTROL_OPS = {
   shutdown: async () => null,
 };
 
+// DP-20: each call answered in order as if sent alone; with `snapshot`, each call on a run
+// queue brings back the queue's keyspace (snapshot.lua) in the same round trip to the server.
+async function batch(a) {
+  if (protocol < 2) throw new EmqError('EPROTO', 'batch is protocol 2');
+  if (!Array.isArray(a.calls) || a.calls.length < 1 || a.calls.length > BATCH_MAX) {
+    throw new EmqError('EPROTO', `a batch holds 1 to ${BATCH_MAX} calls`);
+  }
+  const replies = [];
+  for (const call of a.calls) {
+    if (call === null || typeof call !== 'object' || !QUEUE_OPS[call.op] && call.op !== 'queue') {
+      throw new EmqError('EPROTO', `a batch holds queue ops and queue, not ${JSON.stringify(call)}`);
+    }
+    const observe = a.snapshot === true && runQueues.includes(call.queue);
+    const done = settle(answer(call)); // sent now: the snapshot below is pipelined behind it
+    // settled at once: a failed read must not surface as an unhandled rejection
+    const snap = observe ? settle(conn.queue(call.queue).snapshot()) : null;
+    const reply = await done;
+    if (observe) {
+      const read = await snap;
+      if (read.error) throw new EmqError('EDRIVER', `snapshot of ${call.queue} after ${call.op}: ${read.error.message}`);
+      reply.snapshot = read.ok;
+    }
+    replies.push(reply);
+  }
+  return replies;
+}
+
+async function settle(promise) {
+  try {
+    return { ok: await promise };
+  } catch (err) {
+    const code = err instanceof EmqError ? err.code : 'EDRIVER';
+    return { error: { code, message: err instanceof EmqError ? err.detail : String(err) } };
+  }
+}
+
 async function answer(request) {
+  if (request.op === 'batch') return batch(request.args ?? {});
   const args = decode(request.args ?? {});
   if (CONTROL_OPS[request.op]) return CONTROL_OPS[request.op](args);
   if (!QUEUE_OPS[request.op]) throw new EmqError('EPROTO', `unknown op ${JSON.stringify(request.op)}`);
@@ -97,12 +145,7 @@ for await (const line of createInterface({ input: process.stdin, crlfDelay: Infi
     await reply(null, { error: { code: 'EPROTO', message: `not JSON: ${err.message}` } });
     continue;
   }
-  try {
-    await reply(request.id, { ok: await answer(request) });
-  } catch (err) {
-    const code = err instanceof EmqError ? err.code : 'EDRIVER';
-    await reply(request.id, { error: { code, message: err instanceof EmqError ? err.detail : String(err) } });
-  }
+  await reply(request.id, await settle(answer(request)));
   if (request.op === 'shutdown') break;
 }
 if (conn !== null) await conn.close();

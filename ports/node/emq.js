@@ -11,8 +11,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Valkey from 'iovalkey';
 
-export const CODES = ['EMQKIND', 'EMQSTALE', 'EMQSTATE', 'EMQLOCK', 'EMQARG', 'EMQVERSION'];
-const READ_SCRIPTS = ['counts', 'state'];
+export const CODES = ['EMQKIND', 'EMQSTALE', 'EMQSTATE', 'EMQLOCK', 'EMQARG', 'EMQVERSION', 'EMQTYPE'];
+const READ_SCRIPTS = ['counts', 'state', 'snapshot'];
 const KEY_NAMES = ['pending', 'active', 'schedule', 'dead', 'completed', 'failed'];
 const ID_SHAPE = /^[A-Z]{3}[0-9A-Za-z]{11}$/;
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -335,6 +335,29 @@ export class Queue {
   async state(id) {
     const a = checkArgs(this.spec, 'state', { id });
     return text(await this.conn.run('state', [...this.keys, this.rowKey(a.id)], [a.id]));
+  }
+
+  /** The queue's whole keyspace in one read (snapshot.lua), in the driver protocol's
+   * wire shape: {queue, pending: [[id, score]], ..., rows: {id: {field: {b64}}},
+   * completed, failed, stray}. A counter hash the grammar does not describe is stray. */
+  async snapshot() {
+    const reply = await this.conn.run('snapshot', this.keys, []);
+    const pairs = (flat) => flat.reduce((out, v, i) => (i % 2 ? out : [...out, [v, flat[i + 1]]]), []);
+    const out = { queue: this.name };
+    const locations = Object.keys(this.spec.locations);
+    locations.forEach((loc, i) => { out[loc] = pairs(reply[i]).map(([m, s]) => [text(m), Number(text(s))]); });
+    const n = locations.length;
+    out.rows = Object.fromEntries(pairs(reply[n]).map(([id, fields]) => [text(id),
+      Object.fromEntries(pairs(fields).map(([f, v]) => [text(f), { b64: Buffer.from(v).toString('base64') }]))]));
+    out.stray = reply[n + 3].map(text);
+    ['completed', 'failed'].forEach((name, i) => {
+      const fields = Object.fromEntries(pairs(reply[n + 1 + i]).map(([f, v]) => [text(f), text(v)]));
+      const { count = '0', ...rest } = fields;
+      const canonical = /^(0|[1-9][0-9]*)$/.test(count);
+      if (Object.keys(rest).length || !canonical) out.stray.push(this.keys[4 + i]);
+      out[name] = canonical ? Number(count) : 0;
+    });
+    return out;
   }
 
   /** R-job: the row's fields (Buffers), or null. */

@@ -6,8 +6,8 @@
 import json
 import sys
 
-from emq_kit.driver import Driver
-from emq_kit.targets import ModelTarget
+from emq_kit.check.live import ModelTarget
+from emq_kit.ports.reference_driver import Driver
 
 driver = Driver("recording", lambda url: ModelTarget(), serverless=True)
 with open(sys.argv[1], "a", encoding="utf-8") as log:

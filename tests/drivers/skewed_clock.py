@@ -7,7 +7,7 @@ find the scores outside the TIME window of the call.
 
 import sys
 
-from emq_kit.driver import Driver
+from emq_kit.ports.reference_driver import Driver
 from emq_live.client import Queue, connect
 
 SKEW = int(sys.argv[1])

@@ -6,7 +6,7 @@ in two round trips, with no token check. ``emq check --driver`` must reject it.
 
 import sys
 
-from emq_kit.driver import Driver
+from emq_kit.ports.reference_driver import Driver
 from emq_live.client import Queue, connect
 from emq_model.keyspace import job_key
 

@@ -1,0 +1,344 @@
+"""``emq audit``: a read-only check of a live deployment's keyspace (issue 17, part 4).
+
+For each queue (given, or found by the key grammar ``emq:{q}:…``) it reports the counts
+per location and every violation of INV-1..7 with its id: members with no row, rows in
+no location, stray keys, wrong scores, rows out of grammar. The invariants are
+``emq_model.invariants.check_invariants`` itself, run on small snapshots of a few ids at a time.
+
+Read-only: it sends only the commands of specs/acl.json ``audit`` (GET, TYPE, SCAN,
+ZSCAN, ZCARD, ZMSCORE, HGETALL, and MULTI/EXEC around those reads). Bounded: every location
+is walked with ZSCAN and the keyspace with SCAN, ``batch`` at a time, and each batch's
+ids are judged in one pipelined MULTI/EXEC, so memory holds one batch of ids and rows,
+the queue names, and at most ``keep`` listed violations (every violation is still counted
+and handed to ``on_violation``) — never a whole location.
+
+Each batch is read atomically (MULTI/EXEC on the queue's node), so an id is judged on one
+consistent view of its memberships and row even while workers move it. Between batches
+the queue may move: an id moved from a location not yet walked into one already walked is
+judged on neither walk, and one moved the other way on both. Audit a quiescent queue for
+an exact census; a queue in motion gets no false violation for an id, only counts that
+are a blur of the walk's duration.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import redis
+
+from emq_kit.errors import KitError
+from emq_live import acl
+from emq_live.client import _client
+from emq_live.urls import redact
+from emq_model import errors, invariants, keyspace, spec
+from emq_model.invariants import Violation
+from emq_model.snapshot import Snapshot
+
+BATCH = 1000
+"""Ids per SCAN/ZSCAN page and per judged MULTI/EXEC batch."""
+KEEP = 10_000
+"""Violations listed in the result; more are counted, and streamed to ``on_violation``."""
+
+READ_COMMANDS: tuple[str, ...] = tuple(acl.spec()["audit"]["commands"])
+"""Every command the audit sends (specs/acl.json ``audit``; cluster mode adds redis-py's
+CLUSTER SLOTS and COMMAND)."""
+
+_TYPE_OF = {**dict.fromkeys(spec.LOCATIONS, b"zset"), "metrics:completed": b"hash", "metrics:failed": b"hash"}
+
+
+class AuditError(KitError):
+    """The deployment could not be audited (connection, ACL, wire version): exit 2."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the audit is: ``stage`` is a location name, ``keys`` (the SCAN of the queue's
+    keys) or ``discover``; ``done`` ids or keys seen of ``total`` (``None`` for a SCAN)."""
+
+    queue: str | None
+    stage: str
+    done: int
+    total: int | None
+
+
+@dataclass
+class QueueAudit:
+    """One queue's census: members per location, rows, counters, stray keys, violations
+    counted per invariant."""
+
+    queue: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(spec.LOCATIONS, 0))
+    rows: int = 0
+    completed: int = 0
+    failed: int = 0
+    stray: int = 0
+    by_invariant: Counter[str] = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"queue": self.queue, "counts": dict(self.counts), "rows": self.rows,
+                "completed": self.completed, "failed": self.failed, "stray": self.stray,
+                "violations": dict(sorted(self.by_invariant.items()))}
+
+
+@dataclass
+class AuditResult:
+    """The audit of a deployment: per queue, and the violations listed (at most ``keep``,
+    ``total`` of them in all)."""
+
+    fence: str | None
+    queues: list[QueueAudit]
+    violations: list[tuple[str, Violation]]
+    total: int
+
+    @property
+    def clean(self) -> bool:
+        return self.total == 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.violations)
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "surrogateescape")
+
+
+def _score(value: Any) -> int | float:
+    return float(value) if not float(value).is_integer() else int(float(value))
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _Auditor:
+    """One audit run: the client, the bounds and the sinks."""
+
+    def __init__(self, client: Any, batch: int, keep: int, progress: Callable[[Progress], None] | None,
+                 on_violation: Callable[[str, Violation], None] | None) -> None:
+        self.client, self.batch, self.keep = client, batch, keep
+        self.progress = progress or (lambda p: None)
+        self.on_violation = on_violation
+        self.listed: list[tuple[str, Violation]] = []
+        self.total = 0
+        self.cluster = hasattr(client, "get_primaries")
+
+    # -- nodes --------------------------------------------------------------------
+
+    def nodes(self) -> list[Any]:
+        """A plain client per primary (one, outside a cluster)."""
+        if not self.cluster:
+            return [self.client]
+        return [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
+
+    def node_of(self, queue: str) -> Any:
+        """The plain client of the primary that holds every key of ``queue``."""
+        if not self.cluster:
+            return self.client
+        node = self.client.nodes_manager.get_node_from_slot(keyspace.slot(keyspace.prefix(queue)))
+        return self.client.get_redis_connection(node)
+
+    # -- findings -----------------------------------------------------------------
+
+    def report(self, audit: QueueAudit, found: Iterable[Violation]) -> None:
+        for v in found:
+            audit.by_invariant[v.invariant] += 1
+            self.total += 1
+            if len(self.listed) < self.keep:
+                self.listed.append((audit.queue, v))
+            if self.on_violation is not None:
+                self.on_violation(audit.queue, v)
+
+    # -- discovery ------------------------------------------------------------------
+
+    def discover(self) -> list[str]:
+        """Every queue name some key ``emq:{q}:…`` names, on every primary."""
+        names: set[str] = set()
+        seen = 0
+        for node in self.nodes():
+            for key in node.scan_iter(match="emq:{*}:*", count=self.batch):
+                seen += 1
+                head = key[len(b"emq:{"):]
+                name = _text(head[: head.index(b"}")])
+                try:
+                    names.add(keyspace.check_queue(name))
+                except errors.ArgError:
+                    pass  # no queue can own it: no client ever writes such a key
+                if seen % self.batch == 0:
+                    self.progress(Progress(None, "discover", seen, None))
+        self.progress(Progress(None, "discover", seen, None))
+        return sorted(names)
+
+    # -- one queue ----------------------------------------------------------------------
+
+    def queue(self, name: str) -> QueueAudit:
+        audit = QueueAudit(name)
+        node = self.node_of(name)
+        keys = keyspace.queue_keys(name)
+        with node.pipeline(transaction=False) as p:
+            for k in keys:
+                p.type(k)
+            for k in keys[4:]:
+                p.hgetall(k)
+            replies = p.execute(raise_on_error=False)  # a counter of another type is stray
+        types, counters = replies[:6], replies[6:]
+        for reply in types:
+            _wrongtype(reply)
+        stray = [k for k, kind, t in zip(keys, keyspace.KINDS, types) if t not in (b"none", _TYPE_OF[kind])]
+        for i, name_ in enumerate(("completed", "failed")):
+            if types[4 + i] != b"hash" or _wrongtype(counters[i]):
+                continue
+            fields = dict(counters[i])
+            count = fields.pop(b"count", b"0")
+            if fields or not _canonical(count):
+                stray.append(keys[4 + i])  # a counter the grammar does not describe
+            setattr(audit, name_, int(count) if _canonical(count) else 0)  # as the snapshot reads it
+        if stray:
+            audit.stray += len(stray)
+            self.report(audit, invariants.check_invariants(Snapshot.build(name, {}, {}, stray=stray)))
+        for loc, key, t in zip(spec.LOCATIONS, keys, types):
+            if t == b"zset":
+                self.location(node, audit, loc, key)
+        self.keys(node, audit)
+        return audit
+
+    def location(self, node: Any, audit: QueueAudit, loc: str, key: str) -> None:
+        """Walk ``loc`` with ZSCAN; judge each page's ids on one atomic read."""
+        total = node.zcard(key)
+        done = 0
+        for page in _chunks(node.zscan_iter(key, count=self.batch), self.batch):
+            audit.counts[loc] += len(page)
+            done += len(page)
+            self.judge(node, audit, [_text(m) for m, _ in page], first=loc)
+            self.progress(Progress(audit.queue, loc, done, total))
+
+    def keys(self, node: Any, audit: QueueAudit) -> None:
+        """Walk the queue's keys with SCAN: judge the rows in no location (the others were
+        judged with their first location), report keys outside the grammar."""
+        row_head = keyspace.prefix(audit.queue) + "job:"
+        fixed = set(keyspace.queue_keys(audit.queue))
+        done = 0
+        for page in _chunks(node.scan_iter(match=keyspace.pattern(audit.queue), count=self.batch), self.batch):
+            done += len(page)
+            ids, stray = [], []
+            for raw in page:
+                key = _text(raw)
+                if key in fixed:
+                    continue
+                if key.startswith(row_head) and len(key) > len(row_head):
+                    ids.append(key[len(row_head):])
+                else:
+                    stray.append(key)
+            if stray:
+                audit.stray += len(stray)
+                self.report(audit, invariants.check_invariants(Snapshot.build(audit.queue, {}, {}, stray=stray)))
+            if ids:
+                self.judge(node, audit, self.unheld(node, audit.queue, ids), first=None)
+            self.progress(Progress(audit.queue, "keys", done, None))
+
+    def memberships(self, pipe: Any, queue: str, raws: list[bytes]) -> None:
+        """Queue on ``pipe`` one ZMSCORE per location for all of ``raws``."""
+        for k in keyspace.queue_keys(queue)[:4]:
+            pipe.zmscore(k, raws)
+
+    def unheld(self, node: Any, queue: str, ids: list[str]) -> list[str]:
+        """The ``ids`` that are in no location now (their rows are judged on their own)."""
+        if not ids:
+            return []
+        with node.pipeline(transaction=False) as pipe:
+            self.memberships(pipe, queue, [i.encode("utf-8", "surrogateescape") for i in ids])
+            replies = pipe.execute(raise_on_error=False)
+        for reply in replies:
+            _wrongtype(reply)
+        scores = [reply if isinstance(reply, list) else [None] * len(ids) for reply in replies]
+        return [i for n, i in enumerate(ids) if all(by_loc[n] is None for by_loc in scores)]
+
+    def judge(self, node: Any, audit: QueueAudit, ids: list[str], *, first: str | None) -> None:
+        """Read the memberships (one ZMSCORE per location) and the rows of ``ids`` in one
+        MULTI/EXEC and run the invariants on that small snapshot. Walking a location
+        (``first`` = it), an id is judged there only if that is its first location, so an
+        id in two is reported once; judging rows found by SCAN (``first`` = None), only
+        ids still in no location are judged. Rows are counted where they are judged."""
+        if not ids:
+            return
+        p = keyspace.prefix(audit.queue).encode()
+        raws = [i.encode("utf-8", "surrogateescape") for i in ids]
+        with node.pipeline(transaction=True) as pipe:
+            self.memberships(pipe, audit.queue, raws)
+            for raw in raws:
+                pipe.hgetall(p + b"job:" + raw)
+            replies = pipe.execute(raise_on_error=False)
+        for reply in replies[:4]:
+            _wrongtype(reply)  # a location of another type was skipped; ZMSCORE of a missing key is all None
+        scores = [reply if isinstance(reply, list) else [None] * len(ids) for reply in replies[:4]]
+        locations: dict[str, list[tuple[str, Any]]] = {}
+        rows: dict[str, dict[str, bytes]] = {}
+        stray: list[str] = []
+        for n, i in enumerate(ids):
+            row = replies[4 + n]
+            held = [(loc, by_loc[n]) for loc, by_loc in zip(spec.LOCATIONS, scores) if by_loc[n] is not None]
+            if (held[0][0] if held else None) != first:
+                continue  # judged in an earlier location, or moved since it was listed
+            for loc, s in held:
+                locations.setdefault(loc, []).append((i, _score(s)))
+            if _wrongtype(row):
+                stray.append(keyspace.prefix(audit.queue) + "job:" + i)  # a row key holding another type
+            elif row:
+                rows[i] = {_text(f): bytes(v) for f, v in row.items()}
+        audit.rows += len(rows)
+        audit.stray += len(stray)
+        if locations or rows or stray:
+            self.report(audit, invariants.check_invariants(Snapshot.build(audit.queue, locations, rows, stray=stray)))
+
+
+def _wrongtype(reply: Any) -> bool:
+    """Whether ``reply`` is the WRONGTYPE refusal (the key is stray); any other error
+    (NOPERM, a lost connection) is raised: it says nothing about the keyspace."""
+    if not isinstance(reply, Exception):
+        return False
+    if isinstance(reply, redis.ResponseError) and str(reply).startswith("WRONGTYPE"):
+        return True
+    raise reply
+
+
+def _canonical(value: bytes) -> bool:
+    return value == b"0" or (value[:1] in b"123456789" and value.isdigit())
+
+
+def audit(url: str, queues: Iterable[str] = (), *, batch: int = BATCH, keep: int = KEEP,
+          progress: Callable[[Progress], None] | None = None,
+          on_violation: Callable[[str, Violation], None] | None = None) -> AuditResult:
+    """Audit the deployment at ``url`` (``redis://``, ``valkey://``, ``redis+cluster://``
+    …): the given ``queues``, or every queue the key grammar finds. Sends only
+    ``READ_COMMANDS``. ``ArgError`` for a bad queue name or bound (before any I/O);
+    ``AuditError`` when the deployment cannot be read or speaks another wire version."""
+    names = [keyspace.check_queue(q) for q in queues]
+    for label, value in (("batch", batch), ("keep", keep)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if label == "batch" else 0):
+            raise errors.ArgError(f"{label} must be an integer of at least {1 if label == 'batch' else 0}, got {value!r}")
+
+    try:
+        client = _client(url)
+    except (ValueError, redis.RedisError) as exc:
+        raise AuditError(f"cannot connect to {redact(url)}: {exc}") from None
+    try:
+        got = client.get(keyspace.VERSION_KEY)
+        fence = None if got is None else got.decode("utf-8", "replace")
+        if fence is not None and fence != spec.WIRE_VERSION:
+            raise AuditError(f"{keyspace.VERSION_KEY} is {fence!r}; this audit reads wire version {spec.WIRE_VERSION!r}")
+        run = _Auditor(client, batch, keep, progress, on_violation)
+        audits = [run.queue(q) for q in (names or run.discover())]
+        return AuditResult(fence, audits, run.listed, run.total)
+    except redis.RedisError as exc:
+        raise AuditError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        client.close()

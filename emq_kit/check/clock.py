@@ -1,0 +1,152 @@
+"""The clock policy of a conformance run (specs/lifecycle.md CLK-3,
+specs/driver-protocol.md "Server clock").
+
+- ``VirtualClock``: the machine's clock travels as ``now`` on every clock op, to the
+  model and the target alike, and everything compares exactly.
+- ``ServerClock``: for implementations that take no clock argument. No ``now`` is
+  passed; the kit reads the server's ``TIME`` before (t0) and after (t1) each clock op,
+  and the model runs at one clock value inside ``[t0, t1]``: the first of t0, the
+  values inside the window where the outcome can change (a due score of the pumped
+  location; the clock the target's written score implies) and t1 that reproduces the
+  target's answer *and* keyspace. A deadline inside the window may so be due or not, but
+  one clock explains the whole call. When none does, the model runs at t0 and the
+  machine reports the divergence. Ticks and boundary moves become real waits, bounded.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Callable, Protocol
+
+from emq_model import spec
+
+RunModel = Callable[[Any, dict[str, Any]], Any]
+RunTarget = Callable[..., Any]
+"""``run_target(args, meanwhile=None)``: the target's outcome; ``meanwhile``, when given,
+is run while the call is on the wire if the target can, and is otherwise left alone."""
+
+PUMPED = {"promote": "schedule", "reap": "active"}
+"""The location whose due members (score <= now) a pump moves."""
+
+
+class Clock(Protocol):
+    """What the machine asks of a clock policy."""
+
+    def start(self, start: int) -> int:
+        """The clock at the start of an example."""
+
+    def stamp(self, args: dict[str, Any], now: int) -> dict[str, Any]:
+        """The arguments of a clock op as both sides receive them."""
+
+    def advance(self, to: int) -> int:
+        """Move the clock to ``to`` (at least); the clock afterwards."""
+
+    def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
+             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
+        """Run ``op`` on the model (``run_model(model, args)``) and the target; the two
+        outcomes. ``read_target`` reads the target's snapshot after the call."""
+
+
+class VirtualClock:
+    """The model's clock, passed on every call: exact and reproducible."""
+
+    mode = "virtual"
+
+    def start(self, start: int) -> int:
+        return start
+
+    def stamp(self, args: dict[str, Any], now: int) -> dict[str, Any]:
+        return {**args, "now": now}
+
+    def advance(self, to: int) -> int:
+        return to
+
+    def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
+             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
+        """The model runs while the target's call is on the wire when the target can say
+        so (``meanwhile``), else after it: the same clock, so the order is free."""
+        ran: list[Any] = []
+        target = run_target(args, lambda: ran.append(run_model(model, args)))
+        return (ran[0] if ran else run_model(model, args)), target
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a == b and type(a) is type(b)
+
+
+class ServerClock:
+    """The server's clock, read around each clock op (see the module docstring).
+    ``time_ms`` reads ``TIME`` in ms (CLK-1); waits poll it for at most ``max_wait_ms``;
+    ``close`` releases what ``time_ms`` reads through (the connection ``for_url`` opens)."""
+
+    mode = "server"
+
+    def __init__(self, time_ms: Callable[[], int], max_wait_ms: int = 1000, *,
+                 close: Callable[[], None] = lambda: None) -> None:
+        self.time_ms, self.max_wait_ms, self.close = time_ms, max_wait_ms, close
+        self.window: tuple[int, int, int] | None = None
+        """(t0, t1, the model's clock) of the last clock op."""
+
+    @classmethod
+    def for_url(cls, url: str) -> "ServerClock":
+        """A clock reading ``TIME`` of the server at ``url`` over its own connection."""
+        from emq_live.client import connect
+
+        conn = connect(url, fence=False)
+
+        def time_ms() -> int:
+            sec, usec = conn.redis.time()
+            return int(sec) * 1000 + int(usec) // 1000
+
+        return cls(time_ms, close=conn.close)
+
+    def start(self, start: int) -> int:
+        return self.time_ms()
+
+    def stamp(self, args: dict[str, Any], now: int) -> dict[str, Any]:
+        return args
+
+    def advance(self, to: int) -> int:
+        """Wait until the server clock reaches ``to`` (polling, bounded)."""
+        deadline = time.monotonic() + self.max_wait_ms / 1000
+        now = self.time_ms()
+        while now < to and time.monotonic() < deadline:
+            time.sleep(min(to - now, 50) / 1000)
+            now = self.time_ms()
+        return now
+
+    def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
+             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
+        if not spec.entry(op)["clock"]:  # a transition, a read or a batch
+            return run_model(model, args), run_target(args)
+        t0 = self.time_ms()
+        target = run_target(args)
+        t1 = self.time_ms()
+        lo, hi = min(t0, t1), max(t0, t1)
+        now = self._choose(op, model, args, run_model, target, read_target, lo, hi)
+        self.window = (lo, hi, now)
+        return run_model(model, {**args, "now": now}), target
+
+    def _choose(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel, target: Any,
+                read_target: Callable[[], Any], lo: int, hi: int) -> int:
+        """The first clock in ``[lo, hi]`` at which the model does what the target did."""
+        theirs = read_target()
+
+        def explains(now: int) -> tuple[bool, Any]:
+            trial = copy.deepcopy(model)
+            answer = run_model(trial, {**args, "now": now})
+            snap = trial.snapshot()
+            return _same(answer, target) and snap == theirs, snap
+
+        ok, at_lo = explains(lo)
+        if ok or lo == hi:
+            return lo
+        candidates = {hi}
+        if op in PUMPED:
+            candidates |= {s for s in model.sets[PUMPED[op]].values() if lo < s <= hi}
+        for loc, member, score in theirs.members():
+            mine = at_lo.score(loc, member)
+            if mine is not None and lo < lo + (score - mine) <= hi:
+                candidates.add(int(lo + (score - mine)))
+        return next((now for now in sorted(candidates) if explains(now)[0]), lo)

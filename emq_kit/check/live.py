@@ -1,0 +1,176 @@
+"""The built-in targets (``emq_kit.check.target.Target``): a second model, and the live
+client on fakeredis, a server or a cluster. Open one with ``open_target``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from emq_kit.check import memory
+from emq_live.client import Queue
+from emq_model.keyspace import check_queue, job_key, pattern
+from emq_model.model import QueueModel
+from emq_model.snapshot import Snapshot
+
+
+class ModelTarget:
+    """A second, independent model: the machine run against it must always pass, which
+    checks the machine itself (and serves ``emq driver --model``)."""
+
+    batches = True
+
+    def __init__(self) -> None:
+        self.queues: dict[str, QueueModel] = {}
+
+    def reset(self) -> None:
+        self.queues.clear()
+
+    def queue(self, name: str) -> QueueModel:
+        check_queue(name)
+        if name not in self.queues:
+            self.queues[name] = QueueModel(name)
+        return self.queues[name]
+
+    def snapshot(self, name: str) -> Snapshot:
+        return self.queue(name).snapshot()
+
+    def forget_row(self, name: str, job_id: str) -> None:
+        self.queue(name).forget_row(job_id)
+
+    def describe(self) -> dict[str, Any]:
+        return {"target": "model"}
+
+    def close(self) -> None:
+        self.queues.clear()
+
+
+class LiveTarget:
+    """The live client (``emq_live``) on fakeredis (``url=None``), a server or a cluster,
+    running our scripts or those of ``scripts`` (a directory with the same calling
+    convention).
+
+    It never flushes a database: a queue starts empty the first time it is handed out
+    after a reset, when every key under its prefix ``emq:{q}:`` is deleted (SCAN of the
+    glob-escaped prefix, then DEL; every primary of a cluster is scanned). Other keys, and
+    the fence, are left alone, so a user restricted to the queue keys can run it (README,
+    "Least privilege") and a shared server keeps its other data.
+
+    How ``snapshot`` reads, when the machine reads after every call: on the embedded
+    fakeredis, from the server's memory (``emq_kit/check/memory.py``); on a server with
+    ``observe``, every script call of a queue brings back the queue's snapshot in the
+    same round trip (``ObservedQueue``), handed out by the next ``snapshot``; otherwise
+    with one snapshot.lua call. All three read the same keyspace (tests/test_memory.py)."""
+
+    batches = True
+
+    def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False,
+                 fence: bool = True) -> None:
+        from emq_live.client import connect
+
+        self.url, self.observe = url, observe
+        self.scripts_dir = str(Path(scripts).resolve()) if scripts is not None else None
+        # fence=False: the kit inspecting a port's server leaves {emq}:version to the port.
+        self.conn = connect(url, scripts=scripts, fence=fence)
+        self.queues: dict[str, Any] = {}
+
+    def reset(self) -> None:
+        self.queues.clear()
+
+    def queue(self, name: str) -> Any:
+        if name not in self.queues:
+            # The name is gated before any key is touched.
+            queue = (ObservedQueue if self.observe and self.conn.server is None else Queue)(self.conn, name)
+            self._wipe(name)
+            self.queues[name] = queue
+        return self.queues[name]
+
+    def _wipe(self, name: str) -> None:
+        """Delete every key of the queue ``name``."""
+        r = self.conn.redis
+        batch: list[bytes] = []
+        for key in r.scan_iter(match=pattern(name), count=1000):
+            batch.append(key)
+            if len(batch) == 1000:
+                r.delete(*batch)
+                batch.clear()
+        if batch:
+            r.delete(*batch)
+
+    def snapshot(self, name: str) -> Snapshot:
+        queue = self.queue(name)
+        if self.conn.server is not None:
+            return memory.snapshot(queue, self.conn.server)
+        return queue.take_snapshot() if isinstance(queue, ObservedQueue) else queue.snapshot()
+
+    def forget_row(self, name: str, job_id: str) -> None:
+        queue = self.queue(name)
+        if isinstance(queue, ObservedQueue):
+            queue.observed = None  # the row goes after the last call's snapshot was taken
+        self.conn.redis.delete(job_key(name, job_id))
+
+    def describe(self) -> dict[str, Any]:
+        if self.url is None:
+            import fakeredis
+
+            server = f"fakeredis {fakeredis.__version__}"
+        else:
+            server = _server_name(self.conn.redis)
+        return {
+            "target": self.url or "fakeredis",
+            "server": server,
+            "scripts": self.scripts_dir or "builtin",
+            "shas": {name: s.sha for name, s in self.conn.scripts.scripts.items()},
+        }
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class ObservedQueue(Queue):
+    """A live queue whose every script call brings back the queue's snapshot taken
+    right after it, in the same round trip (``ScriptSet.send_then``): the machine reads
+    a snapshot after every step, and on a server the round trip is most of a call's
+    cost. ``take_snapshot`` hands that snapshot out once; without one (a read that is
+    not a script, an argument refused before any I/O, a row deleted by hand) it reads
+    anew. ``meanwhile``, when set, runs once, after the call went out and before its
+    replies are read: the checker's own work for the step (the model's side) overlaps
+    the server's."""
+
+    observed: Snapshot | None = None
+    meanwhile: Callable[[], None] | None = None
+
+    def _run(self, call: Any) -> Any:
+        receive = self.conn.scripts.send_then(self.conn.redis, (call.name, call.keys, call.args),
+                                              ("snapshot", self.keys, []))
+        work, self.meanwhile = self.meanwhile, None
+        try:
+            if work is not None:
+                work()
+        finally:
+            reply, snap = receive()  # always: the connection goes back to the pool in step
+        self.observed = None if isinstance(snap, Exception) else self.snapshot_answer(snap)
+        if isinstance(reply, Exception):
+            raise reply
+        return call.answer(reply)
+
+    def take_snapshot(self) -> Snapshot:
+        """The snapshot the last call brought back, or a fresh one."""
+        snap, self.observed = self.observed, None
+        return snap if snap is not None else self.snapshot()
+
+
+def _server_name(r: Any) -> str:
+    """``valkey 8.0.1``, or ``valkey 8.0.1 cluster``: from HELLO, which every
+    authenticated user may send (INFO needs rights a restricted user lacks); a cluster
+    answers from its first node."""
+    from redis.cluster import RedisCluster
+
+    where = {"target_nodes": r.get_default_node()} if isinstance(r, RedisCluster) else {}
+    reply = r.execute_command("HELLO", "2", **where)
+    hello = {_text(k): _text(v) for k, v in zip(reply[0::2], reply[1::2])}
+    mode = " cluster" if hello.get("mode") == "cluster" else ""
+    return f"{hello.get('server', '?')} {hello.get('version', '?')}{mode}"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,560 @@
+"""The conformance machine: a Hypothesis rule-based state machine that drives the model
+and a target side by side, on two queues, and after every step demands equal answers
+(INV-8), equal snapshots (INV-8) and clean invariants (INV-1..7) on both sides.
+
+Vocabulary: a *rule* is one call of an op; a *step* is one call with its checks (a
+*checked step* once the target's snapshot was read and judged); the *clock* is virtual
+(the model's ``now`` passed to both sides) or the server's (``emq_kit/clock.py``); a
+*kept claim* keeps its token forever, so stale and foreign tokens come back after reaps,
+retries and reclaims. Rules draw their arguments packed in one choice (``Draw``) and
+``Selection`` picks the rule with one choice: Hypothesis's per-choice cost was most of a
+step's (README, "What a step is").
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from hypothesis import event
+from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    RuleStrategy,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from emq_kit.check.clock import Clock, VirtualClock
+from emq_kit.check.coverage import Coverage, classify
+from emq_kit.check.draws import Draw
+from emq_model import branded_id, spec
+from emq_model.errors import EmqError
+from emq_model.invariants import Violation, check_invariants
+from emq_model.model import Claimed, QueueModel
+from emq_model.snapshot import Snapshot, diff
+
+if TYPE_CHECKING:  # the target's module opens drivers, whose client imports this one
+    from emq_kit.check.target import Target
+
+# Two queues per run so a leak across queues shows; the second name carries glob
+# metacharacters and non-ASCII so a snapshot that scans keys without escaping, or that
+# mangles UTF-8, diverges.
+QUEUES = ("alpha", "β*[x]")
+
+# A small id pool makes duplicates, foreign tokens and re-enqueues after completion common.
+POOL = tuple(branded_id.encode("JOB", branded_id.snowflake(branded_id.EPOCH_MS + 1000 * i, 1, i)) for i in range(1, 9))
+
+# Malformed and foreign ids: each must be refused with EMQKIND before anything else.
+BAD_IDS = (
+    "", "JOB", "JOBzzzzzzzzzzz", "ORD0KHTOWnGLuC", "job0KHTOWnGLuC", "J0B0KHTOWnGLuC",
+    "JOB0KHTOWnGLu", "JOB0KHTOWnGLuCC", "JOB0KHTOWnGL-C", "JOBé0KHTOWnGL", " JOB0KHTOWnGLu",
+    42, None, b"JOB0KHTOWnGLuC",
+)
+BAD_QUEUES = ("", "a{b", "a}b", "a b", "tab\tq", "nl\n", "nul\x00", "del\x7f", "x" * 129, 7)
+
+START = 1_750_000_000_000  # the virtual clock's first reading (ms)
+
+# Each rule draws its arguments as one packed choice (``emq_kit/draws.py``): Hypothesis's
+# per-choice cost was most of a step's cost on a fast server. Every field lists its simplest
+# option first, so a shrunk counterexample reads plainly.
+QUEUE = QUEUES[:1] * 3 + QUEUES[1:]  # most steps on the first queue, so its lifecycle gets deep
+PAYLOADS = (b"", b"p", "ü", b"\x00\xff", bytes(range(9)))
+ITEMS = tuple((job, payload) for payload in PAYLOADS for job in POOL)
+LEASES = range(1, 13)  # short, so leases expire within a few ticks
+LIMITS = (1, 2, 100)
+SETTLES = ("complete", "retry", "extend")
+WHEN = (*range(0, 21), *range(-1, -11, -1))  # a schedule's offset from now (ms)
+DELAYS = range(21)
+PICKS = range(64)  # which kept claim, newest first, modulo how many are kept
+MAYBE_PICK = (None, *range(8))  # None: use the drawn id, whatever its location
+# A spoil makes one argument (or the clock) of a call bad: (which argument, which bad
+# value), both taken modulo what the op has. Three calls in four are unspoiled.
+Spoil = tuple[int, int] | None
+SPOILS: tuple[Spoil, ...] = (None,) * 96 + tuple((i % 8, i // 8) for i in range(32))
+# A pump may first move the clock to a boundary of the location it pumps: (which score,
+# offset -1/0/+1). None runs it at the current clock.
+At = tuple[int, int] | None
+ATS: tuple[At, ...] = (None,) * 16 + tuple((i // 3, i % 3 - 1) for i in range(32))
+
+BACKLOG = Draw("Backlog", n=range(5), first=range(len(POOL)))
+ENQUEUE = Draw("Enqueue", q=QUEUE, job=POOL, payload=PAYLOADS, spoil=SPOILS)
+SCHEDULE = Draw("Schedule", q=QUEUE, job=POOL, payload=PAYLOADS, when=WHEN, spoil=SPOILS,
+                how=("delay_ms", "run_at", "delay_ms", "run_at", "both", "neither"))
+CLAIM = Draw("Claim", q=QUEUE, lease=LEASES, spoil=SPOILS)
+SETTLE = Draw("Settle", pick=PICKS, op=SETTLES, foreign=(False, False, False, True), delay=DELAYS,
+              cap=(1, 2), lease=LEASES, spoil=SPOILS)
+WORK = Draw("Work", pick=range(16), op=SETTLES, skew=(0, 0, 0, -1, 1), delay=DELAYS, cap=(1, 2),
+            lease=LEASES, spoil=SPOILS)
+ENQUEUE_MANY = Draw("EnqueueMany", q=QUEUE, n=range(1, 5), item0=ITEMS, item1=ITEMS, item2=ITEMS, item3=ITEMS)
+CLAIM_MANY = Draw("ClaimMany", q=QUEUE, n=range(1, 5), lease=LEASES)
+COMPLETE_MANY = Draw("CompleteMany", n=range(1, 4), pick0=PICKS, pick1=PICKS, pick2=PICKS)
+PROMOTE = Draw("Promote", q=QUEUE, limit=LIMITS, at=ATS, spoil=SPOILS)
+REAP = Draw("Reap", q=QUEUE, limit=LIMITS, cap=(None, 1, 2, 3), at=ATS, spoil=SPOILS)
+REPROCESS = Draw("Reprocess", q=QUEUE, job=POOL, pick=MAYBE_PICK, spoil=SPOILS)
+REMOVE = Draw("Remove", q=QUEUE, job=POOL, pick=MAYBE_PICK, where=spec.LOCATIONS, spoil=SPOILS)
+READ = Draw("Read", q=QUEUE, which=("browse", "counts", "state", "job"), job=POOL, n=range(1, 5), spoil=SPOILS)
+VANDALIZE = Draw("Vandalize", q=QUEUE, pick=range(8))
+Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
+
+
+class Divergence(AssertionError):
+    """The target left the model: ``kind`` is answer, snapshot or invariant; ``rule`` the
+    spec rule it cites; ``lines`` the evidence in plain words; ``steps`` the example's
+    steps up to and including ``step`` (the counterexample, once Hypothesis has shrunk it)."""
+
+    def __init__(self, kind: str, rule: str, step: "Step", lines: list[str], steps: list["Step"] | None = None) -> None:
+        self.kind, self.rule, self.step, self.lines = kind, rule, step, lines
+        self.steps = list(steps) if steps is not None else [step]
+        super().__init__(f"{kind} diverges at step {step.index} {step.call()} ({rule}):\n  " + "\n  ".join(lines))
+
+
+@dataclass
+class Step:
+    """One call as it ran on both sides: the machine's record of it and a trace's step
+    (emq_kit.trace.format). ``op`` is an op of the spec table, ``forget_row`` (a row
+    deleted by hand) or ``queue`` (opening a queue by a refused name); ``index`` is its
+    place in the example, from 1."""
+
+    queue: str
+    op: str
+    args: dict[str, Any]
+    model: Any = None
+    target: Any = None
+    index: int = 0
+
+    def call(self) -> str:
+        body = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
+        return f"{self.op}({self.queue!r}, {body})"
+
+
+@dataclass
+class Run:
+    """What a whole run accumulates across examples (the machine is rebuilt per example)."""
+
+    coverage: Coverage = field(default_factory=Coverage)
+    examples: int = 0
+    steps: int = 0
+    checks: int = 0
+    progress: Callable[["Run"], None] | None = None
+    started: float = field(default_factory=time.perf_counter)
+    first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
+
+
+def outcome(fn: Callable[[], Any]) -> Any:
+    """A call's answer, or the refusal it raised (refusals compare by code)."""
+    try:
+        return fn()
+    except EmqError as err:
+        return err
+
+
+class Crash:
+    """A target call that raised something other than a refusal (a script error, a bad
+    reply): always a divergence, never equal to an answer."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def __repr__(self) -> str:
+        return f"raised {type(self.exc).__name__}: {self.exc}"
+
+
+def target_outcome(fn: Callable[[], Any]) -> Any:
+    """``outcome`` for the target side: unexpected exceptions become a ``Crash``, except
+    a lost connection, which is the environment's problem and propagates."""
+    try:
+        return outcome(fn)
+    except (ConnectionError, OSError, *_connection_errors()):
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything a broken implementation raises
+        return Crash(exc)
+
+
+def _connection_errors() -> tuple[type[Exception], ...]:
+    import redis
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+class Selection(RuleStrategy):
+    """How the machine picks its next rule: Hypothesis's own way, at a fraction of the
+    cost. Hypothesis draws a swarm flag for every rule an example asks about and retries
+    a draw that lands on a disabled or invalid rule: about eight choices a step here,
+    more than the step's own arguments and most of a step's cost on a fast server. This
+    draws the swarm once per example (one byte string: a threshold, then a byte per rule;
+    a rule whose byte is below the threshold is off for the example, as in swarm
+    testing, and zeros, where shrinking goes, turn every rule on), then one index a step
+    among the rules whose preconditions hold and that are on (all the valid ones if none
+    is on). Rules, preconditions and arguments are Hypothesis's (``RuleStrategy``)."""
+
+    def __init__(self, machine: RuleBasedStateMachine) -> None:
+        super().__init__(machine)
+        self.off: set[str] | None = None
+        self.drawn = 0  # rules drawn: the fence test's proof that Hypothesis draws through this
+
+    def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
+        valid = [r for r in self.rules if self._valid(r)]
+        if not valid:  # Hypothesis's own "no progress can be made" error (InvalidDefinition)
+            return super().do_draw(data)
+        self.drawn += 1
+        if self.off is None:
+            swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
+            self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
+        live = [r for r in valid if r.function.__name__ not in self.off] or valid
+        rule = live[data.draw_integer(0, len(live) - 1)]
+        return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+
+    def _valid(self, rule: Any) -> bool:
+        """``is_valid`` without its per-call observability bookkeeping (a description of
+        every precondition, built for every rule at every step, cost more than the
+        preconditions themselves)."""
+        machine = self.machine
+        return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
+
+
+class Conformance(RuleBasedStateMachine):
+    """Model vs target, step by step. Build with ``Conformance.factory(target, run)``."""
+
+    target: Target
+    run: Run
+    clock: Clock
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rules_strategy = Selection(self)  # see Selection: Hypothesis reads this attribute
+        self.target.reset()
+        self.run.examples += 1
+        self.steps: list[Step] = []
+        self.now = self.clock.start(START)
+        self.models = {q: QueueModel(q) for q in QUEUES}
+        self.impls = {q: self.target.queue(q) for q in QUEUES}
+        self.previous: dict[str, Snapshot] = {}
+        self.orphans: dict[str, set[str]] = {q: set() for q in QUEUES}
+        self.kept: list[Kept] = []
+        self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
+        self._aside: BaseException | None = None
+        if self.run.progress:
+            self.run.progress(self.run)
+
+    @classmethod
+    def factory(cls, target: Target, run: Run, clock: Clock | None = None) -> Callable[[], "Conformance"]:
+        """A zero-argument factory for ``run_state_machine_as_test`` (the virtual clock
+        unless ``clock`` says otherwise)."""
+        machine = type(cls.__name__, (cls,), {"target": target, "run": run, "clock": clock or VirtualClock()})
+        return machine
+
+    # -- the one way a step runs --------------------------------------------------------
+
+    def diverge(self, kind: str, rule: str, step: Step, lines: list[str]) -> Divergence:
+        """The divergence to raise; the run notes when it first saw one."""
+        if self.run.first_failure is None:
+            self.run.first_failure = time.perf_counter()
+        return Divergence(kind, rule, step, lines, self.steps)
+
+    def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
+        """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
+        argument spoiled if asked), then check answers, snapshots and invariants."""
+        if spec.entry(op)["clock"]:
+            args = self.clock.stamp(args, self.now)
+        if spoil is not None:
+            args = _spoiled(op, args, spoil)
+        return self.execute(queue, op, args)
+
+    def _record(self, queue: str, op: str, args: dict[str, Any]) -> Step:
+        """A new step of this example's trace."""
+        step = Step(queue, op, args, index=len(self.steps) + 1)
+        self.steps.append(step)
+        return step
+
+    def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:
+        """Run ``op`` with exactly ``args`` on both sides and check everything (the part
+        of a step that ``emq replay`` repeats from a trace)."""
+        model = self.models[queue]
+        was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
+        failed_before = model.failed
+        step = self._record(queue, op, args)
+        self._prepared = None
+        step.model, step.target = self.clock.call(
+            op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
+            lambda a, meanwhile=None: target_outcome(lambda: self._call_target(queue, op, a, meanwhile)),
+            lambda: self.target.snapshot(queue))
+        if self._aside is not None:  # the model's side failed while the call was on the wire
+            error, self._aside = self._aside, None
+            raise error
+        if step.model != step.target or type(step.model) is not type(step.target):
+            raise self.diverge("answer", spec.entry(op)["rule"], step,
+                             [f"model answered {step.model!r}", f"target answered {step.target!r}"])
+        if op in ("claim", "claim_many") and model.last_dropped != self.impls[queue].last_dropped:
+            raise self.diverge("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
+                                                           f"target dropped {self.impls[queue].last_dropped}"])
+        if op in spec.TRANSITIONS:
+            for name in classify(op, step.model, was=was, dropped=bool(model.last_dropped) if op == "claim" else False,
+                                 dead_before=failed_before, dead_after=model.failed):
+                self.run.coverage.add(op, name)
+                if currently_in_test_context():
+                    event(f"{op}/{name}")
+        self.verify(queue, step)
+        return step.model
+
+    def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
+        """``op`` on the target; ``meanwhile`` (the model's side of the step) handed to a
+        queue that runs it while the call is on the wire (``ObservedQueue``), followed by
+        the model's half of ``verify``. Whatever that raises is kept aside for
+        ``execute`` to raise: it is never the target's outcome."""
+        impl = self.impls[queue]
+        if meanwhile is None or not hasattr(impl, "meanwhile"):
+            return getattr(impl, op)(**args)
+
+        def aside() -> None:
+            try:
+                meanwhile()
+                mine = self.models[queue].snapshot()
+                self._prepared = (mine, check_invariants(mine, self.previous.get(queue)))
+            except BaseException as exc:  # noqa: BLE001 - re-raised by execute
+                self._aside = exc
+
+        impl.meanwhile = aside
+        try:
+            return getattr(impl, op)(**args)
+        finally:
+            impl.meanwhile = None  # not run when the call was refused before any I/O
+
+    def verify(self, queue: str, step: Step) -> None:
+        """INV-8 (snapshots equal), then INV-1..7 against the previous step. Once the two
+        snapshots are equal, one ``check`` judges both sides: it is a pure function of the
+        snapshot and the previous one, and the previous ones were equal too. Each call of
+        ``verify`` is one checked step of the run. The model's snapshot and its ``check``
+        may have been made while the target's call was on the wire (``_call_target``)."""
+        self.run.steps += 1
+        prepared, self._prepared = self._prepared, None  # made for this step's queue
+        mine = prepared[0] if prepared else self.models[queue].snapshot()
+        theirs = self.target.snapshot(queue)
+        if mine != theirs:
+            raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
+        self.orphans[queue] &= {m for _, m, _ in mine.members()}
+        judged = prepared[1] if prepared else check_invariants(mine, self.previous.get(queue))
+        found = [v for v in judged if not self._expected(queue, v)]
+        self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
+        if found:
+            raise self.diverge("invariant", found[0].invariant, step, [str(v) for v in found])
+        self.previous[queue] = mine
+
+    def _expected(self, queue: str, v: Violation) -> bool:
+        """An orphan member the machine itself made (``vandalize``) is not a violation."""
+        return v.invariant == "INV-2" and v.id in self.orphans[queue] and "orphan member" in v.seen
+
+    # -- rules: producers --------------------------------------------------------------
+
+    @initialize(a=BACKLOG.strategy)
+    def backlog(self, a: Any) -> None:
+        """Start most examples with work waiting, so claims find jobs early."""
+        for i in range(a.n):
+            self.step(QUEUES[0], "enqueue", {"id": POOL[(a.first + i) % len(POOL)], "payload": b"backlog"})
+
+    @rule(a=ENQUEUE.strategy)
+    def enqueue(self, a: Any) -> None:
+        self.step(a.q, "enqueue", {"id": a.job, "payload": a.payload}, spoil=a.spoil)
+
+    @rule(a=SCHEDULE.strategy)
+    def schedule(self, a: Any) -> None:
+        """Both and neither of run_at and delay_ms are refused (T-schedule-1)."""
+        at = {"delay_ms": {"delay_ms": max(a.when, 0)}, "run_at": {"run_at": max(self.now + a.when, 0)},
+              "both": {"delay_ms": 1, "run_at": self.now}, "neither": {}}[a.how]
+        self.step(a.q, "schedule", {"id": a.job, "payload": a.payload, **at}, spoil=a.spoil)
+
+    # -- rules: workers ----------------------------------------------------------------
+    # A claim is kept forever (``self.kept``), so its token comes back stale after reaps,
+    # retries and reclaims, and foreign when sent to the other queue.
+
+    @rule(a=CLAIM.strategy)
+    def claim(self, a: Any) -> None:
+        got = self.step(a.q, "claim", {"lease_ms": a.lease}, spoil=a.spoil)
+        if isinstance(got, Claimed):
+            self.kept.append((a.q, got.id, got.token))
+
+    @precondition(lambda self: self.kept)
+    @rule(a=SETTLE.strategy)
+    def settle(self, a: Any) -> None:
+        """A worker settles a claim it kept, maybe long after it went stale, maybe
+        against the other queue."""
+        q, job, token = self._kept(a.pick)
+        self.step(self._other(q) if a.foreign else q, a.op, self._settle_args(a, job, token), spoil=a.spoil)
+
+    @precondition(lambda self: self._any_holder())
+    @rule(a=WORK.strategy)
+    def work(self, a: Any) -> None:
+        """The holder of a job's latest token settles it: from active, late from pending
+        after a reap, or too late from schedule or dead. A skewed token is the previous holder's (-1) or one never
+        handed out (+1): both must be refused while the job is live (EMQSTALE)."""
+        holders = self._holders()
+        q, job, token = holders[a.pick % len(holders)]
+        self.step(q, a.op, self._settle_args(a, job, max(token + a.skew, 1)), spoil=a.spoil)
+
+    # -- rules: batches (one script call for many items; the model's loop is the oracle) -
+    # A target without them (``batches = False``: a port's driver, B-4) never gets them.
+
+    @precondition(lambda self: self.target.batches)
+    @rule(a=ENQUEUE_MANY.strategy)
+    def enqueue_many(self, a: Any) -> None:
+        self.step(a.q, "enqueue_many", {"jobs": [a.item0, a.item1, a.item2, a.item3][: a.n]})
+
+    @precondition(lambda self: self.target.batches)
+    @rule(a=CLAIM_MANY.strategy)
+    def claim_many(self, a: Any) -> None:
+        got = self.step(a.q, "claim_many", {"n": a.n, "lease_ms": a.lease})
+        if isinstance(got, list):
+            self.kept.extend((a.q, c.id, c.token) for c in got)
+
+    @precondition(lambda self: self.kept and self.target.batches)
+    @rule(a=COMPLETE_MANY.strategy)
+    def complete_many(self, a: Any) -> None:
+        """Settle several kept claims in one call, on the first one's queue: the others'
+        tokens may be stale, or foreign."""
+        kept = [self._kept(p) for p in (a.pick0, a.pick1, a.pick2)[: a.n]]
+        self.step(kept[0][0], "complete_many", {"jobs": [(job, token) for _, job, token in kept]})
+
+    # -- rules: pumps and operators ----------------------------------------------------
+
+    @rule(a=PROMOTE.strategy)
+    def promote(self, a: Any) -> None:
+        self._advance(a.q, "schedule", a.at)
+        self.step(a.q, "promote", {"limit": a.limit}, spoil=a.spoil)
+
+    @rule(a=REAP.strategy)
+    def reap(self, a: Any) -> None:
+        self._advance(a.q, "active", a.at)
+        self.step(a.q, "reap", {"limit": a.limit, "max_attempts": a.cap}, spoil=a.spoil)
+
+    @rule(a=REPROCESS.strategy)
+    def reprocess(self, a: Any) -> None:
+        self.step(a.q, "reprocess", {"id": self._pick(a.q, "dead", a.pick, a.job)}, spoil=a.spoil)
+
+    @rule(a=REMOVE.strategy)
+    def remove(self, a: Any) -> None:
+        self.step(a.q, "remove", {"id": self._pick(a.q, a.where, a.pick, a.job)}, spoil=a.spoil)
+
+    @rule(a=READ.strategy)
+    def read(self, a: Any) -> None:
+        args = {"browse": {"n": a.n}, "counts": {}, "state": {"id": a.job}, "job": {"id": a.job}}[a.which]
+        self.step(a.q, a.which, args, spoil=a.spoil)
+
+    @precondition(lambda self: any(m.sets["pending"] for m in self.models.values()))
+    @rule(a=VANDALIZE.strategy)
+    def vandalize(self, a: Any) -> None:
+        """An operator deletes a pending job's row by hand: claim must drop the orphan
+        (T-claim-2), never resurrect it."""
+        pending = sorted(self.models[a.q].sets["pending"])
+        if not pending:
+            return
+        self.forget(a.q, pending[a.pick % len(pending)])
+
+    def forget(self, queue: str, job: str) -> None:
+        """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
+        step = self._record(queue, "forget_row", {"id": job})
+        self._prepared = None
+        self.models[queue].forget_row(job)
+        self.target.forget_row(queue, job)
+        self.orphans[queue].add(job)
+        self.verify(queue, step)
+
+    # -- rules: the clock ----------------------------------------------------------------
+
+    @rule(delta=st.integers(0, 25))
+    def tick(self, delta: int) -> None:
+        self.now = self.clock.advance(self.now + delta)
+
+    # -- rules: hostile callers ----------------------------------------------------------
+
+    @rule(name=st.sampled_from(BAD_QUEUES))
+    def bad_queue(self, name: Any) -> None:
+        """KS-3: a bad queue name is refused before any key exists, on both sides."""
+        self.open_queue(name)
+
+    def open_queue(self, name: Any) -> None:
+        """Open a queue by a name KS-3 refuses: both sides must refuse it (a trace step too)."""
+        model = outcome(lambda: QueueModel(name))
+        target = target_outcome(lambda: self.target.queue(name))
+        step = self._record("", "queue", {"name": name})
+        step.model, step.target = model, target
+        if not (isinstance(model, EmqError) and model == target):
+            raise self.diverge("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _pick(self, q: str, loc: str, pick: int | None, fallback: str) -> str:
+        """A member of the model's ``loc`` chosen by ``pick`` (so the op meets the state
+        it cares about), or ``fallback`` when ``pick`` is None or the location is empty."""
+        members = sorted(self.models[q].sets[loc])
+        return members[pick % len(members)] if members and pick is not None else fallback
+
+    def _holders(self) -> list[tuple[str, str, int]]:
+        """(queue, id, token) of every job whose latest token a worker may still hold
+        (attempts >= 1): active ones; pending ones (a reap's leftovers, a late ack); and
+        ones already settled into schedule or dead, whose holder must now be refused
+        (the reference's defect: complete or retry from schedule/dead)."""
+        return list(self._each_holder())
+
+    def _any_holder(self) -> bool:
+        return any(True for _ in self._each_holder())
+
+    def _each_holder(self) -> Iterator[tuple[str, str, int]]:
+        for q, model in self.models.items():
+            for loc in ("active", "pending", "schedule", "dead"):
+                for job in sorted(model.sets[loc]):
+                    if job in model.rows and model.rows[job]["attempts"] != b"0":
+                        yield q, job, int(model.rows[job]["attempts"])
+
+    def _advance(self, q: str, loc: str, at: At) -> None:
+        """Move the clock forward to a score of ``loc`` (a lease deadline or a run-at)
+        minus one, on it, or one past it: the boundaries where `<` and `<=` differ."""
+        marks = sorted(set(self.models[q].sets[loc].values()))
+        if at is not None and marks:
+            pick, offset = at
+            self.now = self.clock.advance(max(self.now, marks[pick % len(marks)] + offset))
+
+    def _kept(self, pick: int) -> Kept:
+        """A kept claim: 0 is the newest."""
+        return self.kept[-1 - pick % len(self.kept)]
+
+    @staticmethod
+    def _settle_args(a: Any, job: str, token: int) -> dict[str, Any]:
+        """The arguments of the settle ``a.op`` (``a`` carries its delay, cap and lease)."""
+        extra = {"complete": {}, "retry": {"delay_ms": a.delay, "max_attempts": a.cap, "error": "boom"},
+                 "extend": {"lease_ms": a.lease}}[a.op]
+        return {"id": job, "token": token, **extra}
+
+    def _other(self, q: str) -> str:
+        return QUEUES[1 - QUEUES.index(q)]
+
+    @invariant()
+    def clock_is_valid(self) -> None:
+        assert 0 <= self.now <= spec.LIMITS["ms_max"]
+
+
+def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int]) -> dict[str, Any]:
+    """``args`` with one argument (the clock counts as one) replaced by a value outside
+    its type from the spec table: the refusal must be that type's code."""
+    table = spec.OPS[op]["args"] + ([{"name": "now", "type": "time", "optional": True}] if "now" in args else [])
+    if not table:
+        return args
+    victim = table[spoil[0] % len(table)]
+    bad = _bad_values(victim)
+    return {**args, victim["name"]: bad[spoil[1] % len(bad)]}
+
+
+def _bad_values(arg: dict[str, Any]) -> list[Any]:
+    """Values outside an argument's type, from the spec table."""
+    t = spec.TYPES[arg["type"]]
+    if arg["type"] == "job_id":
+        return list(BAD_IDS)
+    if arg["type"] in ("payload", "text"):
+        too_long = [b"x" * (spec.bound(t["max_bytes"]) + 1)] if "max_bytes" in t else []
+        return [7, 1.5, ["list"]] + too_long
+    lo, hi = spec.bound(t["min"]), spec.bound(t["max"])
+    bad = [lo - 1, hi + 1, 1.5, str(lo + 1), True]
+    return bad if arg.get("optional") else bad + [None]

@@ -1,0 +1,78 @@
+"""The target: what the conformance machine drives beside the model, as one interface,
+and ``open_target``, the one way check, replay, bench and selftest get one.
+
+A target hands out queues with the model's method names and answers, reads a queue's
+snapshot, deletes a row by hand (the one fault the machine injects), and empties itself
+between examples. ``describe`` names it in summaries and trace headers. Everything the
+machine reads of a target is declared here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from emq_kit.errors import BadArgument, TargetUnavailable
+
+if TYPE_CHECKING:
+    from emq_model.snapshot import Snapshot
+
+
+class Target(Protocol):
+    """The surface the machine needs from an implementation."""
+
+    batches: bool
+    """Whether the target has the batch ops (``enqueue_many``, ``claim_many``,
+    ``complete_many``): the machine draws none when it does not (a driver, B-4)."""
+
+    def reset(self) -> None:
+        """Forget every queue: each queue handed out afterwards starts empty."""
+
+    def queue(self, name: str) -> Any:
+        """A queue object with the model's methods (``ArgError`` for a bad name). One
+        that has a ``meanwhile`` attribute runs the callable set there once, after its
+        next call went out and before its answer is read: the model's side of the step
+        overlaps the round trip (``ObservedQueue``)."""
+
+    def snapshot(self, name: str) -> Snapshot:
+        """The queue's whole keyspace, read in one consistent read."""
+
+    def forget_row(self, name: str, job_id: str) -> None:
+        """Delete the job's row by hand, leaving its member an orphan."""
+
+    def describe(self) -> dict[str, Any]:
+        """What this target is: kind, URL, script directory and SHA1s, server version."""
+
+    def close(self) -> None:
+        """Release connections and servers."""
+
+
+def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
+                clock: str = "virtual", timeout: float = 10.0, observe: bool = True) -> Target:
+    """The live client on ``url`` (embedded fakeredis when None) running ``scripts`` (ours
+    when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py). Every way
+    it can fail to exist is a ``TargetUnavailable`` (``BadArgument`` for arguments that
+    do not go together); nothing else escapes."""
+    import redis
+
+    from emq_kit.check.live import LiveTarget
+    from emq_kit.ports.driver_client import DriverError, DriverTarget
+    from emq_model.errors import EmqError
+
+    if driver is not None and scripts is not None:
+        raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
+    try:
+        if driver is not None:
+            return DriverTarget(driver, url, clock=clock, timeout=timeout)
+        return LiveTarget(url, scripts, observe=observe)
+    except DriverError as exc:
+        raise TargetUnavailable(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise TargetUnavailable(f"scripts: {exc}") from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise TargetUnavailable(f"cannot reach {url}: {exc}") from None
+    except ValueError as exc:
+        raise TargetUnavailable(f"bad URL {url!r}: {exc}") from None
+    except EmqError as exc:
+        raise TargetUnavailable(f"{url}: {exc}") from None
+    except redis.exceptions.ResponseError as exc:
+        raise TargetUnavailable(f"{url} refused to load the scripts: {exc}") from None

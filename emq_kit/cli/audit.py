@@ -1,0 +1,50 @@
+"""``emq audit``: a read-only check of a live deployment's keyspace (emq_kit.audit);
+exit 0 clean, 1 violations, 2 the deployment could not be read (an ``AuditError`` is a
+``KitError``: one line)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from emq_kit.audit import BATCH, KEEP, Progress, audit
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.report.document import printable
+from emq_model import errors
+from emq_model.invariants import Violation
+
+
+def register(sub: Any) -> None:
+    """Add ``emq audit`` to the command line."""
+    c = sub.add_parser("audit", help="read-only check of a live deployment's keyspace: counts, invariant violations")
+    c.add_argument("url", help="the deployment (redis://, valkey://, redis+cluster:// ...)")
+    c.add_argument("--queue", action="append", default=[], help="a queue to audit (repeatable); default: every queue found")
+    c.add_argument("--batch", type=positive, default=BATCH, help=f"ids per SCAN page and judged batch (default {BATCH})")
+    c.add_argument("--keep", type=int, default=KEEP, help=f"violations listed at most; all are counted (default {KEEP})")
+    c.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    c.set_defaults(func=cmd_audit)
+
+
+def cmd_audit(args: Any) -> int:
+    """Print each queue's counts and each violation; exit 0 clean, 1 violations, 2 the
+    deployment could not be read."""
+    def progress(p: Progress) -> None:
+        of = f"/{p.total}" if p.total is not None else ""
+        print(printable(f"\r{p.queue or '*'} {p.stage}: {p.done}{of}   "), end="", file=sys.stderr, flush=True)
+
+    def violation(queue: str, v: Violation) -> None:
+        print(printable(f"{queue}: {v}"))
+
+    try:
+        result = audit(args.url, args.queue, batch=args.batch, keep=args.keep,
+                       progress=None if args.quiet else progress, on_violation=violation)
+    except errors.ArgError as exc:
+        raise Usage(str(exc)) from None
+    finally:
+        if not args.quiet:
+            print(file=sys.stderr)
+    for q in result.queues:
+        counts = " ".join(f"{loc}={n}" for loc, n in q.counts.items())
+        print(printable(f"{q.queue}: {counts} rows={q.rows} completed={q.completed} failed={q.failed} stray={q.stray}"))
+    print(f"{len(result.queues)} queue(s), {result.total} violation(s)")
+    return EXIT_OK if result.clean else EXIT_FAIL

@@ -1,0 +1,112 @@
+"""``emq bench``: its arguments and its table (the measuring is ``emq_kit.bench``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from emq_kit.bench import Bench, Params, Wrong, run_bench
+from emq_kit.cli.common import EXIT_OK, Usage, positive
+
+
+def number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit in ("x", "ratio"):
+        return f"{value:.2f}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def format_bench(bench: Bench) -> str:
+    """The table: figure, value, ceiling, ratio, goal; then how the ceilings were got."""
+    m, v = bench.machine, bench.versions
+    lines = [
+        f"emq bench: {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {number(m['load_before'], 'x')} "
+        "before the run",
+        "  " + ", ".join(f"{k} {val}" for k, val in v.items()),
+        "",
+        f"  {'figure':<34} {'value':>12} {'unit':<13} {'ceiling':>12} {'ratio':>6} {'goal':>8}  note",
+    ]
+    for f in bench.figures:
+        ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
+        note = "; ".join(x for x in (f.note, f"ceiling: {f.ceiling_by}" if f.ceiling_by else "") if x)
+        lines.append(f"  {f.key:<34} {number(f.value, f.unit):>12} {f.unit:<13} {number(f.ceiling):>12} "
+                     f"{ratio:>6} {number(f.goal):>8}  {note}")
+    return "\n".join(lines)
+
+
+def sizes(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated positive integers, ascending."""
+    try:
+        out = tuple(sorted(int(x) for x in text.split(",") if x.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if not out or out[0] < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
+    return out
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import redis
+
+    from emq_kit.server import ServerError, ServerProcess
+
+    given = {k: v for k, v in vars(args).items() if k in Params.__dataclass_fields__ and v is not None}
+    params = Params(**given)
+    if args.million:
+        params.sizes = tuple(sorted({*params.sizes, 1_000_000}))
+        params.audit_jobs = max(params.audit_jobs, 1_000_000)
+    say = (lambda what: print(f"  ... {what}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _: None)
+    server = None
+    try:
+        if args.url is None:
+            try:
+                server = ServerProcess("valkey-server").start()
+            except ServerError as exc:
+                raise Usage(str(exc)) from None
+        bench = run_bench(args.url or server.url, params, say)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
+    except Wrong as exc:
+        print(f"emq bench: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None:
+            server.stop()
+    print(format_bench(bench))
+    if args.json:
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(bench.to_json(), f, indent=2)
+                f.write("\n")
+        except OSError as exc:
+            raise Usage(f"cannot write {args.json}: {exc}") from None
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``emq bench`` to the command line."""
+    d = Params()
+    b = sub.add_parser("bench", help="measure the model, the kit and the live queue next to the machine's ceilings")
+    b.add_argument("--url", help="a Valkey server (redis://, valkey://, unix://); default: a throwaway valkey-server")
+    b.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
+    b.add_argument("--examples", type=positive, help=f"conformance examples per target (default {d.examples})")
+    b.add_argument("--steps", type=positive, help=f"steps per example (default {d.steps})")
+    b.add_argument("--jobs", type=positive, help=f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; "
+                                                 "fakeredis a tenth, the model a fifth)")
+    b.add_argument("--single-jobs", dest="single_jobs", type=positive,
+                   help=f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
+    b.add_argument("--batch", type=positive, help=f"jobs per batch call (default {d.batch})")
+    b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
+    b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
+                   help="pending jobs of the scale runs on fakeredis (default 1000,100000)")
+    b.add_argument("--audit-jobs", dest="audit_jobs", type=positive,
+                   help=f"pending jobs of the audited queue on Valkey (default {d.audit_jobs:,})")
+    b.add_argument("--million", action="store_true",
+                   help="add 1,000,000 pending jobs to the Valkey scale runs, and audit a queue of 1,000,000")
+    b.add_argument("--probes", type=positive, help=f"timed claims and completes per size (default {d.probes})")
+    b.add_argument("--repeat", type=positive,
+                   help=f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
+    b.set_defaults(func=cmd_bench)

@@ -1,0 +1,32 @@
+"""``emq driver``: run a reference driver on stdin/stdout (emq_kit.ports.reference_driver)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from emq_kit.ports.reference_driver import Driver
+
+
+def cmd_driver(args: argparse.Namespace) -> int:
+    from emq_kit.check.live import ModelTarget
+    from emq_live.client import connect
+
+    if args.model:
+        driver = Driver("emq-model", lambda url: ModelTarget(), serverless=True)
+    else:
+        driver = Driver("emq-python", lambda url: connect(args.url or url, scripts=args.scripts), serverless=False)
+    driver.serve(sys.stdin, sys.stdout)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``emq driver`` to the command line."""
+    d = sub.add_parser("driver", help="a reference driver: speak the driver protocol on stdin/stdout")
+    which = d.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", action="store_true", help="the model (serverless)")
+    which.add_argument("--live", action="store_true", help="the Python client, on the server init names")
+    which.add_argument("--url", help="the Python client, on URL instead of the server init names")
+    d.add_argument("--scripts", metavar="DIR", help="with --live/--url: a script directory")
+    d.set_defaults(func=cmd_driver)

@@ -1,0 +1,49 @@
+"""``emq replay``: its arguments and its printout (the replay itself is
+``emq_kit.trace.replay``; the regression test it writes, ``emq_kit.trace.export``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.trace.export import pytest_source
+from emq_kit.trace.format import Trace
+from emq_kit.trace.replay import explain, replay, step_table, target_for
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    logging.getLogger("emq_live").setLevel(logging.ERROR)  # dropped orphans are the trace's business
+    try:
+        trace = Trace.load(args.trace)
+    except (OSError, ValueError, KeyError) as exc:
+        raise Usage(f"cannot read trace {args.trace}: {exc}") from None
+    if args.pytest:
+        Path(args.pytest).write_text(pytest_source(trace, args.trace), "utf-8")
+        print(f"wrote {args.pytest}")
+    target = target_for(trace.header, url=args.url, scripts=args.scripts, driver=args.driver)
+    try:
+        result = replay(trace.steps, target)
+        described = target.describe()
+    finally:
+        target.close()
+    print(f"replaying {args.trace} ({len(trace.steps)} steps) on {described.get('target')} "
+          f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}")
+    print(step_table(result))
+    print(explain(result))
+    return EXIT_OK if result.conforms else EXIT_FAIL
+
+
+def register(sub: Any) -> None:
+    """Add ``emq replay`` to the command line."""
+    r = sub.add_parser("replay", help="re-run a trace on the model and a target, step by step")
+    r.add_argument("trace", help="a trace file written by emq check")
+    r.add_argument("--url", help="replay on this server (default: the trace's target); with --driver, "
+                   "the server the driver uses")
+    r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
+    r.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
+    r.add_argument("--pytest", metavar="FILE", help="also write a standalone regression test")
+    r.set_defaults(func=cmd_replay)
+

@@ -1,0 +1,69 @@
+"""``emq soak``: its arguments and its summary table (the run is ``emq_kit.soak.workload``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+from typing import Any
+
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.soak.workload import DEFAULTS, SoakConfig, SoakError, SoakReport, run_soak
+
+_TABLE = (
+    ("jobs", "jobs"), ("workers", "workers"), ("producers", "producers"), ("restarts", "worker restarts"),
+    ("completed", "completed once"), ("dead", "dead-lettered"), ("lost", "lost"), ("duplicated", "duplicated"),
+    ("unsettled", "unsettled"), ("violations", "violations"), ("snapshots", "snapshots checked"),
+    ("history", "history (ops)"), ("stale", "stale answers"), ("linearizability", "linearizability"),
+    ("partitions", "partitions"), ("illegal", "illegal partitions"), ("unknown", "unknown partitions"),
+    ("claim_order", "claim order violations"), ("check_seconds", "check time (s)"), ("run_seconds", "run time (s)"),
+)
+
+
+def format_report(report: SoakReport) -> str:
+    """The summary table, then what failed."""
+    fig = report.figures()
+    lines = [f"emq soak: {fig['verdict'].upper()} on {fig['server']} (queue {fig['queue']}, seed {fig['seed']})"]
+    lines += [f"  {label:<24} {fig[key]}" for key, label in _TABLE]
+    if fig["problems"]:
+        lines.append("problems:")
+        lines += [f"  {p}" for p in fig["problems"]]
+    return "\n".join(lines)
+
+
+def cmd_soak(args: Any) -> int:
+    import redis
+
+    names = {f.name for f in fields(SoakConfig)}
+    try:
+        config = SoakConfig(**{k: v for k, v in vars(args).items() if k in names and v is not None})
+    except ValueError as exc:
+        raise Usage(str(exc)) from None
+    try:
+        report = run_soak(args.url, config)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
+    except SoakError as exc:
+        raise Usage(str(exc)) from None
+    if args.json:
+        print(json.dumps({**report.figures(), "config": asdict(config)}, indent=2))
+    else:
+        print(format_report(report))
+    return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def register(sub: Any) -> None:
+    """Add ``emq soak`` to the command line."""
+    c = sub.add_parser("soak", help="concurrent workers on a real server; accounting, invariants, linearizability")
+    c.add_argument("--url", help="a server (redis://, valkey://); default: a throwaway valkey-server")
+    d = DEFAULTS
+    c.add_argument("--workers", type=positive, help=f"worker processes (default {d['workers']})")
+    c.add_argument("--jobs", type=positive, help=f"jobs to create (default {d['jobs']})")
+    c.add_argument("--seconds", type=positive,
+                   help=f"the run's time cap; jobs not settled by then fail it (default {d['seconds']})")
+    c.add_argument("--producers", type=positive, help=f"producer processes (default {d['producers']})")
+    c.add_argument("--seed", type=int, help=f"seed of the workers' dice (default {d['seed']})")
+    c.add_argument("--check-seconds", dest="check_seconds", type=positive,
+                   help=f"time budget of the linearizability check; past it the verdict is unknown "
+                        f"(default {d['check_seconds']})")
+    c.add_argument("--json", action="store_true", help="print the figures as JSON")
+    c.set_defaults(func=cmd_soak)

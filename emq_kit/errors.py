@@ -1,0 +1,27 @@
+"""The kit's own typed errors. Library code raises these (never the CLI's exit codes);
+``emq_kit.cli`` turns each into one line on stderr and exit 2.
+
+A ``KitError`` is a problem of the environment or the input (a server that cannot be
+reached, scripts that do not load, a tool that is not installed, a file that cannot be
+written), never a verdict about the implementation under check: counterexamples are
+``Divergence`` (emq_kit.check.machine) and travel in a ``Report``.
+"""
+
+from __future__ import annotations
+
+
+class KitError(Exception):
+    """An environment or input problem: the run could not happen as asked."""
+
+
+class TargetUnavailable(KitError):
+    """The target cannot be opened (bad URL, unreachable server, scripts that do not
+    load, a driver that does not start) or was lost during the run."""
+
+
+class ToolMissing(KitError):
+    """An external program the command needs is not installed."""
+
+
+class BadArgument(KitError):
+    """An argument the library cannot work with (a URL of the wrong kind, a bad size)."""

@@ -1,0 +1,422 @@
+"""A port under test: its driver program, spawned and spoken to over the driver protocol
+(specs/driver-protocol.md), as a ``Target`` of the conformance machine.
+
+With a server (``url``) the kit wipes the queues' keys, reads every snapshot and deletes
+rows by hand itself, over its own connection (a ``LiveTarget`` used only as an
+inspector), so a port is judged on what it leaves in the server as well as on its
+answers. Without one the driver must be serverless and answer ``snapshot`` and
+``forget_row`` itself (the model driver).
+
+A driver that exits, hangs past ``timeout`` or breaks the protocol raises a
+``DriverError``; the machine turns that into a ``Crash`` answer, so the verdict is a
+divergence at that step. A dead driver is started again at the next ``reset``, which is
+what lets Hypothesis shrink a crash like any other counterexample.
+"""
+
+from __future__ import annotations
+
+import json
+import queue as queues
+import shlex
+import subprocess
+import threading
+from collections import deque
+from typing import Any, NamedTuple, Sequence
+
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.machine import QUEUES, Crash
+from emq_kit.errors import KitError
+from emq_kit.ports.protocol import (
+    BATCH,
+    BATCH_MAX,
+    CORE_OPS,
+    DRIVER,
+    PROTO,
+    PROTOCOL,
+    PROTOCOLS,
+    REQUIRED_OPS,
+    SERVERLESS_OPS,
+    ProtocolError,
+    check_absent_args,
+    decode_answer,
+    encode,
+)
+from emq_model import errors, keyspace, spec
+from emq_model.snapshot import Snapshot
+
+STARTUP = 30.0
+"""Seconds a driver may take to answer ``init`` (it may be starting a runtime)."""
+
+
+class DriverError(KitError):
+    """The driver failed to answer a request as the protocol says."""
+
+
+class DriverExited(DriverError):
+    """The driver's process ended (or closed its output) before it answered."""
+
+
+class DriverTimeout(DriverError):
+    """No answer within the per-request timeout; the driver was killed."""
+
+
+class DriverGarbage(DriverError):
+    """A reply that is not a JSON object for the pending request; the driver was killed."""
+
+
+class DriverProcess:
+    """The driver's process and its pipes: one request at a time, each answered within
+    ``timeout`` seconds. The driver's stderr is kept (its last lines) for messages."""
+
+    def __init__(self, argv: Sequence[str], timeout: float) -> None:
+        self.argv, self.timeout, self.next_id = list(argv), timeout, 1
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise DriverError(f"cannot start {shlex.join(self.argv)}: {exc}") from None
+        self.lines: queues.Queue[bytes | None] = queues.Queue()
+        self.stderr: deque[str] = deque(maxlen=20)
+        self.readers = [threading.Thread(target=self._pump_out, daemon=True),
+                        threading.Thread(target=self._pump_err, daemon=True)]
+        for t in self.readers:
+            t.start()
+
+    def _pump_out(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _pump_err(self) -> None:
+        for line in self.proc.stderr:  # type: ignore[union-attr]
+            self.stderr.append(line.decode("utf-8", "replace").rstrip())
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def request(self, op: str, args: dict[str, Any], queue: Any = None) -> Any:
+        """Send one request and return its ``ok``; a refusal raises its ``EmqError``,
+        anything else the protocol does not allow a ``DriverError``. ``init`` may take
+        ``STARTUP`` seconds if that is longer than the timeout: a runtime starting up
+        is not a hung driver."""
+        n, what, reply = self.exchange(op, args, queue)
+        if "ok" in reply:
+            return reply["ok"]
+        return _raise(reply["error"], what)
+
+    def exchange(self, op: str, args: dict[str, Any], queue: Any = None) -> tuple[int, str, dict[str, Any]]:
+        """Send one request; its id, its name for messages and the reply object (exactly
+        one of ``ok`` and ``error``, checked)."""
+        timeout = max(self.timeout, STARTUP) if op == "init" else self.timeout
+        n, self.next_id = self.next_id, self.next_id + 1
+        message: dict[str, Any] = {"id": n, "op": op, "args": args}
+        if queue is not None:
+            message["queue"] = queue
+        what = f"request {n} ({op})"
+        try:
+            self.proc.stdin.write(json.dumps(message).encode("ascii") + b"\n")  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except (BrokenPipeError, ValueError, OSError):
+            raise self._exited(f"before reading {what}") from None
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queues.Empty:
+            self.kill()
+            raise DriverTimeout(f"no reply to {what} within {timeout:g} s; driver killed") from None
+        if line is None:
+            raise self._exited(f"before answering {what}")
+        try:
+            reply = json.loads(line.decode("utf-8"))
+            if not isinstance(reply, dict) or reply.get("id") != n or ("ok" in reply) == ("error" in reply):
+                raise ValueError("not a reply to it")
+        except ValueError:
+            self.kill()
+            raise DriverGarbage(f"reply to {what} is not {{\"id\": {n}, \"ok\"|\"error\": ...}}: "
+                                f"{line[:160].decode('utf-8', 'replace')!r}; driver killed") from None
+        return n, what, reply
+
+    def _exited(self, when: str) -> DriverExited:
+        try:
+            code: Any = self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = "unknown (it closed its output and was killed)"
+        self.readers[1].join(timeout=1)
+        tail = " | ".join(line for line in self.stderr if line.strip())[-400:]
+        return DriverExited(f"driver exited with code {code} {when}" + (f"; stderr: {tail}" if tail else ""))
+
+    def kill(self) -> None:
+        if self.alive:
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        """``shutdown``, then wait for the exit (bounded); kill if it lingers."""
+        if self.alive:
+            try:
+                self.request("shutdown", {})
+                self.proc.stdin.close()  # type: ignore[union-attr]
+                self.proc.wait(timeout=self.timeout)
+            except (DriverError, errors.EmqError, subprocess.TimeoutExpired, OSError):
+                pass
+        self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:  # a request still buffered for a driver that is gone
+                pass
+
+
+def _raise(error: Any, what: str) -> Any:
+    """The exception an ``error`` reply names: a refusal code's ``EmqError``, else a
+    ``DriverError`` (``EDRIVER``, ``EPROTO`` or a word the protocol does not have)."""
+    if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+        raise DriverError(f"malformed error reply to {what}: {json.dumps(error)[:160]}")
+    code, message = error["code"], str(error.get("message", ""))
+    if code in errors.CODES:
+        raise errors.from_code(code, message)
+    kind = {DRIVER: "the driver failed", PROTO: "the driver refused the request"}.get(code, f"unknown code {code}")
+    raise DriverError(f"{kind} at {what}: {message}")
+
+
+class BatchReply(NamedTuple):
+    """One call's reply in a batch (DP-20): its answer as the model's (or the exception
+    it stands for: a refusal's ``EmqError``, a ``DriverError``, a ``ProtocolError``), the
+    orphans a claim dropped, and the queue's snapshot read after it (or ``None``)."""
+
+    answer: Any
+    dropped: tuple[str, ...]
+    snapshot: Snapshot | None
+
+
+class DriverQueue:
+    """A queue of the port: each method of the model is one request to the driver."""
+
+    def __init__(self, target: "DriverTarget", name: str) -> None:
+        self.target, self.name = target, name
+        self.last_dropped: tuple[str, ...] = ()
+
+    def __getattr__(self, op: str) -> Any:
+        if op not in spec.OPS:
+            raise AttributeError(op)
+
+        def call(**args: Any) -> Any:
+            answer, dropped = decode_answer(op, self.target.process.request(op, self.target.wire_args(op, args),
+                                                                            self.name))
+            if op == "claim":
+                self.last_dropped = dropped
+            return answer
+
+        return call
+
+
+class DriverTarget:
+    """The port behind ``command`` (split like a shell would, run without one), on the
+    server ``url`` (or serverless), in ``clock`` mode (``virtual`` or ``server``).
+
+    After ``init``: ``protocol`` (1 or 2), ``offered`` (the ops the driver listed),
+    ``absent_args`` (arguments its API lacks), ``batch_max`` (0 without batches) and
+    ``fence`` (the ``{emq}:version`` value the driver runs under, or ``None``). With
+    ``partial`` a driver lacking ops outside the core is accepted (the caller generates
+    only ``offered``); without it such a driver is refused, naming what it lacks."""
+
+    batches = False
+    """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
+
+    def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,
+                 queues: Sequence[str] = QUEUES, partial: bool = False) -> None:
+        try:
+            self.argv = shlex.split(command)
+        except (ValueError, AttributeError) as exc:
+            raise DriverError(f"cannot split the driver command {command!r}: {exc}") from None
+        if not self.argv:
+            raise DriverError("the driver command is empty")
+        self.command, self.url, self.clock, self.timeout = command, url, clock, timeout
+        self.names, self.partial = tuple(queues), partial
+        self.inspector: LiveTarget | None = None
+        self.info: dict[str, Any] = {}
+        self.protocol, self.batch_max, self.fence = 1, 0, None
+        self.offered: frozenset[str] = frozenset()
+        self.absent_args: dict[str, tuple[str, ...]] = {}
+        try:
+            # The driver's init comes before the kit's own connection: the kit never
+            # writes {emq}:version, the port fences as it would in production (DP-9d).
+            self.process = self._start()
+            if url is not None:
+                self.inspector = LiveTarget(url, fence=False)
+            self._check_fence()
+        except DriverError:
+            self.close()
+            raise
+
+    def _start(self) -> DriverProcess:
+        process = DriverProcess(self.argv, self.timeout)
+        try:
+            info = process.request("init", {"protocol": PROTOCOL, "url": self.url, "queues": list(self.names),
+                                            "clock": self.clock})
+            if not isinstance(info, dict) or not isinstance(info.get("ops"), list):
+                raise DriverError(f"init answered {json.dumps(info)[:160]}, expected {{name, version, protocol, ops}}")
+            protocol = info.get("protocol")
+            if protocol not in PROTOCOLS or not isinstance(protocol, int) or protocol > PROTOCOL:
+                raise DriverError(f"the driver speaks protocol {protocol!r}, the kit {', '.join(map(str, PROTOCOLS))}")
+            ops = info["ops"]
+            every = REQUIRED_OPS + (() if self.url else SERVERLESS_OPS)
+            core = CORE_OPS + (() if self.url else ("snapshot",))
+            missing = [op for op in (every if protocol == 1 else core) if op not in ops]
+            hint = " (without --url the driver must be serverless)" if set(missing) & set(SERVERLESS_OPS) else ""
+            if missing and protocol >= 2:
+                raise DriverError(f"the driver lacks the core ops {', '.join(missing)}: the kit cannot check a port "
+                                  f"without {', '.join(core)}{hint}")
+            missing = missing or [op for op in every if op not in ops and not self.partial]
+            hint = " (without --url the driver must be serverless)" if set(missing) & set(SERVERLESS_OPS) else ""
+            if missing:
+                raise DriverError(f"the driver lacks ops {', '.join(missing)}{hint}")
+            absent = check_absent_args(info.get("absent_args"), ops) if protocol >= 2 else {}
+            batch_max = info.get("batch_max", BATCH_MAX) if protocol >= 2 and BATCH in ops else 0
+            if not isinstance(batch_max, int) or isinstance(batch_max, bool) or batch_max < 0:
+                raise DriverError(f"batch_max is {batch_max!r}, expected a positive integer")
+        except (DriverError, ProtocolError, errors.EmqError) as exc:
+            process.close()
+            raise DriverError(f"{self.command}: init failed: {exc}") from None
+        self.info, self.protocol, self.offered = info, protocol, frozenset(ops)
+        self.absent_args, self.batch_max = absent, batch_max
+        self.fence = info.get("fence") if protocol >= 2 else None
+        return process
+
+    def _check_fence(self) -> None:
+        """DP-9d: the fence the port runs under. A version-2 driver reports it; with a
+        server the kit reads the key itself and the two must agree. A value the kit
+        does not speak stops the run, naming both values."""
+        key = keyspace.VERSION_KEY
+        if self.inspector is not None:
+            raw = self.inspector.conn.redis.get(key)
+            held = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            if self.protocol >= 2 and self.fence != held:
+                raise DriverError(f"{self.command}: init reported fence {self.fence!r}, the server holds "
+                                  f"{key} = {held!r}")
+            self.fence = held
+        elif self.fence is not None and not isinstance(self.fence, str):
+            raise DriverError(f"{self.command}: init reported fence {self.fence!r}, expected a string or null")
+        if self.fence is not None and self.fence != spec.WIRE_VERSION:
+            raise DriverError(f"{self.command}: the port runs under {key} = {self.fence!r}; "
+                              f"the kit checks wire version {spec.WIRE_VERSION!r}")
+
+    def wire_args(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A call's arguments as sent: encoded, without those the driver declared
+        absent (DP-9c). The op must be one the driver offered."""
+        if op not in self.offered:
+            raise DriverError(f"{op} was not offered by the driver at init")
+        absent = self.absent_args.get(op, ())
+        drawn = [name for name in absent if args.get(name) is not None]
+        if drawn:
+            raise DriverError(f"{op} got {', '.join(drawn)}, which the driver declared absent")
+        return encode({k: v for k, v in args.items() if k not in absent})
+
+    def batch(self, calls: Sequence[tuple[str, str | None, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
+        """DP-20: ``calls`` (op, queue or ``None``, arguments) in requests of at most
+        ``batch_max`` calls, one reply per call, in order; with ``snapshots`` each reply
+        on a run queue carries the queue's snapshot read after its call. With a server
+        the kit reads each run queue the batch touched itself afterwards: it must equal
+        the driver's last snapshot of it (a driver cannot report a keyspace it did not
+        leave). A reply of the wrong shape raises ``DriverError``."""
+        if not self.batch_max:
+            raise DriverError("the driver offers no batch (protocol 2, batch in its ops)")
+        out: list[BatchReply] = []
+        for start in range(0, len(calls), self.batch_max):
+            chunk = calls[start:start + self.batch_max]
+            wire = [{"op": op, **({"queue": q} if q is not None else {}),
+                     "args": {"name": encode(args.get("name"))} if op == "queue" else self.wire_args(op, args)}
+                    for op, q, args in chunk]
+            _, what, reply = self.process.exchange(BATCH, {"calls": wire, "snapshot": snapshots})
+            if "error" in reply:
+                _raise(reply["error"], what)
+            replies = reply["ok"]
+            if not isinstance(replies, list) or len(replies) != len(chunk):
+                raise DriverError(f"{what} answered {json.dumps(replies)[:160]}, expected {len(chunk)} replies")
+            out += [self._batch_reply(call, r, snapshots, f"{what} call {i + 1}")
+                    for i, (call, r) in enumerate(zip(chunk, replies))]
+        if snapshots and self.inspector is not None:
+            last = {op_q: r.snapshot for (_, op_q, _), r in zip(calls, out) if op_q in self.names}
+            for name, snap in last.items():
+                if snap != self.inspector.snapshot(name):
+                    raise DriverError(f"the driver's snapshot of {name} after the batch differs from the keyspace")
+        return out
+
+    def _batch_reply(self, call: tuple[str, str | None, dict[str, Any]], r: Any, snapshots: bool,
+                     what: str) -> BatchReply:
+        op, name, _ = call
+        if not isinstance(r, dict) or ("ok" in r) == ("error" in r) or not set(r) <= {"ok", "error", "snapshot"}:
+            raise DriverError(f"{what} is {json.dumps(r)[:160]}, expected {{\"ok\"|\"error\": ..., \"snapshot\"?}}")
+        snap = None
+        if snapshots and name in self.names:
+            if "snapshot" not in r:
+                raise DriverError(f"{what} carries no snapshot of {name}")
+            try:
+                snap = decode_answer("snapshot", r["snapshot"])[0]
+            except ProtocolError as exc:
+                raise DriverError(f"{what}: {exc}") from None
+        dropped: tuple[str, ...] = ()
+        try:
+            if "error" in r:
+                _raise(r["error"], what)
+            answer = None if op == "queue" else r["ok"]
+            if op != "queue":
+                answer, dropped = decode_answer(op, r["ok"])
+        except (errors.EmqError, DriverError, ProtocolError) as exc:
+            answer = exc
+        return BatchReply(answer, dropped, snap)
+
+    def reset(self) -> None:
+        """Wipe the run's queues (with a server), then ``reset`` the driver, starting it
+        again first if it died."""
+        if self.inspector is not None:
+            self.inspector.reset()
+            for name in self.names:
+                self.inspector.queue(name)  # the first hand-out after a reset wipes the queue
+        if not self.process.alive:
+            self.process = self._start()
+        self.process.request("reset", {})
+
+    def queue(self, name: str) -> Any:
+        """The run's own queues without a round trip (``init`` named them); any other
+        name is asked of the driver (``queue``), which must refuse a bad one."""
+        if name in self.names:
+            return DriverQueue(self, name)
+        try:
+            if "queue" not in self.offered:
+                raise DriverError("queue was not offered by the driver at init")
+            self.process.request("queue", {"name": encode(name)})
+        except DriverError as exc:
+            return Crash(exc)
+        return DriverQueue(self, name)
+
+    def snapshot(self, name: str) -> Snapshot:
+        if self.inspector is not None:
+            return self.inspector.snapshot(name)
+        snap, _ = decode_answer("snapshot", self.process.request("snapshot", {}, name))
+        return snap
+
+    def forget_row(self, name: str, job_id: str) -> None:
+        if self.inspector is not None:
+            self.inspector.forget_row(name, job_id)
+        else:
+            self.process.request("forget_row", {"id": job_id}, name)
+
+    def describe(self) -> dict[str, Any]:
+        server = self.inspector.describe()["server"] if self.inspector else "serverless"
+        return {
+            "target": f"driver {self.command}",
+            "server": server,
+            "scripts": f"{self.info.get('name', '?')} {self.info.get('version', '?')}",
+            "driver": self.command,
+            "driver_info": self.info,
+            "url": self.url,
+            "clock": self.clock,
+        }
+
+    def close(self) -> None:
+        if hasattr(self, "process"):
+            self.process.close()
+        if self.inspector is not None:
+            self.inspector.close()

@@ -1,0 +1,216 @@
+"""The one report every command writes (issue 17, part 2): a versioned JSON document,
+``specs/schemas/report.json``. A function per command turns that command's result into
+the document; ``validate`` holds a document against the schema."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from emq_live.urls import redact
+from emq_model import spec
+
+if TYPE_CHECKING:  # the check's modules (Hypothesis) load only where a check is reported
+    from emq_kit.check.machine import Step
+
+
+def printable(text: str) -> str:
+    """``text`` (an id or key read as UTF-8 with surrogate escapes) as printable UTF-8:
+    a byte that is not UTF-8 shows as ``\\xNN``."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+# -- the document -------------------------------------------------------------------------
+
+FORMAT = "emq-report"
+VERSION = 1
+SURFACE_RULES = ("ID-", "KS-", "CC-")
+"""Rule prefixes of surface differences (validation, refusal codes, answers to refused
+calls); every other rule is about the lifecycle (issue 13)."""
+
+
+def schema() -> dict[str, Any]:
+    """``specs/schemas/report.json``, parsed."""
+    return json.loads(spec.text("schemas/report.json"))
+
+
+def validate(document: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``document`` is a valid report.
+    (jsonschema is a test dependency; the kit itself never needs it.)"""
+    import jsonschema
+
+    jsonschema.Draft202012Validator(schema()).validate(document)
+
+
+def _kit_version() -> str:
+    try:
+        return metadata.version("emq")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _time(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def envelope(command: str, verdict: str, exit: int, body: dict[str, Any], *, target: str | None,
+             seed: int | None, figures: dict[str, float | None], started: dt.datetime,
+             finished: dt.datetime) -> dict[str, Any]:
+    """The common envelope around one command's ``body``; ``target`` is redacted here."""
+    return {
+        "format": FORMAT, "version": VERSION, "command": command, "verdict": verdict, "exit": exit,
+        "target": None if target is None else redact(target), "seed": seed, "figures": figures,
+        "emq": _kit_version(), "spec_version": spec.SPEC_VERSION,
+        "started": _time(started), "finished": _time(finished), command: body,
+    }
+
+
+def _described(target: dict[str, Any]) -> dict[str, Any]:
+    """A target description with any URL in it redacted."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in target.items()}
+
+
+def _name(target: dict[str, Any]) -> str | None:
+    name = target.get("target")
+    return name if name is None else str(name)
+
+
+def _cell(step: Step) -> str | None:
+    """The cell the model's answer puts the diverging step in (None outside the table)."""
+    from emq_kit.check.coverage import classify
+
+    if step.op not in spec.TRANSITIONS:
+        return None
+    names = classify(step.op, step.model)
+    return f"{step.op}/{names[0]}" if names and (step.op, names[0]) in spec.cells() else None
+
+
+def difference(kind: str, rule: str, index: int, evidence: list[str], steps: list[Step],
+               trace: Path | str | None) -> dict[str, Any]:
+    """One divergence as the report lists it: signature, class, shrunk steps, trace and
+    the command that replays it."""
+    return {
+        "signature": {"cell": _cell(steps[index - 1]) if 0 < index <= len(steps) else None, "rule": rule},
+        "class": "surface" if rule.startswith(SURFACE_RULES) else "lifecycle",
+        "kind": kind, "step": index, "evidence": [printable(line) for line in evidence],
+        "shrunk_steps": [_step(s, i) for i, s in enumerate(steps, 1)],
+        "trace": None if trace is None else str(trace),
+        "replay": None if trace is None else f"emq replay {trace}",
+    }
+
+
+def _step(step: Step, index: int) -> dict[str, Any]:
+    from emq_kit.trace.format import step_json
+
+    return {**step_json(step, index), "text": printable(f"{step.op}({step.queue!r}, "
+                                                     + ", ".join(f"{k}={v!r}" for k, v in step.args.items()) + ")")}
+
+
+def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt.datetime,
+                   rerun: str) -> dict[str, Any]:
+    """The report of ``emq check`` from its ``check.Report``; ``rerun`` is the command
+    that runs the search again."""
+    d = report.divergence
+    differences = []
+    if d is not None:
+        steps = list(report.shrunk)
+        index = next((i for i, s in enumerate(report.shrunk, 1) if s.index == d.step.index), len(steps))
+        differences.append(difference(d.kind, d.rule, index, d.lines, steps, report.trace))
+    body = {
+        "profile": report.profile, "target": _described(report.target), "examples": report.examples,
+        "steps": report.steps, "invariant_checks": report.checks,
+        "cells": {"reached": report.reached, "total": report.total,
+                  "unreached": [f"{op}/{o}" for op, o in report.unreached],
+                  "not_implemented": [f"{op}/{o}" for op, o in getattr(report, "not_implemented", ())],
+                  "hits": dict(report.hits)},
+        "differences": differences, "rerun": rerun,
+    }
+    figures = {"seconds": round(report.seconds, 3), "steps_per_second": round(report.steps_per_second, 1),
+               "examples": report.examples, "steps": report.steps}
+    return envelope("check", report.verdict, exit, body, target=_name(report.target), seed=report.seed,
+                    figures=figures, started=started, finished=finished)
+
+
+def replay_document(trace_path: Path | str, result: Any, described: dict[str, Any], *, exit: int,
+                    started: dt.datetime, finished: dt.datetime, seed: int | None = None) -> dict[str, Any]:
+    """The report of ``emq replay`` from its ``replay.Replayed`` on the ``described``
+    target."""
+    d = result.divergence
+    body = {
+        "trace": str(trace_path), "target": _described(described),
+        "steps": [_step(s, i) for i, s in enumerate(result.steps, 1)],
+        "difference": None if d is None else difference(d.kind, d.rule, result.index, d.lines, result.steps, trace_path),
+        "violations": [_violation(v) for v in result.violations],
+    }
+    return envelope("replay", "conforms" if d is None else "diverges", exit, body, target=_name(described),
+                    seed=seed, figures={"steps": len(result.steps)}, started=started, finished=finished)
+
+
+def selftest_document(verdicts: list[Any], summary: dict[str, Any], *, target: str | None, seed: int, exit: int,
+                      started: dt.datetime, finished: dt.datetime) -> dict[str, Any]:
+    """The report of ``emq selftest`` from its verdicts and ``selftest.summary``."""
+    body = {"summary": summary, "mutants": [
+        {"key": v.mutant.key, "status": v.status, "seconds": round(v.seconds, 3), "examples": v.examples,
+         "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason} for v in verdicts]}
+    figures = {k: summary[k] for k in ("mutants", "killed", "equivalent", "survived", "median_seconds_to_kill")}
+    return envelope("selftest", "fail" if summary["survived"] else "pass", exit, body, target=target or "fakeredis",
+                    seed=seed, figures=figures, started=started, finished=finished)
+
+
+def soak_document(report: Any, history_dir: Path | str | None, *, target: str | None, exit: int,
+                  started: dt.datetime, finished: dt.datetime) -> dict[str, Any]:
+    """The report of ``emq soak`` from its ``SoakReport``; ``history_dir`` is where its
+    history was kept (None if it was not)."""
+    from dataclasses import asdict
+
+    from emq_kit.soak import history
+
+    figures = report.figures()
+    lin = report.checked.linearizability
+    failing = (lin.illegal or lin.unknown or [None])[0]
+    partition = None
+    if failing is not None:
+        ops = sorted(failing.ops, key=lambda o: o.invoke)
+        origin = ops[0].invoke if ops else 0
+        partition = {"job": printable(str(failing.key)), "verdict": failing.verdict, "reason": printable(failing.reason),
+                     "ops": [printable(history.describe(o, origin)) for o in ops],
+                     "longest": [printable(history.describe(failing.ops[i], origin)) for i in failing.longest]}
+    body = {"figures": figures, "config": asdict(report.config),
+            "history": None if history_dir is None else str(history_dir),
+            "linearizability": lin.verdict, "failing_partition": partition,
+            "problems": [printable(p) for p in figures["problems"]]}
+    headline = {k: figures[k] for k in ("jobs", "completed", "dead", "lost", "duplicated", "history", "run_seconds",
+                                        "check_seconds")}
+    return envelope("soak", figures["verdict"], exit, body, target=target, seed=report.config.seed,
+                    figures=headline, started=started, finished=finished)
+
+
+def bench_document(bench: Any, *, target: str | None, exit: int, started: dt.datetime,
+                   finished: dt.datetime) -> dict[str, Any]:
+    """The report of ``emq bench`` from its ``Bench``: every figure with its ceiling."""
+    body = bench.to_json()
+    return envelope("bench", "measured" if exit == 0 else "wrong", exit, body, target=target,
+                    seed=bench.params.seed, figures={f.key: f.value for f in bench.figures},
+                    started=started, finished=finished)
+
+
+def _violation(v: Any, queue: str | None = None) -> dict[str, Any]:
+    out = {"invariant": v.invariant, "id": None if v.id is None else printable(v.id), "seen": printable(v.seen)}
+    return out if queue is None else {"queue": printable(queue), **out}
+
+
+def audit_document(result: Any, *, target: str, exit: int, started: dt.datetime,
+                   finished: dt.datetime) -> dict[str, Any]:
+    """The report of ``emq audit`` from its ``AuditResult``."""
+    queues = [{**q.to_json(), "queue": printable(q.queue)} for q in result.queues]
+    body = {"fence": result.fence, "queues": queues,
+            "violations": [_violation(v, q) for q, v in result.violations],
+            "total": result.total, "truncated": result.truncated}
+    figures = {"queues": len(result.queues), "violations": result.total,
+               "jobs": sum(sum(q.counts.values()) for q in result.queues),
+               "seconds": round((finished - started).total_seconds(), 3)}
+    return envelope("audit", "clean" if result.clean else "violations", exit, body, target=target, seed=None,
+                    figures=figures, started=started, finished=finished)

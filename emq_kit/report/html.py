@@ -1,0 +1,308 @@
+"""The HTML report (issue 17, part 3): one self-contained page — inline CSS and SVG, no
+script, no network, no framework — for a counterexample or for a soak.
+
+- ``counterexample_page(trace)``: the shrunk steps and, per step, the four locations as
+  columns with the ids in each before and after it (the model's keyspace, replayed from
+  the trace on ``QueueModel``); at the diverging step the target's keyspace beside the
+  model's with every difference highlighted, the invariants the target's keyspace breaks
+  and the rule the divergence cites.
+- ``soak_page(events, checked)``: the history as a timeline, a lane per process and a bar
+  per op from invocation to response, the ops of the partition that failed the
+  linearizability check highlighted; throughput and latency over time.
+
+Everything shown is escaped: ids, payloads and answers are arbitrary bytes, shown as
+printable text (``report.printable``) and then HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from emq_kit.check.machine import Step
+from emq_kit.report.document import printable
+from emq_kit.soak.history import SNAPSHOT, Checked, Event, describe
+from emq_kit.soak.linearize import PartitionVerdict
+from emq_kit.trace.format import Trace, encode
+from emq_model import invariants
+from emq_model.errors import EmqError
+from emq_model.model import QueueModel
+from emq_model.snapshot import Snapshot, diff
+from emq_model.spec import LOCATIONS
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1b1b;background:#fff}
+h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.4em 0 .4em}
+code,.ids,td.args,td.answer{font-family:ui-monospace,monospace;font-size:12.5px}
+table{border-collapse:collapse;margin:.3em 0}th,td{border:1px solid #ccc;padding:.2em .5em;vertical-align:top;text-align:left}
+th{background:#f2f2f2}tr.diverges>td{background:#ffe3e3}
+.verdict{display:inline-block;padding:.1em .6em;border-radius:.3em;color:#fff;background:#b00020}
+.verdict.ok{background:#1b7f3a}.rule{font-weight:600;color:#b00020}
+.id{display:inline-block;margin:0 .3em .1em 0;padding:0 .25em;border-radius:.2em;background:#eef}
+.id.added{background:#d7f5dd}.id.removed{background:#eee;text-decoration:line-through;color:#777}
+.id.differs{background:#ffb3b3;outline:2px solid #b00020}
+ul.evidence li,ul.violations li{font-family:ui-monospace,monospace;font-size:12.5px}
+.step{margin:.6em 0 1em;padding:.4em .6em;border-left:4px solid #ccc}.step.diverges{border-left-color:#b00020}
+svg text{font:11px system-ui,sans-serif}
+"""
+
+
+def _e(value: Any) -> str:
+    """``value`` as escaped, printable text."""
+    text = value if isinstance(value, str) else repr(value)
+    return html.escape(printable(text), quote=True)
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def write(path: str | Path, page: str) -> Path:
+    """Write ``page`` to ``path`` (UTF-8); the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, "utf-8")
+    return out
+
+
+# -- a counterexample ----------------------------------------------------------------------
+
+
+def _answer(value: Any) -> str:
+    if isinstance(value, EmqError):
+        return value.code
+    return repr(value) if not isinstance(value, str) else value
+
+
+def model_keyspaces(steps: Sequence[Step]) -> list[tuple[Snapshot, Snapshot, Any] | None]:
+    """For each step, the model's keyspace of its queue before and after it and the
+    model's answer (``None`` for a step with no keyspace: opening a queue by a refused
+    name): the trace replayed on ``QueueModel`` alone, pure."""
+    models: dict[str, QueueModel] = {}
+    out: list[tuple[Snapshot, Snapshot, Any] | None] = []
+    for s in steps:
+        if s.op == "queue":
+            out.append(None)
+            continue
+        try:
+            model = models.setdefault(s.queue, QueueModel(s.queue))
+        except EmqError:
+            out.append(None)
+            continue
+        before = model.snapshot()
+        answer: Any = None
+        try:
+            if s.op == "forget_row":
+                model.forget_row(s.args["id"])
+            else:
+                answer = getattr(model, s.op)(**s.args)
+        except EmqError as refused:
+            answer = refused  # a refusal changes nothing
+        out.append((before, model.snapshot(), answer))
+    return out
+
+
+def _ids(snap: Snapshot, loc: str, other: Snapshot | None, mark: str) -> str:
+    """The ids of ``loc`` in ``snap``, each marked ``mark`` when ``other`` (the snapshot
+    compared with) does not hold it there with the same score."""
+    theirs = dict(other.location(loc)) if other is not None else None
+    parts = []
+    for member, score in snap.location(loc):
+        cls = "id"
+        if theirs is not None and theirs.get(member, object()) != score:
+            cls += " " + mark
+        shown = member if loc in ("pending", "dead") else f"{member}@{score}"
+        parts.append(f'<span class="{cls}" data-id="{_e(member)}">{_e(shown)}</span>')
+    return " ".join(parts) or "&nbsp;"
+
+
+def _keyspace_table(rows: list[tuple[str, Snapshot, Snapshot | None, str]]) -> str:
+    """Locations as columns; one row per (label, snapshot, compared-with, mark)."""
+    head = "".join(f"<th>{loc}</th>" for loc in LOCATIONS) + "<th>rows</th><th>counters</th>"
+    body = []
+    for label, snap, other, mark in rows:
+        cells = "".join(f'<td class="ids">{_ids(snap, loc, other, mark)}</td>' for loc in LOCATIONS)
+        rows_text = "<br>".join(
+            f"{_e(i)}: " + ", ".join(f"{_e(f)}={_e(v)}" for f, v in r) for i, r in snap.rows) or "&nbsp;"
+        body.append(f"<tr><th>{_e(label)}</th>{cells}<td class=\"ids\">{rows_text}</td>"
+                    f"<td>completed {snap.completed}<br>failed {snap.failed}</td></tr>")
+    return f"<table><tr><th></th>{head}</tr>{''.join(body)}</table>"
+
+
+def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
+    """The page of a counterexample trace (specs/trace.md)."""
+    d = trace.divergence or {}
+    index = d.get("step", 0)
+    rule, kind = d.get("rule", "-"), d.get("kind", "-")
+    target = trace.header.get("target", {})
+    parts = [f"<h1>emq counterexample: <span class=\"rule\">{_e(rule)}</span></h1>",
+             f'<p><span class="verdict">diverges</span> the {_e(kind)} at step {index} of {len(trace.steps)}; '
+             f"target {_e(target.get('target', '?'))} ({_e(target.get('server', '?'))}), "
+             f"seed {_e(trace.header.get('seed'))}, clock {_e(trace.header.get('clock', 'virtual'))}"
+             + (f", trace <code>{_e(source)}</code>" if source else "") + "</p>"]
+    if d.get("evidence"):
+        parts.append("<h2>Evidence</h2><ul class=\"evidence\">"
+                     + "".join(f"<li>{_e(line)}</li>" for line in d["evidence"]) + "</ul>")
+    parts.append("<h2>Shrunk steps</h2><table><tr><th>#</th><th>queue</th><th>op</th><th>args</th>"
+                  "<th>model</th><th>target</th></tr>")
+    for i, s in enumerate(trace.steps, 1):
+        args = ", ".join(f"{k}={_e(_shown(v))}" for k, v in s.args.items())
+        cls = ' class="diverges"' if i == index else ""
+        parts.append(f"<tr{cls} id=\"row-{i}\"><td>{i}</td><td>{_e(s.queue)}</td><td>{_e(s.op)}</td>"
+                     f"<td class=\"args\">{args}</td><td class=\"answer\">{_e(_answer(s.model))}</td>"
+                     f"<td class=\"answer\">{_e(_answer(s.target))}</td></tr>")
+    parts.append("</table><h2>The keyspace, step by step</h2>")
+    for i, (s, seen) in enumerate(zip(trace.steps, model_keyspaces(trace.steps)), 1):
+        diverges = i == index
+        parts.append(f'<div class="step{" diverges" if diverges else ""}" id="step-{i}">'
+                     f"<h3>{i}. {_e(s.op)} on {_e(s.queue)}</h3>")
+        if seen is None:
+            parts.append("<p>no keyspace: the queue name is refused</p></div>")
+            continue
+        before, after, answer = seen
+        if s.op != "forget_row" and _answer(answer) != _answer(s.model):
+            parts.append(f"<p class=\"rule\">the model replayed here answers {_e(_answer(answer))}, the trace records "
+                         f"{_e(_answer(s.model))}: the keyspace below may not be the run's (a server-clock trace?)</p>")
+        rows = [("before", before, None, ""), ("after (model)", after, before, "added")]
+        theirs = trace.snapshots.get("target") if diverges else None
+        if theirs is not None:
+            mine = trace.snapshots.get("model", after)
+            rows = [("before", before, None, ""), ("after (model)", mine, theirs, "differs"),
+                    ("after (target)", theirs, mine, "differs")]
+        parts.append(_keyspace_table(rows))
+        if theirs is not None:
+            differences = diff(rows[1][1], theirs)
+            if differences:
+                parts.append("<p>target against model:</p><ul class=\"evidence\">"
+                             + "".join(f"<li>{_e(line)}</li>" for line in differences) + "</ul>")
+            broken = invariants.check_invariants(theirs)
+            parts.append("<p>invariants broken in the target's keyspace: "
+                         + (("</p><ul class=\"violations\">" + "".join(f"<li>{_e(str(v))}</li>" for v in broken) + "</ul>")
+                            if broken else "none</p>"))
+            parts.append(f"<p>rule cited: <span class=\"rule\">{_e(rule)}</span> (specs/lifecycle.md)</p>")
+        parts.append("</div>")
+    return _page(f"emq counterexample {rule}", "\n".join(parts))
+
+
+def _shown(value: Any) -> str:
+    """An argument as the trace shows it (bytes as ``$bytes``), so nothing is lost."""
+    enc = encode(value)
+    return enc if isinstance(enc, str) else repr(value)
+
+
+# -- a soak --------------------------------------------------------------------------------
+
+LANE, LEFT, WIDTH = 18, 110, 900
+
+
+def _partition_ops(verdict: PartitionVerdict | None) -> set[tuple[str, int, int]]:
+    if verdict is None:
+        return set()
+    return {(str(o.process), o.invoke, o.ret) for o in verdict.ops}
+
+
+def timeline(events: Sequence[Event], highlight: set[tuple[str, int, int]]) -> str:
+    """An SVG: a lane per process, a bar per op from invocation to response; the ops in
+    ``highlight`` (process, invoke, ret) drawn red."""
+    ops = [e for e in events if e.ret >= e.invoke]
+    if not ops:
+        return "<p>no ops recorded</p>"
+    lanes = sorted({e.process for e in ops})
+    t0, t1 = min(e.invoke for e in ops), max(e.ret for e in ops)
+    span = max(t1 - t0, 1)
+    height = LANE * len(lanes) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{LEFT + WIDTH + 10}" height="{height}" '
+           f'role="img" aria-label="history timeline">']
+    for n, lane in enumerate(lanes):
+        y = n * LANE + 4
+        out.append(f'<text x="4" y="{y + 12}">{_e(lane)}</text>'
+                   f'<line x1="{LEFT}" x2="{LEFT + WIDTH}" y1="{y + 8}" y2="{y + 8}" stroke="#eee"/>')
+    row = {lane: n for n, lane in enumerate(lanes)}
+    for e in sorted(ops, key=lambda e: (e.process, e.invoke, e.ret) in highlight):  # the failing ops on top
+        x = LEFT + (e.invoke - t0) * WIDTH / span
+        w = max((e.ret - e.invoke) * WIDTH / span, 1.5)
+        y = row[e.process] * LANE + 4
+        hot = (e.process, e.invoke, e.ret) in highlight
+        fill = "#d00020" if hot else "#6b8fd6"
+        out.append(f'<rect class="op{" failing" if hot else ""}" x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="12" '
+                   f'fill="{fill}"><title>{_e(_label(e))}</title></rect>')
+    out.append(f'<text x="{LEFT}" y="{height - 6}">0 ms</text>'
+               f'<text x="{LEFT + WIDTH - 60}" y="{height - 6}">{span / 1e6:,.1f} ms</text></svg>')
+    return "".join(out)
+
+
+def _label(e: Event) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in e.args.items())
+    output = "(the whole queue)" if e.op == SNAPSHOT else repr(e.output)
+    return f"{e.process}: {e.op}({args}) -> {output} [{(e.ret - e.invoke) / 1e3:,.0f} us]"
+
+
+def _chart(points: Sequence[tuple[float, float]], label: str, unit: str) -> str:
+    """A small SVG line chart of ``points`` (x seconds, y value)."""
+    w, h, pad = 420, 150, 34
+    if not points:
+        return f"<p>{_e(label)}: no data</p>"
+    xmax = max(x for x, _ in points) or 1.0
+    ymax = max(y for _, y in points) or 1.0
+    path = " ".join(f"{pad + x / xmax * (w - pad - 8):.1f},{h - pad - y / ymax * (h - pad - 10):.1f}" for x, y in points)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" aria-label="{_e(label)}">'
+            f'<text x="{pad}" y="12">{_e(label)} (max {ymax:,.1f} {_e(unit)})</text>'
+            f'<line x1="{pad}" y1="{h - pad}" x2="{w - 8}" y2="{h - pad}" stroke="#999"/>'
+            f'<line x1="{pad}" y1="10" x2="{pad}" y2="{h - pad}" stroke="#999"/>'
+            f'<polyline fill="none" stroke="#1b5fbf" stroke-width="1.5" points="{path}"/>'
+            f'<text x="{pad}" y="{h - pad + 14}">0 s</text><text x="{w - 60}" y="{h - pad + 14}">{xmax:,.2f} s</text></svg>')
+
+
+def rates(events: Sequence[Event], buckets: int = 40) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Throughput (ops/s by response time) and median latency (ms) over ``buckets``
+    equal slices of the run."""
+    ops = [e for e in events if e.ret >= e.invoke]
+    if not ops:
+        return [], []
+    t0, t1 = min(e.invoke for e in ops), max(e.ret for e in ops)
+    width = max(t1 - t0, 1) / buckets
+    slices: list[list[Event]] = [[] for _ in range(buckets)]
+    for e in ops:
+        slices[min(int((e.ret - t0) / width), buckets - 1)].append(e)
+    seconds = width / 1e9
+    through = [((n + 1) * seconds, len(s) / seconds) for n, s in enumerate(slices)]
+    latency = [((n + 1) * seconds, statistics.median((e.ret - e.invoke) / 1e6 for e in s)) for n, s in enumerate(slices) if s]
+    return through, latency
+
+
+def soak_page(events: Sequence[Event], checked: Checked | None, *, title: str = "emq soak",
+              problems: Iterable[str] = ()) -> str:
+    """The page of a soak's history and its check."""
+    lin = checked.linearizability if checked is not None else None
+    failing = None
+    if lin is not None:
+        failing = (lin.illegal or lin.unknown or [None])[0]
+    verdict = checked.verdict if checked is not None else "not checked"
+    ok = verdict == "ok"
+    parts = [f"<h1>{_e(title)}</h1>",
+             f'<p><span class="verdict{" ok" if ok else ""}">{_e(verdict)}</span> '
+             f"{len(events)} ops by {len({e.process for e in events})} processes"
+             + (f"; {len(lin.partitions)} partitions checked in {lin.seconds:.2f} s" if lin is not None else "") + "</p>"]
+    problems = list(problems)
+    if problems:
+        parts.append("<h2>Problems</h2><ul class=\"evidence\">" + "".join(f"<li>{_e(p)}</li>" for p in problems) + "</ul>")
+    if failing is not None:
+        origin = min((o.invoke for o in failing.ops), default=0)
+        parts.append(f"<h2>The failing partition: job <span class=\"rule\" id=\"failing-job\">{_e(str(failing.key))}</span>"
+                     f" ({_e(failing.verdict)})</h2><p>{_e(failing.reason)}</p><ul class=\"evidence\">"
+                     + "".join(f"<li>{_e(describe(o, origin))}</li>" for o in sorted(failing.ops, key=lambda o: o.invoke))
+                     + "</ul>")
+    if checked is not None and checked.order:
+        parts.append("<h2>Claim order</h2><ul class=\"evidence\">"
+                     + "".join(f"<li>{_e(str(v))}</li>" for v in checked.order) + "</ul>")
+    parts.append("<h2>Timeline</h2><p>a lane per process, a bar per op from invocation to response"
+                 + ("; the failing partition's ops in red" if failing is not None else "") + "</p>")
+    parts.append(timeline(events, _partition_ops(failing)))
+    through, latency = rates(events)
+    parts.append("<h2>Throughput and latency</h2>")
+    parts.append(_chart(through, "throughput", "ops/s") + " " + _chart(latency, "median latency", "ms"))
+    return _page(title, "\n".join(parts))

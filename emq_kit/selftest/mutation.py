@@ -1,0 +1,270 @@
+"""``emq selftest``: the kit proves it has teeth. Mutants of our own transition scripts,
+one documented operator edit each (specs/selftest.md), are each checked by the machine
+within a budget; the report gives killed / survived, time-to-kill and the shrunk trace
+length per mutant. A survivor is either listed as equivalent, with the reason
+(``emq_kit/equivalent_mutants.json``), or a hole in the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from emq_kit.check.run import Profile, run_check
+from emq_kit.check.target import open_target
+from emq_model import spec
+
+WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
+PROFILE = Profile("selftest", examples=400, steps=50, gate=False)
+SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take to shrink
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One edit of one line of one script. ``key`` names it stably across unrelated
+    edits of the script: operator, script, the original line and which edit of it, and,
+    for a line whose text occurs more than once in the script (``if bad then`` in
+    lib.lua), which occurrence (``#2``: the second)."""
+
+    operator: str
+    script: str
+    line: int
+    before: str
+    after: str
+    nth: int = 0
+    occurrence: int = 0
+
+    @property
+    def key(self) -> str:
+        again = f"#{self.occurrence}" if self.occurrence else ""
+        return f"{self.operator}|{self.script}|{self.before.strip()}|{self.nth}{again}"
+
+    def apply(self, text: str) -> str:
+        lines = text.split("\n")
+        assert lines[self.line - 1] == self.before, f"{self.key}: the script changed"
+        lines[self.line - 1] = self.after
+        return "\n".join(lines)
+
+
+def _code_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(number, line) of every line that is code, not a comment or blank."""
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.strip() and not line.strip().startswith("--"):
+            yield n, line
+
+
+_CALL = re.compile(r'^\s*redis\.call\("(\w+)"')
+_COMPARE = re.compile(r"<=|>=|(?<![<>~=])<(?!=)|(?<![<>~=-])>(?!=)")
+_SWAP = {"<": "<=", "<=": "<", ">": ">=", ">=": ">"}
+_CONSTANT = re.compile(r'"[01]"|(?<![\w.])[01](?![\w.])')
+_FLIP = {'"0"': '"1"', '"1"': '"0"', "0": "1", "1": "0"}
+_GUARD = re.compile(r"^(\s*)if (.+) then\s*$")
+_ZADD_KEY = re.compile(r'(redis\.call\("ZADD", k\.)(pending|active|schedule|dead)\b')
+_STATE = re.compile(r', "state", emq\.states\.\w+')
+_RANGE = re.compile(r'"-inf", (emq\.int\(a\.now\))')
+
+
+def _outside_strings(line: str, match: re.Match[str]) -> bool:
+    return line[: match.start()].count('"') % 2 == 0
+
+
+def mutants_of(script: str, text: str) -> list[Mutant]:
+    """Every mutant of one script under the six operators of specs/selftest.md."""
+    out: list[Mutant] = []
+    lines = text.split("\n")
+    for n, line in _code_lines(text):
+        call = _CALL.match(line)
+        if call and call.group(1) in WRITES:
+            out.append(Mutant("delete-write", script, n, line, ""))
+        for i, m in enumerate(m for m in _COMPARE.finditer(line) if _outside_strings(line, m)):
+            out.append(Mutant("swap-compare", script, n, line, line[: m.start()] + _SWAP[m.group()] + line[m.end():], i))
+        for m in _RANGE.finditer(line):  # a score range's inclusive upper bound is a <=
+            out.append(Mutant("swap-compare", script, n, line, line[: m.start(1)] + '"(" .. ' + line[m.start(1):], 9))
+        for i, m in enumerate(_CONSTANT.finditer(line)):
+            if m.group().startswith('"') or _outside_strings(line, m):
+                out.append(Mutant("flip-constant", script, n, line, line[: m.start()] + _FLIP[m.group()] + line[m.end():], i))
+        guard = _GUARD.match(line)
+        if guard and n < len(lines) and lines[n].strip().startswith("return"):
+            out.append(Mutant("drop-precondition", script, n, line, f"{guard.group(1)}if false then"))
+        zadd = _ZADD_KEY.search(line)
+        if zadd:
+            to = spec.LOCATIONS[(spec.LOCATIONS.index(zadd.group(2)) + 1) % len(spec.LOCATIONS)]
+            out.append(Mutant("misroute-zadd", script, n, line, line[: zadd.start(2)] + to + line[zadd.end(2):]))
+        if call and call.group(1) == "HSET" and _STATE.search(line):
+            dropped = _STATE.sub("", line, count=1)
+            out.append(Mutant("drop-state-write", script, n, line, dropped if dropped.count(",") >= 3 else ""))
+    unique: dict[str, Mutant] = {}
+    for m in out:
+        unique.setdefault(f"{m.line}\0{m.after}", m)  # two operators with one effect: one mutant
+    counts = Counter(line.strip() for _, line in _code_lines(text))
+    seen: Counter[str] = Counter()
+    numbered: dict[int, int] = {}
+    for n, line in _code_lines(text):
+        if counts[line.strip()] > 1:
+            seen[line.strip()] += 1
+            numbered[n] = seen[line.strip()]
+    return [replace(m, occurrence=numbered.get(m.line, 0)) for m in unique.values()]
+
+
+SHARED = ("lib", "batch")
+"""The shared parts of every transition script, mutated too: the live-attempt guard and
+the pump live in lib.lua, the batch loop in batch.lua (specs/selftest.md)."""
+
+
+def all_mutants(source: Path | None = None) -> list[Mutant]:
+    """The mutants of every transition script and of the parts they share (lib.lua,
+    batch.lua); not of the read scripts: those are the observer, not the implementation
+    under test."""
+    node = source or resources.files("emq_live").joinpath("lua")
+    out: list[Mutant] = []
+    for op in spec.TRANSITIONS + SHARED:
+        out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
+    return out
+
+
+CHECK_OPERATOR = "edit-check"
+
+
+def check_mutants(source: Path | None = None) -> list[Mutant]:
+    """The ``edit-check`` operator: each one-check edit of lib.lua or batch.lua
+    (``raw.CHECK_EDITS``: an id bound, a queue byte bound, the KEYS and ARGV counts,
+    the batch limit, the TIME arithmetic, the canonical-decimal test) as a mutant. Only
+    raw calls reach these checks, so ``raw.sweep`` is what kills them
+    (tests/test_rawcalls.py); they join ``all_mutants`` when the machine runs raw calls."""
+    from emq_kit.check.raw import CHECK_EDITS
+
+    node = source or resources.files("emq_live").joinpath("lua")
+    out = []
+    for nth, edit in enumerate(CHECK_EDITS):
+        text = node.joinpath(f"{edit.script}.lua").read_text("utf-8")
+        lines = [(n, line) for n, line in _code_lines(text) if edit.before in line]
+        if len(lines) != 1 or lines[0][1].count(edit.before) != 1:
+            raise ValueError(f"{edit.name}: {edit.before!r} must be in exactly one line of {edit.script}.lua")
+        n, line = lines[0]
+        out.append(Mutant(CHECK_OPERATOR, edit.script, n, line, line.replace(edit.before, edit.after), nth))
+    return out
+
+
+def equivalents() -> dict[str, str]:
+    """Mutants shown equivalent to the original: key -> the reason."""
+    data = json.loads(resources.files("emq_kit.selftest").joinpath("equivalent_mutants.json").read_text("utf-8"))
+    return {e["key"]: e["reason"] for e in data["equivalent"]}
+
+
+@dataclass
+class MutantVerdict:
+    """What the machine did to one mutant."""
+
+    mutant: Mutant
+    status: str  # killed, survived, equivalent
+    seconds: float  # to the first divergence when killed, else the time spent
+    examples: int
+    shrunk: int = 0
+    rule: str = ""
+    reason: str = ""
+
+
+def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], source: Path | None = None) -> Path:
+    """A copy of every ``.lua`` of ``source`` (our scripts by default) in ``into``, with
+    ``edit`` applied to ``<script>.lua``: how a mutant, or a hand-broken variant, is made."""
+    src = source or resources.files("emq_live").joinpath("lua")
+    for entry in src.iterdir():
+        if entry.name.endswith(".lua"):
+            text = entry.read_text("utf-8")
+            Path(into, entry.name).write_text(edit(text) if entry.name == f"{script}.lua" else text, "utf-8")
+    return Path(into)
+
+
+def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float,
+           found: Any = None) -> MutantVerdict:
+    """The machine against one mutant, to the end (in a child process of ``judge``);
+    ``found`` (a shared double) gets the time of the first divergence as soon as the
+    next example starts."""
+    def note(run: Any) -> None:
+        if found is not None and run.first_failure is not None and not found.value:
+            found.value = run.first_failure
+
+    with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
+        copy_scripts(tmp, mutant.script, mutant.apply, source)
+        try:
+            target = open_target(url, tmp, observe=False)
+        except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
+            return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
+        try:
+            report = run_check(target, PROFILE, seed=seed, progress=note)
+        finally:
+            target.close()
+    if report.divergence is None:
+        return MutantVerdict(mutant, "survived", report.seconds, report.examples)
+    return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
+                   len(report.shrunk), report.divergence.rule)
+
+
+def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None) -> MutantVerdict:
+    """Check one mutant with the machine within ``budget`` seconds of searching. The
+    check runs in a forked child, so a spent budget can stop it anywhere (Hypothesis
+    cannot be interrupted cleanly from inside); once a divergence is found, shrinking
+    may take up to ``SHRINK_ALLOWANCE`` more."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
+    started = time.perf_counter()
+
+    def work() -> None:
+        child.send(_check(mutant, url, seed, source, started, found))
+
+    proc = ctx.Process(target=work, daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(budget) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
+            return parent.recv()
+        if found.value:  # killed; only the shrinking did not finish in time
+            return MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
+        return MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason=f"budget of {budget:g} s spent")
+    except EOFError:
+        return MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        parent.close()
+
+
+def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
+                 report: Callable[[MutantVerdict], None] | None = None) -> list[MutantVerdict]:
+    """Judge every mutant (those whose key contains ``only``, if given)."""
+    known = equivalents()
+    verdicts = []
+    for mutant in all_mutants():
+        if only and only not in mutant.key:
+            continue
+        v = judge(mutant, url, budget, seed)
+        if v.status == "survived" and mutant.key in known:
+            v.status, v.reason = "equivalent", known[mutant.key]
+        verdicts.append(v)
+        if report:
+            report(v)
+    return verdicts
+
+
+def summary(verdicts: list[MutantVerdict]) -> dict[str, Any]:
+    """Killed over the non-equivalent mutants, median time-to-kill and shrunk length."""
+    killed = [v for v in verdicts if v.status == "killed"]
+    return {
+        "mutants": len(verdicts),
+        "killed": len(killed),
+        "equivalent": sum(v.status == "equivalent" for v in verdicts),
+        "survived": sum(v.status == "survived" for v in verdicts),
+        "median_seconds_to_kill": round(statistics.median(v.seconds for v in killed), 3) if killed else None,
+        "median_shrunk_steps": statistics.median(v.shrunk for v in killed if v.shrunk) if killed else None,
+    }

@@ -1,0 +1,198 @@
+"""Trace files: a counterexample that replays anywhere (specs/trace.md, schema in
+specs/schemas/trace.json).
+
+A trace is JSON: a header (kit and spec versions, target, script SHA1s, seed, clock
+mode), the steps (queue, op, args — the clock travels in ``args.now`` — and both
+answers), the first diverging step and both snapshots there. Bytes are ``{"b64": ...}``,
+as the driver protocol carries them (version 1 traces wrote ``$bytes``, still read); the
+other values JSON cannot carry are tagged objects with one ``$`` key: ``$float`` (non-finite),
+``$claimed``, ``$refused`` (a refusal code), ``$crash`` (what the target raised),
+``$tuple``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from emq_kit.check.machine import Crash, Divergence, Step
+from emq_kit.ports.protocol import bytes_json, is_bytes_json, json_bytes
+from emq_model import branded_id, spec
+from emq_model.errors import EmqError, from_code
+from emq_model.model import Claimed
+from emq_model.snapshot import Snapshot
+
+FORMAT = "emq-trace"
+VERSION = 2
+READS = (1, 2)  # version 1 wrote bytes as {"$bytes": ...}; both are read
+
+
+def encode(value: Any) -> Any:
+    """A JSON-able form of an argument or an answer."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes_json(value)
+    if isinstance(value, Claimed):
+        return {"$claimed": [value.id, encode(value.payload), value.token]}
+    if isinstance(value, EmqError):
+        return {"$refused": value.code}
+    if isinstance(value, Crash):
+        return {"$crash": repr(value)}
+    if isinstance(value, tuple):
+        return {"$tuple": [encode(v) for v in value]}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): encode(v) for k, v in value.items()}
+    return {"$crash": f"unencodable {type(value).__name__}: {value!r}"}
+
+
+def decode(value: Any) -> Any:
+    """The inverse of ``encode`` (a crash decodes to its description)."""
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if is_bytes_json(value):
+        return json_bytes(value)
+    if len(value) == 1:
+        (tag, inner), = value.items()
+        if tag == "$bytes":  # version 1 traces
+            return base64.b64decode(inner)
+        if tag == "$float":
+            return float(inner)
+        if tag == "$claimed":
+            return Claimed(inner[0], decode(inner[1]), inner[2])
+        if tag == "$refused":
+            return from_code(inner)
+        if tag == "$crash":
+            return Crash(RuntimeError(inner))
+        if tag == "$tuple":
+            return tuple(decode(v) for v in inner)
+    return {k: decode(v) for k, v in value.items()}
+
+
+def step_json(step: Step, index: int) -> dict[str, Any]:
+    """A step as the trace file holds it (TR-2)."""
+    return {"i": index, "queue": step.queue, "op": step.op, "args": encode(step.args),
+            "model": encode(step.model), "target": encode(step.target)}
+
+
+def step_of_json(data: dict[str, Any]) -> Step:
+    """The inverse of ``step_json``."""
+    return Step(data["queue"], data["op"], decode(data["args"]), decode(data.get("model")),
+                decode(data.get("target")), index=data.get("i", 0))
+
+
+@dataclass
+class Trace:
+    """A counterexample: header, steps, and the divergence at the last step."""
+
+    header: dict[str, Any]
+    steps: list[Step]
+    divergence: dict[str, Any] | None = None
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            **self.header,
+            "steps": [step_json(s, i) for i, s in enumerate(self.steps, 1)],
+            "divergence": None if self.divergence is None else {
+                **self.divergence, **{f"{side}_snapshot": snap.to_json() for side, snap in self.snapshots.items()}},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Trace":
+        if data.get("format") != FORMAT:
+            raise ValueError(f"not an emq trace (format {data.get('format')!r})")
+        if data.get("version") not in READS:
+            raise ValueError(f"trace version {data.get('version')!r}; this kit reads versions {READS}")
+        header = {k: v for k, v in data.items() if k not in ("format", "version", "steps", "divergence")}
+        div = data.get("divergence")
+        snapshots = {}
+        if div is not None:
+            snapshots = {side: Snapshot.from_json(div[f"{side}_snapshot"])
+                         for side in ("model", "target") if div.get(f"{side}_snapshot")}
+            div = {k: v for k, v in div.items() if not k.endswith("_snapshot")}
+        return cls(header, [step_of_json(s) for s in data["steps"]], div, snapshots)
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n", "utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        return cls.from_json(json.loads(Path(path).read_text("utf-8")))
+
+
+def header(target: dict[str, Any], *, seed: int | None, profile: str | None, clock: str) -> dict[str, Any]:
+    """The trace header: who made it, against what, and how to make it again."""
+    try:
+        kit = metadata.version("emq")
+    except metadata.PackageNotFoundError:
+        kit = "unknown"
+    return {
+        "kit_version": kit,
+        "spec_version": spec.SPEC_VERSION,
+        "wire_version": spec.WIRE_VERSION,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "target": target,
+        "seed": seed,
+        "profile": profile,
+        "clock": clock,
+    }
+
+
+def divergence_json(d: Divergence, index: int) -> dict[str, Any]:
+    """The divergence part of a trace (its snapshots are added by ``Trace``)."""
+    return {"step": index, "kind": d.kind, "rule": d.rule, "evidence": d.lines}
+
+
+def renaming(steps: list[Step]) -> dict[str, str]:
+    """Readable, stable names for the JOB ids of a trace: ``JOB00000000001`` … in the
+    ids' own byte order, so every order the lifecycle depends on (claim takes the
+    lowest; browse is newest first) is kept."""
+    seen: set[str] = set()
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str) and branded_id.is_valid(value, branded_id.JOB):
+            seen.add(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v)
+
+    for s in steps:
+        collect(s.args)
+    return {old: branded_id.encode(branded_id.JOB, n) for n, old in enumerate(sorted(seen), 1)}
+
+
+def renamed(steps: list[Step], names: dict[str, str]) -> list[Step]:
+    """``steps`` with every id in the arguments renamed (answers are left to a replay)."""
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            return names.get(value, value)
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        if isinstance(value, tuple):  # a batch's items
+            return tuple(swap(v) for v in value)
+        return value
+
+    return [Step(s.queue, s.op, swap(s.args), index=s.index) for s in steps]

@@ -1,0 +1,166 @@
+"""Replay: re-execute a trace step by step on the model and a target, show where
+they part (``record`` writes a counterexample's trace this way).
+
+Replay runs the machine's own ``execute`` for each step (no Hypothesis), so a step is
+checked exactly as it was during ``emq check``: answers, whole snapshots, invariants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from emq_kit.check.clock import Clock
+from emq_kit.check.machine import Conformance, Divergence, Run, Step
+from emq_kit.check.run import Report
+from emq_kit.check.target import Target, open_target
+from emq_kit.trace.format import (
+    Trace,
+    divergence_json,
+    header,
+    renamed,
+    renaming,
+)
+from emq_model.invariants import Violation, check_invariants
+from emq_model.snapshot import Snapshot, diff
+
+
+@dataclass
+class Replayed:
+    """A replay's result: every step run (answers filled in), and at the first divergence
+    its index (1-based), the divergence, both snapshots and the target's violations."""
+
+    steps: list[Step]
+    divergence: Divergence | None = None
+    index: int = 0
+    model: Snapshot | None = None
+    target: Snapshot | None = None
+    violations: tuple[Violation, ...] = ()
+
+    @property
+    def conforms(self) -> bool:
+        return self.divergence is None
+
+
+def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Replayed:
+    """Run ``steps`` on a fresh model and on ``target`` (reset first)."""
+    machine = Conformance.factory(target, Run(), clock)()
+    done: list[Step] = []
+    for s in steps:
+        try:
+            if s.op == "forget_row":
+                machine.forget(s.queue, s.args["id"])
+            elif s.op == "queue":
+                machine.open_queue(s.args["name"])
+            else:
+                if isinstance(s.args.get("now"), int):
+                    machine.now = s.args["now"]
+                machine.execute(s.queue, s.op, s.args)
+        except Divergence as d:
+            done.append(Step(s.queue, s.op, s.args, d.step.model, d.step.target, index=len(done) + 1))
+            return _diverged(machine, done, d)
+        last = machine.steps[-1]
+        done.append(Step(s.queue, s.op, s.args, last.model, last.target, index=len(done) + 1))
+    return Replayed(done)
+
+
+def _diverged(machine: Conformance, done: list[Step], d: Divergence) -> Replayed:
+    queue = d.step.queue if d.step.queue in machine.models else None
+    if queue is None:  # a refused queue name: no keyspace to show
+        return Replayed(done, d, len(done))
+    mine = machine.models[queue].snapshot()
+    try:
+        theirs = machine.target.snapshot(queue)
+    except Exception:  # noqa: BLE001 - a serverless driver that died has no keyspace left to read
+        return Replayed(done, d, len(done), mine)
+    previous = machine.previous.get(queue)
+    return Replayed(done, d, len(done), mine, theirs, tuple(check_invariants(theirs, previous)))
+
+
+def record(shrunk: list[Step], target: Target, head: dict[str, Any],
+           clock: Clock | None = None) -> tuple[Trace, Replayed]:
+    """The trace of a shrunk counterexample: ids renamed to readable stable names when
+    the renamed steps still diverge the same way (they should: renaming keeps byte
+    order), answers and snapshots taken from a fresh replay on the same target."""
+    names = renaming(shrunk)
+    result = replay(renamed(shrunk, names), target, clock)
+    if result.conforms:  # the target is not deterministic under renaming: keep the originals
+        names, result = {}, replay(shrunk, target, clock)
+    trace = Trace({**head, "renamed": {new: old for old, new in names.items()}}, result.steps)
+    if result.divergence is not None:
+        trace.divergence = divergence_json(result.divergence, result.index)
+        trace.snapshots = {k: v for k, v in (("model", result.model), ("target", result.target)) if v is not None}
+    return trace, result
+
+
+def trace_path(directory: Path, trace: Trace) -> Path:
+    """A new file name in ``directory``: seed, rule and a counter."""
+    d = trace.divergence or {}
+    stem = f"seed{trace.header.get('seed')}-{d.get('rule', 'conforms')}"
+    n = 1
+    while (directory / f"{stem}-{n}.json").exists():
+        n += 1
+    return directory / f"{stem}-{n}.json"
+
+
+# -- printing ---------------------------------------------------------------------------
+
+
+def _short(value: Any, width: int = 40) -> str:
+    text = "-" if value is None else value if isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def step_table(result: Replayed) -> str:
+    """One line per step: op, args, model answer, target answer; the diverging one marked."""
+    lines = [f"{'#':>3}  {'queue':<8} {'op':<13} {'args':<52} {'model':<24} target"]
+    for i, s in enumerate(result.steps, 1):
+        args = " ".join(f"{k}={_short(v, 24)}" for k, v in s.args.items())
+        mark = f"   <- diverges ({result.divergence.rule})" if i == result.index and result.divergence else ""
+        lines.append(f"{i:>3}  {_short(s.queue, 8):<8} {s.op:<13} {_short(args, 52):<52} "
+                     f"{_short(s.model, 24):<24} {_short(s.target, 24)}{mark}")
+    return "\n".join(lines)
+
+
+def explain(result: Replayed) -> str:
+    """The divergence in plain words: the evidence, the snapshot differences, and what
+    the invariants say of the target's keyspace."""
+    if result.divergence is None:
+        return f"conforms: all {len(result.steps)} steps agree with the model"
+    d = result.divergence
+    lines = [f"step {result.index} diverges: the {d.kind} ({d.rule})"]
+    lines += [f"  {line}" for line in d.lines]
+    if result.model is not None and result.target is not None:
+        differences = diff(result.model, result.target)
+        if differences:
+            lines.append(f"the keyspace of queue {result.model.queue!r}, target vs model:")
+            lines += [f"  {line}" for line in differences]
+        if result.violations:
+            lines.append("invariants broken in the target's keyspace:")
+            lines += [f"  {v}" for v in result.violations]
+    return "\n".join(lines)
+
+
+def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
+               driver: str | None = None) -> Target:
+    """The target a trace names in its header, unless ``url``/``scripts``/``driver`` say
+    otherwise (``TargetUnavailable`` when it cannot be had)."""
+    named = head.get("target", {})
+    if driver is not None and url is None:
+        url = named.get("url")  # the server the trace's driver ran on, if it had one
+    if url is None and scripts is None and driver is None:
+        driver = named.get("driver")
+        url = named.get("url") if driver else (None if named.get("target") == "fakeredis" else named.get("target"))
+        scripts = None if driver or named.get("scripts") in (None, "builtin") else named.get("scripts")
+    return open_target(url, scripts, driver)
+
+
+def write_trace(report: "Report", target: Target, directory: Path, clock: Clock | None) -> None:
+    """Record the shrunk counterexample as a trace file in ``directory`` (ids renamed,
+    replayed once more) and keep its path and printout on the report."""
+    head = header(report.target, seed=report.seed, profile=report.profile,
+                  clock=getattr(clock, "mode", "virtual"))
+    trace, result = record(report.shrunk, target, head, clock)
+    report.trace = trace.write(trace_path(directory, trace))
+    report.trace_text = step_table(result) + "\n" + explain(result)
