@@ -115,6 +115,27 @@ def forget_row(live: "Backend", model: QueueModel, queue: str, job_id: str) -> N
     live.redis.delete(keyspace.job_key(queue, job_id))
 
 
+def lockstep(live: "Backend", prefix: str, program: list[tuple], call: Callable[[Any, tuple], Any],
+             dropping: tuple[str, ...]) -> Iterator[tuple[tuple, Snapshot, set[str]]]:
+    """Run ``program`` on a fresh queue of ``live`` and on its model, step by step:
+    ``call(side, step)`` answers equal (``last_dropped`` too after the ops in
+    ``dropping``), then the snapshots equal; yields each step, the live snapshot and the
+    ids whose rows were deleted by hand so far (a ``("forget_row", id)`` step)."""
+    name, model, queue = fresh(live, prefix)
+    forgotten: set[str] = set()
+    for step in program:
+        if step[0] == "forget_row":
+            forget_row(live, model, name, step[1])
+            forgotten.add(step[1])
+        else:
+            assert call(queue, step) == call(model, step), step
+            if step[0] in dropping:
+                assert queue.last_dropped == model.last_dropped
+        snap = queue.snapshot()
+        assert snap == model.snapshot(), step
+        yield step, snap, forgotten
+
+
 def dump(r: Any) -> dict[bytes, tuple[bytes, int]]:
     """Every key of the database: its DUMP and its PTTL."""
     return {key: (r.dump(key), r.pttl(key)) for key in r.scan_iter(count=1000)}

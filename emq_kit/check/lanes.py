@@ -24,16 +24,13 @@ out of the machine's cells (``CELLS``); tests/test_lanes.py covers the orphan dr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hypothesis.stateful import precondition, rule
 
 from emq_kit.check.draws import Draw
 from emq_model import spec
 from emq_model.errors import EmqError
-
-if TYPE_CHECKING:
-    from emq_kit.check.machine import Conformance
 
 GROUP_MAX = spec.bound(spec.TYPES["group"]["max_bytes"])
 GROUPS = ("g", "g", "g", "a.b-c_9", "Z" * GROUP_MAX, "0")
@@ -71,12 +68,12 @@ def lane_outcomes(op: str, answer: Any, args: dict[str, Any], dropped: bool) -> 
 class LaneRules:
     """The lane rules of the conformance machine (a mixin: see the module doc)."""
 
-    def _lanes_on(self: Conformance) -> bool:
+    def _lanes_on(self: Any) -> bool:
         return bool(getattr(self.target, "lanes", False))
 
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneEnqueue", q=ON, job=range(8), payload=(b"", b"p", "ü"), group=GROUPS, spoil=SPOILS).strategy)
-    def lane_enqueue(self: Conformance, a: Any) -> None:
+    def lane_enqueue(self: Any, a: Any) -> None:
         from emq_kit.check.machine import POOL
 
         self.step(_queue(a.q), "lane_enqueue", {"id": POOL[a.job % len(POOL)], "payload": a.payload, "group": a.group},
@@ -84,7 +81,7 @@ class LaneRules:
 
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneClaim", q=ON, lease=range(1, 13), weighted=(False, True), spoil=SPOILS).strategy)
-    def lane_claim(self: Conformance, a: Any) -> None:
+    def lane_claim(self: Any, a: Any) -> None:
         op, q = ("lane_wclaim" if a.weighted else "lane_claim"), _queue(a.q)
         before = tuple(self.models[q].lanes.ring)
         got = self.step(q, op, {"lease_ms": a.lease}, spoil=a.spoil)
@@ -96,11 +93,11 @@ class LaneRules:
 
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneConfig", q=ON, op=CONFIGS, group=GROUPS, n=(0, 1, 2, 3), w=(1, 2, 3), spoil=SPOILS).strategy)
-    def lane_config(self: Conformance, a: Any) -> None:
+    def lane_config(self: Any, a: Any) -> None:
         value = {"lane_limit": {"n": a.n}, "lane_weight": {"w": a.w}}.get(a.op, {})
         self.step(_queue(a.q), a.op, {"group": a.group, **value}, spoil=a.spoil)
 
-    def _turn(self: Conformance, q: str, before: tuple[str, ...], served: str | None) -> None:
+    def _turn(self: Any, q: str, before: tuple[str, ...], served: str | None) -> None:
         """LANE-F on the queue's stable run of turns (see the module doc)."""
         after = tuple(self.models[q].lanes.ring)
         run = self.turns.setdefault(q, [])
