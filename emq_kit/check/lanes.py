@@ -45,12 +45,6 @@ ON = (0, 0, 0, 1)  # which of the machine's QUEUES: most steps on the first, as 
 SPOILS = (None,) * 24 + tuple((i % 3, i // 3) for i in range(8))  # one call in four spoiled
 
 
-def _queue(i: int) -> str:
-    from emq_kit.check.machine import QUEUES  # the machine imports this module
-
-    return QUEUES[i]
-
-
 def lane_outcomes(op: str, answer: Any, args: dict[str, Any], dropped: bool) -> list[str]:
     """The coverage cells of one lane call (``spec.lane_cells()``)."""
     if isinstance(answer, EmqError):
@@ -66,7 +60,11 @@ def lane_outcomes(op: str, answer: Any, args: dict[str, Any], dropped: bool) -> 
 
 
 class LaneRules:
-    """The lane rules of the conformance machine (a mixin: see the module doc)."""
+    """The lane rules of the conformance machine (a mixin: see the module doc). The
+    machine names its queues and id pool (``queues``, ``pool``)."""
+
+    queues: tuple[str, ...]
+    pool: tuple[str, ...]
 
     def _lanes_on(self: Any) -> bool:
         return bool(getattr(self.target, "lanes", False))
@@ -74,15 +72,14 @@ class LaneRules:
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneEnqueue", q=ON, job=range(8), payload=(b"", b"p", "ü"), group=GROUPS, spoil=SPOILS).strategy)
     def lane_enqueue(self: Any, a: Any) -> None:
-        from emq_kit.check.machine import POOL
-
-        self.step(_queue(a.q), "lane_enqueue", {"id": POOL[a.job % len(POOL)], "payload": a.payload, "group": a.group},
-                  spoil=a.spoil)
+        pool = self.pool
+        self.step(self.queues[a.q], "lane_enqueue",
+                  {"id": pool[a.job % len(pool)], "payload": a.payload, "group": a.group}, spoil=a.spoil)
 
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneClaim", q=ON, lease=range(1, 13), weighted=(False, True), spoil=SPOILS).strategy)
     def lane_claim(self: Any, a: Any) -> None:
-        op, q = ("lane_wclaim" if a.weighted else "lane_claim"), _queue(a.q)
+        op, q = ("lane_wclaim" if a.weighted else "lane_claim"), self.queues[a.q]
         before = tuple(self.models[q].lanes.ring)
         got = self.step(q, op, {"lease_ms": a.lease}, spoil=a.spoil)
         if isinstance(got, EmqError):
@@ -95,7 +92,7 @@ class LaneRules:
     @rule(a=Draw("LaneConfig", q=ON, op=CONFIGS, group=GROUPS, n=(0, 1, 2, 3), w=(1, 2, 3), spoil=SPOILS).strategy)
     def lane_config(self: Any, a: Any) -> None:
         value = {"lane_limit": {"n": a.n}, "lane_weight": {"w": a.w}}.get(a.op, {})
-        self.step(_queue(a.q), a.op, {"group": a.group, **value}, spoil=a.spoil)
+        self.step(self.queues[a.q], a.op, {"group": a.group, **value}, spoil=a.spoil)
 
     def _turn(self: Any, q: str, before: tuple[str, ...], served: str | None) -> None:
         """LANE-F on the queue's stable run of turns (see the module doc)."""

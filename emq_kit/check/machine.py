@@ -226,6 +226,7 @@ class Conformance(LaneRules, RuleBasedStateMachine):
     target: Target
     run: Run
     clock: Clock
+    queues, pool = QUEUES, POOL  # for LaneRules
 
     def __init__(self) -> None:
         super().__init__()
