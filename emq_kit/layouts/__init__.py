@@ -37,8 +37,9 @@ class Layout:
       rule-based machine (``run_state_machine_as_test`` takes it);
     - ``replay(steps, target, clock)``: a trace's steps re-run on a fresh model and the
       target, a ``Replayed``;
-    - ``audit(url)``: a read-only audit of a live queue's keyspace, or ``None`` when the
-      layout has none."""
+    - ``audit(url)``: a read-only audit of a live keyspace laid out this way: (counts per
+      location, violations), or ``None`` when the layout's audit is ``emq_kit/audit.py``
+      (the four sets: many queues, paged, with its own report)."""
 
     name: str
     contract: str
@@ -46,6 +47,7 @@ class Layout:
     open_target: Callable[..., Any]
     machine: Callable[[Any, "Run", "Clock | None"], Callable[[], Any]]
     replay: Callable[[list["Step"], Any, "Clock | None"], "Replayed"]
+    audit: Callable[[str], tuple[dict[str, int], list[str]]] | None = None
 
 
 def layout(name: str | None = None) -> Layout:

@@ -21,6 +21,7 @@ from hypothesis import event
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from emq_kit.check.coverage import Coverage
 from emq_kit.check.draws import Draw
 from emq_kit.check.machine import Divergence, Run, Selection, Step, outcome, target_outcome
 from emq_kit.errors import BadArgument, TargetUnavailable
@@ -302,7 +303,7 @@ def replay(steps: list[Step], target: BullCheckTarget, clock: Any = None) -> Any
     """Re-run a trace's steps on a fresh model and ``target`` (reset first)."""
     from emq_kit.trace.replay import Replayed
 
-    machine = BullConformance.factory(target, Run())()
+    machine = BullConformance.factory(target, Run(coverage=Coverage(cells())))()
     done: list[Step] = []
     for s in steps:
         try:
@@ -315,6 +316,21 @@ def replay(steps: list[Step], target: BullCheckTarget, clock: Any = None) -> Any
     return Replayed(done)
 
 
+def audit(url: str) -> tuple[dict[str, int], list[str]]:
+    """A read-only audit of the layout's queue on ``url``: each location's size and
+    BQ-INV-1..4 on the projection of every job the keys show. Nothing is written (the
+    scripts are never called; only SCAN and reads)."""
+    target = open_target(url)
+    try:
+        target.bull.discover()
+        seen = target.bull.projection()
+    finally:
+        target.close()
+    from emq_model.layouts.bullmq import LOCATIONS
+
+    return {loc: len(seen.location(loc)) for loc in LOCATIONS}, check(seen)
+
+
 LAYOUT = Layout(
     name="bullmq",
     contract=CONTRACT,
@@ -322,4 +338,5 @@ LAYOUT = Layout(
     open_target=open_target,
     machine=BullConformance.factory,
     replay=replay,
+    audit=audit,
 )

@@ -251,6 +251,19 @@ class BullTarget:
 
     # -- reading ------------------------------------------------------------
 
+    def discover(self) -> None:
+        """Name every job id the queue's keys show (a job hash ``emq:{q}:<id>`` or a
+        lock ``emq:{q}:<id>:lock``) to ``projection``, which then reads their hashes
+        and locks: what an audit of a keyspace this target did not write needs. Read
+        only (SCAN)."""
+        pattern = BASE.replace("{", "\\{").replace("}", "\\}") + "*"
+        named = set(table()["locations"]) | set(table()["auxiliary"])
+        for key in self.client.scan_iter(match=pattern, count=1000):
+            rest = _text(key)[len(BASE):]
+            jid = rest.removesuffix(":lock")
+            if jid and ":" not in jid and jid not in named:
+                self._known.add(jid)
+
     def projection(self) -> Projection:
         """The layout's projection in two pipelined round trips: the locations and
         counters, then the hash fields and lock of every id this target has named or
