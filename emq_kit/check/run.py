@@ -25,7 +25,8 @@ from emq_kit.check.clock import Clock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.machine import Divergence, Run, Step
 from emq_kit.check.target import Target
-from emq_kit.layouts import Layout, layout as layout_named
+from emq_kit.layouts import Layout
+from emq_kit.layouts import layout as layout_named
 
 
 @dataclass(frozen=True)

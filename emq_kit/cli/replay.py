@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.layouts import of_trace
 from emq_kit.trace.export import pytest_source
 from emq_kit.trace.format import Trace
-from emq_kit.layouts import of_trace
 from emq_kit.trace.replay import explain, step_table, target_for
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
 from emq_kit.layouts import NAMES
-from emq_live.layouts.bullmq import bullmq_version
 from emq_kit.selftest.mutation import MutantVerdict, all_mutants, run_selftest, summary
+from emq_live.layouts.bullmq import bullmq_version
 
 
 def row(v: MutantVerdict) -> str:

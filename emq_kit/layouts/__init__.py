@@ -55,7 +55,8 @@ def layout(name: str | None = None) -> Layout:
     name = name or DEFAULT
     if name not in NAMES:
         raise BadArgument(f"unknown layout {name!r}: one of {', '.join(NAMES)}")
-    return importlib.import_module(f"emq_kit.layouts.{name}").LAYOUT  # type: ignore[no-any-return]
+    found: Layout = importlib.import_module(f"emq_kit.layouts.{name}").LAYOUT
+    return found
 
 
 def of_trace(header: dict[str, Any]) -> Layout:

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.draws import Draw
 from emq_kit.check.machine import Divergence, Run, Selection, Step, outcome, target_outcome
+from emq_kit.check.target import unavailable
 from emq_kit.errors import BadArgument, TargetUnavailable
 from emq_kit.layouts import Layout
 from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check, diff, table
@@ -110,12 +111,8 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         return BullCheckTarget(url, scripts)
     except LayoutUnavailable as exc:
         raise TargetUnavailable(exc.reason) from None
-    except FileNotFoundError as exc:
-        raise TargetUnavailable(f"scripts: {exc}") from None
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise TargetUnavailable(f"cannot reach {url}: {exc}") from None
-    except ValueError as exc:
-        raise TargetUnavailable(f"bad URL {url!r}: {exc}") from None
+    except (FileNotFoundError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ValueError) as exc:
+        raise unavailable(exc, url) from None
 
 
 def cells() -> list[tuple[str, str]]:

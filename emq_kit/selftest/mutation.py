@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from emq_kit.check.run import Profile, run_check
-from emq_kit.layouts import Layout, layout as layout_named
+from emq_kit.layouts import Layout
+from emq_kit.layouts import layout as layout_named
 from emq_model import spec
 
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
