@@ -66,7 +66,8 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         return LiveTarget(url, scripts, observe=observe)
     except DriverError as exc:
         raise TargetUnavailable(str(exc)) from None
-    except (FileNotFoundError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ValueError) as exc:
+    except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            ValueError) as exc:
         raise unavailable(exc, url) from None
     except EmqError as exc:
         raise TargetUnavailable(f"{url}: {exc}") from None
@@ -76,8 +77,8 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
 
 def unavailable(exc: Exception, url: str | None) -> TargetUnavailable:
     """The one line for an environment error met opening a target on ``url``: scripts
-    not found, a server out of reach (redis-py's connection or timeout error), a bad URL
-    (any other ``ValueError``)."""
+    not found, a server out of reach (redis-py's connection or timeout error, or the
+    client's ``ConnectError``), a bad URL (any other ``ValueError``)."""
     if isinstance(exc, FileNotFoundError):
         return TargetUnavailable(f"scripts: {exc}")
     if isinstance(exc, ValueError):

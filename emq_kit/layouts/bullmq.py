@@ -111,7 +111,8 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         return BullCheckTarget(url, scripts)
     except LayoutUnavailable as exc:
         raise TargetUnavailable(exc.reason) from None
-    except (FileNotFoundError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ValueError) as exc:
+    except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            ValueError) as exc:
         raise unavailable(exc, url) from None
 
 
