@@ -24,6 +24,11 @@ class Target(Protocol):
     """Whether the target has the batch ops (``enqueue_many``, ``claim_many``,
     ``complete_many``): the machine draws none when it does not (a driver, B-4)."""
 
+    @property
+    def lanes(self) -> bool:
+        """Whether the target has the lane ops (lifecycle.md §10): the machine draws none
+        when it does not."""
+
     def reset(self) -> None:
         """Forget every queue: each queue handed out afterwards starts empty."""
 
