@@ -19,6 +19,25 @@ class TargetUnavailable(KitError):
     load, a driver that does not start) or was lost during the run."""
 
 
+class ServerUnreachable(TargetUnavailable):
+    """The server cannot be reached at all (refused, timed out, not a Redis/Valkey
+    server): the environment's fault, never a verdict on the scripts it would run."""
+
+
+class KitBug(KitError):
+    """An exception raised in the kit's own code (a ``TypeError`` in our client, a
+    redis-py API mismatch): never the target's crash nor a counterexample. Printed as
+    ``emq bug: ...`` with what to report."""
+
+    REPORT = ("please report it with the command line, `pip show emq redis fakeredis hypothesis`, "
+              "and EMQ_DEBUG=1's traceback")
+
+    def __init__(self, exc: BaseException, where: str = "") -> None:
+        self.cause = exc
+        at = f" in {where}" if where else ""
+        super().__init__(f"emq bug{at}: {type(exc).__name__}: {exc} ({self.REPORT})")
+
+
 class ToolMissing(KitError):
     """An external program the command needs is not installed."""
 

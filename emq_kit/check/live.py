@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from emq_kit.check import memory
 from emq_live.client import Queue
+from emq_live.urls import redact
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
@@ -116,7 +117,7 @@ class LiveTarget:
         else:
             server = _server_name(self.conn.redis)
         return {
-            "target": self.url or "fakeredis",
+            "target": redact(self.url) if self.url else "fakeredis",
             "server": server,
             "scripts": self.scripts_dir or "builtin",
             "shas": {name: s.sha for name, s in self.conn.scripts.scripts.items()},
@@ -151,7 +152,7 @@ class ObservedQueue(Queue):
         self.observed = None if isinstance(snap, Exception) else self.snapshot_answer(snap)
         if isinstance(reply, Exception):
             raise reply
-        return call.answer(reply)
+        return call.read(reply)
 
     def take_snapshot(self) -> Snapshot:
         """The snapshot the last call brought back, or a fresh one."""

@@ -32,6 +32,7 @@ from hypothesis.stateful import (
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
+from emq_kit.errors import KitBug
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
@@ -165,20 +166,35 @@ class Crash:
 
 
 def target_outcome(fn: Callable[[], Any]) -> Any:
-    """``outcome`` for the target side: unexpected exceptions become a ``Crash``, except
-    a lost connection, which is the environment's problem and propagates."""
+    """``outcome`` for the target side. What the target raised (an error reply of the
+    server or a script, a reply of the wrong shape, a port's driver error) becomes a
+    ``Crash``; a lost connection is the environment's problem and propagates; anything
+    else was raised in the kit's own code (a ``TypeError`` in our client, a redis-py API
+    mismatch) and is a ``KitBug``: never a verdict on the target."""
     try:
         return outcome(fn)
     except (ConnectionError, OSError, *_connection_errors()):
         raise
-    except Exception as exc:  # noqa: BLE001 - anything a broken implementation raises
+    except _target_errors() as exc:
         return Crash(exc)
+    except Exception as exc:  # noqa: BLE001 - ours, by elimination
+        raise KitBug(exc, "the client") from exc
 
 
 def _connection_errors() -> tuple[type[Exception], ...]:
     import redis
 
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def _target_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that carry the target's behaviour, not the kit's."""
+    import redis
+
+    from emq_kit.ports.driver_client import DriverError  # imports this module
+    from emq_live.client import BadReply
+
+    return (redis.exceptions.ResponseError, BadReply, DriverError)
 
 
 class Selection(RuleStrategy):

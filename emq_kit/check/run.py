@@ -24,6 +24,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.target import Target
+from emq_kit.errors import KitBug
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,16 @@ class Report:
 
 def first_divergence(exc: BaseException) -> Divergence | None:
     """The divergence inside what Hypothesis raised (it may group several failures)."""
-    if isinstance(exc, Divergence):
+    found = first_of(exc, Divergence)
+    return found if isinstance(found, Divergence) else None
+
+
+def first_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in what Hypothesis raised (maybe a group)."""
+    if isinstance(exc, kind):
         return exc
     for inner in getattr(exc, "exceptions", ()):
-        found = first_divergence(inner)
+        found = first_of(inner, kind)
         if found is not None:
             return found
     return None
@@ -132,7 +139,7 @@ def run_check(
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
                 divergence = first_divergence(exc)
                 if divergence is None:
-                    raise
+                    raise first_of(exc, KitBug) or exc
                 break
             if not profile.gate or not run.coverage.unreached():
                 break

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from emq_kit.errors import BadArgument, TargetUnavailable
+from emq_kit.errors import BadArgument, ServerUnreachable, TargetUnavailable
 
 if TYPE_CHECKING:
     from emq_model.snapshot import Snapshot
@@ -56,6 +56,7 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
 
     from emq_kit.check.live import LiveTarget
     from emq_kit.ports.driver_client import DriverError, DriverTarget
+    from emq_live.urls import ConnectError, UrlError, redact
     from emq_model.errors import EmqError
 
     if driver is not None and scripts is not None:
@@ -68,11 +69,15 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         raise TargetUnavailable(str(exc)) from None
     except FileNotFoundError as exc:
         raise TargetUnavailable(f"scripts: {exc}") from None
+    except UrlError as exc:
+        raise BadArgument(str(exc)) from None
+    except ConnectError as exc:  # already names the URL, redacted
+        raise ServerUnreachable(str(exc)) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise TargetUnavailable(f"cannot reach {url}: {exc}") from None
+        raise ServerUnreachable(f"cannot reach {redact(str(url))}: {exc}") from None
     except ValueError as exc:
-        raise TargetUnavailable(f"bad URL {url!r}: {exc}") from None
+        raise TargetUnavailable(f"bad URL {redact(str(url))!r}: {exc}") from None
     except EmqError as exc:
-        raise TargetUnavailable(f"{url}: {exc}") from None
+        raise TargetUnavailable(f"{redact(str(url))}: {exc}") from None
     except redis.exceptions.ResponseError as exc:
-        raise TargetUnavailable(f"{url} refused to load the scripts: {exc}") from None
+        raise TargetUnavailable(f"{redact(str(url))} refused to load the scripts: {exc}") from None

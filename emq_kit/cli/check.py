@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from emq_kit.check.clock import ServerClock
 from emq_kit.check.machine import Run, Step
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.check.target import open_target
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive, seconds
 from emq_kit.ports.driver_client import DriverError
 from emq_kit.trace.replay import write_trace
 
@@ -99,14 +100,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
+    seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
     clock: ServerClock | None = None
+    unwritten: OSError | None = None
     try:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
-        report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
+        report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=seed,
                            progress=_progress(args.examples or profile.examples), clock=clock)
         if report.divergence is not None:
-            write_trace(report, target, Path(args.traces), clock)
+            try:
+                write_trace(report, target, Path(args.traces), clock)
+            except OSError as exc:  # the report is printed first: the counterexample is not lost
+                unwritten = exc
+    except KeyboardInterrupt:
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
+        print(f"emq check: interrupted; seed {seed} (run it again: emq check --seed {seed} "
+              f"--profile {args.profile})", file=sys.stderr)
+        raise
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url}: {exc}") from None
     except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot
@@ -121,6 +133,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(report_json(report), indent=2))
     else:
         print(format_report(report))
+    if unwritten is not None:
+        raise Usage(f"cannot write the trace into {args.traces}: {unwritten}")
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
@@ -131,7 +145,7 @@ def register(sub: Any) -> None:
     c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
     c.add_argument("--driver", metavar="CMD", help="check a port through its driver program "
                    "(specs/driver-protocol.md); CMD is split like a shell would, and run without one")
-    c.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+    c.add_argument("--timeout", type=seconds, default=10.0, metavar="SECONDS",
                    help="with --driver: how long one request may take (default 10)")
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, writable_file
 from emq_kit.trace.export import pytest_source
 from emq_kit.trace.format import Trace
 from emq_kit.trace.replay import explain, replay, step_table, target_for
@@ -23,7 +23,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.pytest:
         Path(args.pytest).write_text(pytest_source(trace, args.trace), "utf-8")
         print(f"wrote {args.pytest}")
-    target = target_for(trace.header, url=args.url, scripts=args.scripts, driver=args.driver)
+    target = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver)
     try:
         result = replay(trace.steps, target)
         described = target.describe()
@@ -44,6 +44,6 @@ def register(sub: Any) -> None:
                    "the server the driver uses")
     r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
     r.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
-    r.add_argument("--pytest", metavar="FILE", help="also write a standalone regression test")
+    r.add_argument("--pytest", metavar="FILE", type=writable_file, help="also write a standalone regression test")
     r.set_defaults(func=cmd_replay)
 

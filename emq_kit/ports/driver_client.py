@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Sequence
 
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Crash
+from emq_live.urls import redact
 from emq_kit.errors import KitError
 from emq_kit.ports.protocol import (
     BATCH,
@@ -411,7 +412,7 @@ class DriverTarget:
             "scripts": f"{self.info.get('name', '?')} {self.info.get('version', '?')}",
             "driver": self.command,
             "driver_info": self.info,
-            "url": self.url,
+            "url": redact(self.url) if self.url else None,
             "clock": self.clock,
         }
 
