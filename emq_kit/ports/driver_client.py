@@ -25,7 +25,6 @@ from typing import Any, NamedTuple, Sequence
 
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Crash
-from emq_live.urls import redact
 from emq_kit.errors import KitError
 from emq_kit.ports.protocol import (
     BATCH,
@@ -42,6 +41,7 @@ from emq_kit.ports.protocol import (
     decode_answer,
     encode,
 )
+from emq_live.urls import redact
 from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot
 

@@ -17,7 +17,6 @@ from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.run import Report
 from emq_kit.check.target import Target, open_target
 from emq_kit.errors import BadArgument
-from emq_live.urls import MASK
 from emq_kit.trace.format import (
     Trace,
     divergence_json,
@@ -25,6 +24,7 @@ from emq_kit.trace.format import (
     renamed,
     renaming,
 )
+from emq_live.urls import MASK
 from emq_model.invariants import Violation, check_invariants
 from emq_model.snapshot import Snapshot, diff
 
