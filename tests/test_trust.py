@@ -5,9 +5,13 @@ Servers: fakeredis, and the session's Valkey 8 and Redis 7."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,14 +21,18 @@ import pytest
 from broken import broken_dir, variant
 
 from emq_kit import cli
+from emq_kit.check.machine import POOL, QUEUES, Run
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
+from emq_kit.cli.progress import Progress
 from emq_kit.errors import KitBug
 from emq_kit.selftest.mutation import summary
 from emq_kit.server import ServerProcess
 from emq_live import acl
 from emq_live.client import Queue
 from emq_model import keyspace, spec
+
+EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -256,3 +264,80 @@ def test_finite_seconds_reject_infinity() -> None:
     assert seconds("2.5") == 2.5
     with pytest.raises(Exception):
         seconds(str(math.inf))
+
+
+# -- items 6, 7, 8: nothing left behind, nothing wiped silently, progress -----------------------
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_run_on_a_server_leaves_no_queue_keys_and_refuses_to_wipe_a_users(where: str, request: Any,
+                                                                            capsys: Any) -> None:
+    server = request.getfixturevalue(where)
+    argv = ["check", "--url", server.url, "--profile", "dev", "--examples", "3", "--steps", "10", "--seed", "2"]
+    with server.client() as r:
+        code, out, err = run(argv, capsys)
+        assert code == cli.EXIT_OK, out + err
+        assert not [k for q in QUEUES for k in r.scan_iter(match=keyspace.pattern(q))]
+        r.hset(keyspace.job_key(QUEUES[1], POOL[0]), "state", "mine")
+        r.zadd(keyspace.queue_keys(QUEUES[1])[0], {"x": 1})
+        code, out, err = run(argv, capsys)
+        assert code == cli.EXIT_ENV and out == ""
+        assert "already hold 2 key(s)" in one_line(err) and "--wipe" in err
+        assert r.hget(keyspace.job_key(QUEUES[1], POOL[0]), "state") == b"mine"  # untouched
+        code, out, err = run([*argv, "--wipe"], capsys)
+        assert code == cli.EXIT_OK, out + err
+        assert not [k for q in QUEUES for k in r.scan_iter(match=keyspace.pattern(q))]
+
+
+def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path) -> None:
+    proc = subprocess.Popen([str(EMQ), "check", "--profile", "thorough", "--seed", "77", "--traces", "traces"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # off a terminal, the first progress line comes after ~10 s of searching
+    assert first.startswith("emq check: searching"), first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == cli.EXIT_ENV, err
+    assert "Traceback" not in out + err
+    assert "interrupted; seed 77" in err
+    (trace,) = (tmp_path / "traces").glob("seed77-interrupted-*.json")
+    assert str(trace.relative_to(tmp_path)) in err
+    done = subprocess.run([str(EMQ), "replay", str(trace)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == cli.EXIT_OK, done.stdout + done.stderr
+
+
+class Pipe(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_off_a_terminal_is_a_plain_line_every_ten_seconds() -> None:
+    now = [0.0]
+    out = Pipe()
+    show = Progress(30, out, clock=lambda: now[0])
+    run_ = Run()
+    for t in (1.0, 5.0, 10.5, 12.0, 21.0):
+        now[0] = t
+        run_.examples += 1
+        show(run_)
+    lines = out.getvalue().splitlines()
+    assert lines == ["emq check: searching  examples 3/30  steps 0  cells 0/41",
+                     "emq check: searching  examples 5/30  steps 0  cells 0/41"][: len(lines)] and len(lines) == 2
+    run_.first_failure = 1.0
+    now[0] = 40.0
+    show(run_)
+    assert out.getvalue().splitlines()[-1].startswith("emq check: shrinking")
+
+
+def test_progress_on_a_terminal_is_one_live_line_ended_before_what_follows() -> None:
+    out = Terminal()
+    show = Progress(30, out)
+    show(Run())
+    assert out.getvalue().startswith("\r  searching") and "\n" not in out.getvalue()
+    show.end()
+    assert out.getvalue().endswith("\n")

@@ -4,7 +4,7 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from emq_kit.check import memory
 from emq_live.client import Queue
@@ -73,6 +73,7 @@ class LiveTarget:
         # fence=False: the kit inspecting a port's server leaves {emq}:version to the port.
         self.conn = connect(url, scripts=scripts, fence=fence)
         self.queues: dict[str, Any] = {}
+        self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
 
     def reset(self) -> None:
         self.queues.clear()
@@ -82,8 +83,13 @@ class LiveTarget:
             # The name is gated before any key is touched.
             queue = (ObservedQueue if self.observe and self.conn.server is None else Queue)(self.conn, name)
             self._wipe(name)
+            self.used.add(name)
             self.queues[name] = queue
         return self.queues[name]
+
+    def held(self, names: Iterable[str]) -> int:
+        """How many keys the queues ``names`` hold now (what handing them out would delete)."""
+        return sum(1 for name in names for _ in self.conn.redis.scan_iter(match=pattern(name), count=1000))
 
     def _wipe(self, name: str) -> None:
         """Delete every key of the queue ``name``."""
@@ -124,7 +130,18 @@ class LiveTarget:
         }
 
     def close(self) -> None:
-        self.conn.close()
+        """Delete the keys of every queue the run used (a run leaves nothing behind on a
+        server), then release the connection. A server already gone keeps them."""
+        import redis
+
+        try:
+            for name in sorted(self.used):
+                self._wipe(name)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError):
+            pass
+        finally:
+            self.used.clear()
+            self.conn.close()
 
 
 class ObservedQueue(Queue):

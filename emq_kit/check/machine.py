@@ -144,6 +144,7 @@ class Run:
     progress: Callable[["Run"], None] | None = None
     started: float = field(default_factory=time.perf_counter)
     first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
+    current: list["Step"] = field(default_factory=list)  # the steps of the latest example that made one (an interrupt's trace)
 
 
 def outcome(fn: Callable[[], Any]) -> Any:
@@ -285,6 +286,7 @@ class Conformance(RuleBasedStateMachine):
         """A new step of this example's trace."""
         step = Step(queue, op, args, index=len(self.steps) + 1)
         self.steps.append(step)
+        self.run.current = self.steps
         return step
 
     def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:

@@ -13,27 +13,15 @@ from typing import Any
 import redis
 
 from emq_kit.check.clock import ServerClock
-from emq_kit.check.machine import Run, Step
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.machine import QUEUES, Step
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.check.target import open_target
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive, seconds
+from emq_kit.cli.progress import Progress
 from emq_kit.ports.driver_client import DriverError
-from emq_kit.trace.replay import write_trace
-
-
-def _progress(profile_examples: int) -> Any:
-    """A progress line on a terminal; nothing when piped."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(run: Run) -> None:
-        sys.stderr.write(
-            f"\r  examples {run.examples}/{profile_examples}  steps {run.steps}  "
-            f"cells {run.coverage.reached()}/{len(run.coverage.total)} "
-        )
-        sys.stderr.flush()
-
-    return show
+from emq_kit.trace.replay import write_interrupted, write_trace
+from emq_live.urls import redact
 
 
 def format_step(step: Step) -> str:
@@ -96,39 +84,67 @@ def report_json(report: Report) -> dict[str, Any]:
     }
 
 
+def _keep_interrupted(progress: Progress, target: Any, args: argparse.Namespace, seed: int) -> None:
+    """Write the steps the interrupted example had made as a trace, and say where."""
+    steps = progress.run.current if progress.run is not None else []
+    if not steps:
+        return
+    try:
+        path = write_interrupted(steps, target, Path(args.traces), seed=seed, profile=args.profile, clock=args.clock)
+    except OSError as exc:
+        print(f"emq check: cannot write the steps so far into {args.traces}: {exc}", file=sys.stderr)
+        return
+    print(f"emq check: the steps so far: {path} (emq replay {path})", file=sys.stderr)
+
+
+def _refuse_held_keys(target: Any, args: argparse.Namespace) -> None:
+    """On a server, the run's queues must be empty unless ``--wipe``: a run deletes
+    their keys when it hands them out, and a user's data there is not deleted silently.
+    (The built-in client only: a port's driver has already started on the server,
+    and what it writes there at start is its own.)"""
+    if args.url is None or args.wipe or not isinstance(target, LiveTarget):
+        return
+    held = target.held(QUEUES)
+    if held:
+        target.close()
+        raise Usage(f"the run's queues {', '.join(map(repr, QUEUES))} already hold {held} key(s) on "
+                    f"{redact(args.url)}; a run deletes them: give --wipe to allow it")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
     seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
+    _refuse_held_keys(target, args)
     clock: ServerClock | None = None
+    progress = Progress(args.examples or profile.examples)
     unwritten: OSError | None = None
     try:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=seed,
-                           progress=_progress(args.examples or profile.examples), clock=clock)
+                           progress=progress, clock=clock)
         if report.divergence is not None:
             try:
                 write_trace(report, target, Path(args.traces), clock)
             except OSError as exc:  # the report is printed first: the counterexample is not lost
                 unwritten = exc
     except KeyboardInterrupt:
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")
+        progress.end()
         print(f"emq check: interrupted; seed {seed} (run it again: emq check --seed {seed} "
               f"--profile {args.profile})", file=sys.stderr)
+        _keep_interrupted(progress, target, args, seed)
         raise
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {args.url}: {exc}") from None
+        raise Usage(f"lost the server {redact(args.url or '')}: {exc}") from None
     except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot
         raise Usage(f"driver {args.driver}: {exc}") from None
     finally:
         target.close()
         if clock is not None:
             clock.close()
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
+    progress.end()
     if args.json:
         print(json.dumps(report_json(report), indent=2))
     else:
@@ -154,6 +170,8 @@ def register(sub: Any) -> None:
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    c.add_argument("--wipe", action="store_true",
+                   help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")

@@ -172,3 +172,14 @@ def write_trace(report: "Report", target: Target, directory: Path, clock: Clock 
     trace, result = record(report.shrunk, target, head, clock)
     report.trace = trace.write(trace_path(directory, trace))
     report.trace_text = step_table(result) + "\n" + explain(result)
+
+
+def write_interrupted(steps: list[Step], target: Target, directory: Path, *, seed: int, profile: str,
+                      clock: str) -> Path:
+    """The steps an interrupted run's last example had made, as a trace without a
+    divergence (``seed<seed>-interrupted-<n>.json`` in ``directory``): replayable as is."""
+    trace = Trace(header(target.describe(), seed=seed, profile=profile, clock=clock), list(steps))
+    n = 1
+    while (directory / f"seed{seed}-interrupted-{n}.json").exists():
+        n += 1
+    return trace.write(directory / f"seed{seed}-interrupted-{n}.json")
