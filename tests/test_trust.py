@@ -341,3 +341,14 @@ def test_progress_on_a_terminal_is_one_live_line_ended_before_what_follows() -> 
     assert out.getvalue().startswith("\r  searching") and "\n" not in out.getvalue()
     show.end()
     assert out.getvalue().endswith("\n")
+
+
+# -- item 10: the README's example runs ---------------------------------------------------------
+
+
+def test_the_readme_python_example_runs() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    marker = "<!-- tests/test_trust.py runs this example -->\n```python\n"
+    assert marker in readme
+    code = readme.split(marker, 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
