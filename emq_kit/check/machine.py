@@ -189,13 +189,16 @@ def _connection_errors() -> tuple[type[Exception], ...]:
 
 
 def _target_errors() -> tuple[type[Exception], ...]:
-    """The exceptions that carry the target's behaviour, not the kit's."""
+    """The exceptions that carry the target's behaviour, not the kit's: a server's or
+    script's error reply, a reply of the wrong shape, a port's driver breaking the
+    protocol or failing."""
     import redis
 
     from emq_kit.ports.driver_client import DriverError  # imports this module
+    from emq_kit.ports.protocol import ProtocolError
     from emq_live.client import BadReply
 
-    return (redis.exceptions.ResponseError, BadReply, DriverError)
+    return (redis.exceptions.ResponseError, BadReply, DriverError, ProtocolError)
 
 
 class Selection(RuleStrategy):
