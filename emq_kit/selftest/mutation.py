@@ -204,12 +204,20 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
             return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
         try:
             report = run_check(target, PROFILE, seed=seed, progress=note)
+        except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
+            return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
         finally:
             target.close()
     if report.divergence is None:
         return MutantVerdict(mutant, "survived", report.seconds, report.examples)
     return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
                    len(report.shrunk), report.divergence.rule)
+
+
+def _lost() -> tuple[type[Exception], ...]:
+    import redis
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None) -> MutantVerdict:
