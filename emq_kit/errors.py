@@ -14,6 +14,12 @@ class KitError(Exception):
     """An environment or input problem: the run could not happen as asked."""
 
 
+class TargetFault(Exception):
+    """Mixed into the exceptions that carry a target's behaviour (a port's driver that
+    fails or breaks the protocol): the machine records one as the target's ``Crash``,
+    where any other exception from the kit's own code is a ``KitBug``."""
+
+
 class TargetUnavailable(KitError):
     """The target cannot be opened (bad URL, unreachable server, scripts that do not
     load, a driver that does not start) or was lost during the run."""

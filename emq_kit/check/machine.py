@@ -32,7 +32,7 @@ from hypothesis.stateful import (
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
-from emq_kit.errors import KitBug
+from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
@@ -194,11 +194,9 @@ def _target_errors() -> tuple[type[Exception], ...]:
     protocol or failing."""
     import redis
 
-    from emq_kit.ports.driver_client import DriverError  # imports this module
-    from emq_kit.ports.protocol import ProtocolError
     from emq_live.client import BadReply
 
-    return (redis.exceptions.ResponseError, BadReply, DriverError, ProtocolError)
+    return (redis.exceptions.ResponseError, BadReply, TargetFault)
 
 
 class Selection(RuleStrategy):

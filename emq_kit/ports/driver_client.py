@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Sequence
 
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Crash
-from emq_kit.errors import KitError
+from emq_kit.errors import KitError, TargetFault
 from emq_kit.ports.protocol import (
     BATCH,
     BATCH_MAX,
@@ -49,7 +49,7 @@ STARTUP = 30.0
 """Seconds a driver may take to answer ``init`` (it may be starting a runtime)."""
 
 
-class DriverError(KitError):
+class DriverError(KitError, TargetFault):
     """The driver failed to answer a request as the protocol says."""
 
 
