@@ -56,7 +56,7 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
 
     from emq_kit.check.live import LiveTarget
     from emq_kit.ports.driver_client import DriverError, DriverTarget
-    from emq_live.urls import ConnectError, UrlError, redact
+    from emq_live.urls import redact
     from emq_model.errors import EmqError
 
     if driver is not None and scripts is not None:
@@ -67,17 +67,28 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         return LiveTarget(url, scripts, observe=observe)
     except DriverError as exc:
         raise TargetUnavailable(str(exc)) from None
-    except FileNotFoundError as exc:
-        raise TargetUnavailable(f"scripts: {exc}") from None
-    except UrlError as exc:
-        raise BadArgument(str(exc)) from None
-    except ConnectError as exc:  # already names the URL, redacted
-        raise ServerUnreachable(str(exc)) from None
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise ServerUnreachable(f"cannot reach {redact(str(url))}: {exc}") from None
-    except ValueError as exc:
-        raise TargetUnavailable(f"bad URL {redact(str(url))!r}: {exc}") from None
+    except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            ValueError) as exc:
+        raise unavailable(exc, url) from None
     except EmqError as exc:
         raise TargetUnavailable(f"{redact(str(url))}: {exc}") from None
     except redis.exceptions.ResponseError as exc:
         raise TargetUnavailable(f"{redact(str(url))} refused to load the scripts: {exc}") from None
+
+
+def unavailable(exc: Exception, url: str | None) -> TargetUnavailable:
+    """The one line for an environment error met opening a target on ``url`` (redacted):
+    scripts not found, a URL the client does not serve, a server out of reach
+    (``ServerUnreachable``: the client's ``ConnectError``, redis-py's connection or
+    timeout error), a bad URL (any other ``ValueError``)."""
+    from emq_live.urls import ConnectError, UrlError, redact
+
+    if isinstance(exc, FileNotFoundError):
+        return TargetUnavailable(f"scripts: {exc}")
+    if isinstance(exc, UrlError):
+        return TargetUnavailable(str(exc))
+    if isinstance(exc, ConnectError):  # already names the URL, redacted
+        return ServerUnreachable(str(exc))
+    if isinstance(exc, ValueError):
+        return TargetUnavailable(f"bad URL {redact(str(url))!r}: {exc}")
+    return ServerUnreachable(f"cannot reach {redact(str(url))}: {exc}")

@@ -16,9 +16,9 @@ from emq_kit.check.clock import ServerClock
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Step
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.check.target import open_target
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive, seconds
 from emq_kit.cli.progress import Progress
+from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
 from emq_kit.trace.replay import write_interrupted, write_trace
 from emq_live.urls import redact
@@ -38,7 +38,7 @@ def format_report(report: Report) -> str:
         f"emq check: {report.verdict.upper()}  target {t.get('target')} ({t.get('server', '?')}), "
         f"scripts {t.get('scripts', '-')}, profile {report.profile}, seed {report.seed}",
         f"  examples {report.examples}   steps {report.steps}   invariant checks {report.checks}",
-        f"  cells {report.reached}/{report.total} (op x outcome, specs/transitions.json)",
+        f"  cells {report.reached}/{report.total} (op x outcome, {t.get('contract', 'specs/transitions.json')})",
         f"  wall {report.seconds:.2f} s   {report.steps_per_second:,.0f} checked steps/s",
     ]
     if report.unreached and report.divergence is None:  # a run cut short by a failure is not judged on coverage
@@ -116,7 +116,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
     seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
-    target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
+    chosen = layout(args.layout)
+    target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
     _refuse_held_keys(target, args)
     clock: ServerClock | None = None
     progress = Progress(args.examples or profile.examples)
@@ -124,10 +125,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=seed,
-                           progress=progress, clock=clock)
+                           progress=progress, clock=clock, layout=chosen)
         if report.divergence is not None:
             try:
-                write_trace(report, target, Path(args.traces), clock)
+                write_trace(report, target, Path(args.traces), clock, chosen.replay)
             except OSError as exc:  # the report is printed first: the counterexample is not lost
                 unwritten = exc
     except KeyboardInterrupt:
@@ -166,6 +167,9 @@ def register(sub: Any) -> None:
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "
                    "within the server's TIME window around each call (server; needs --url)")
+    c.add_argument("--layout", choices=NAMES, default="echomq",
+                   help="the keyspace layout: echomq (the four sets, default) or bullmq (BullMQ's own "
+                   "scripts from the pinned bullmq package; needs --url, specs/layouts/bullmq.md)")
     c.add_argument("--examples", type=positive, help="examples per round (default: the profile's)")
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
