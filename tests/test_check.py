@@ -69,7 +69,7 @@ def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("argv, words", [
     (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
-    (["--url", "foo://nowhere"], "bad URL"),
+    (["--url", "foo://nowhere"], "foo://nowhere: the scheme must be one of"),
     (["--scripts", "/nonexistent/dir"], "no script directory"),
 ])
 def test_environment_errors_are_one_line_and_exit_2(argv: list[str], words: str,

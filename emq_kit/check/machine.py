@@ -34,6 +34,7 @@ from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
 from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
 from emq_kit.check.lanes import CELLS as LANE_CELLS
+from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
@@ -145,6 +146,7 @@ class Run:
     progress: Callable[["Run"], None] | None = None
     started: float = field(default_factory=time.perf_counter)
     first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
+    current: list["Step"] = field(default_factory=list)  # the steps of the latest example that made one (an interrupt's trace)
 
 
 def outcome(fn: Callable[[], Any]) -> Any:
@@ -167,20 +169,36 @@ class Crash:
 
 
 def target_outcome(fn: Callable[[], Any]) -> Any:
-    """``outcome`` for the target side: unexpected exceptions become a ``Crash``, except
-    a lost connection, which is the environment's problem and propagates."""
+    """``outcome`` for the target side. What the target raised (an error reply of the
+    server or a script, a reply of the wrong shape, a port's driver error) becomes a
+    ``Crash``; a lost connection is the environment's problem and propagates; anything
+    else was raised in the kit's own code (a ``TypeError`` in our client, a redis-py API
+    mismatch) and is a ``KitBug``: never a verdict on the target."""
     try:
         return outcome(fn)
     except (ConnectionError, OSError, *_connection_errors()):
         raise
-    except Exception as exc:  # noqa: BLE001 - anything a broken implementation raises
+    except _target_errors() as exc:
         return Crash(exc)
+    except Exception as exc:  # noqa: BLE001 - ours, by elimination
+        raise KitBug(exc, "the client") from exc
 
 
 def _connection_errors() -> tuple[type[Exception], ...]:
     import redis
 
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def _target_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that carry the target's behaviour, not the kit's: a server's or
+    script's error reply, a reply of the wrong shape, a port's driver breaking the
+    protocol or failing."""
+    import redis
+
+    from emq_live.client import BadReply
+
+    return (redis.exceptions.ResponseError, BadReply, TargetFault)
 
 
 class Selection(RuleStrategy):
@@ -276,6 +294,7 @@ class Conformance(LaneRules, RuleBasedStateMachine):
         """A new step of this example's trace."""
         step = Step(queue, op, args, index=len(self.steps) + 1)
         self.steps.append(step)
+        self.run.current = self.steps
         return step
 
     def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:

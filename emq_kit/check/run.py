@@ -25,6 +25,7 @@ from emq_kit.check.clock import Clock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.machine import Divergence, Run, Step
 from emq_kit.check.target import Target
+from emq_kit.errors import KitBug
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 
@@ -82,10 +83,16 @@ class Report:
 
 def first_divergence(exc: BaseException) -> Divergence | None:
     """The divergence inside what Hypothesis raised (it may group several failures)."""
-    if isinstance(exc, Divergence):
+    found = first_of(exc, Divergence)
+    return found if isinstance(found, Divergence) else None
+
+
+def first_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in what Hypothesis raised (maybe a group)."""
+    if isinstance(exc, kind):
         return exc
     for inner in getattr(exc, "exceptions", ()):
-        found = first_divergence(inner)
+        found = first_of(inner, kind)
         if found is not None:
             return found
     return None
@@ -137,7 +144,7 @@ def run_check(
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
                 divergence = first_divergence(exc)
                 if divergence is None:
-                    raise
+                    raise first_of(exc, KitBug) or exc
                 break
             if not profile.gate or not run.coverage.unreached():
                 break

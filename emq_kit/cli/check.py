@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,27 +13,15 @@ from typing import Any
 import redis
 
 from emq_kit.check.clock import ServerClock
-from emq_kit.check.machine import Run, Step
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.machine import QUEUES, Step
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive, seconds
+from emq_kit.cli.progress import Progress
 from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
-from emq_kit.trace.replay import write_trace
-
-
-def _progress(profile_examples: int) -> Any:
-    """A progress line on a terminal; nothing when piped."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(run: Run) -> None:
-        sys.stderr.write(
-            f"\r  examples {run.examples}/{profile_examples}  steps {run.steps}  "
-            f"cells {run.coverage.reached()}/{len(run.coverage.total)} "
-        )
-        sys.stderr.flush()
-
-    return show
+from emq_kit.trace.replay import write_interrupted, write_trace
+from emq_live.urls import redact
 
 
 def format_step(step: Step) -> str:
@@ -95,33 +84,74 @@ def report_json(report: Report) -> dict[str, Any]:
     }
 
 
+def _keep_interrupted(progress: Progress, target: Any, args: argparse.Namespace, seed: int) -> None:
+    """Write the steps the interrupted example had made as a trace, and say where."""
+    steps = progress.run.current if progress.run is not None else []
+    if not steps:
+        return
+    try:
+        path = write_interrupted(steps, target, Path(args.traces), seed=seed, profile=args.profile, clock=args.clock)
+    except OSError as exc:
+        print(f"emq check: cannot write the steps so far into {args.traces}: {exc}", file=sys.stderr)
+        return
+    print(f"emq check: the steps so far: {path} (emq replay {path})", file=sys.stderr)
+
+
+def _refuse_held_keys(target: Any, args: argparse.Namespace) -> None:
+    """On a server, the run's queues must be empty unless ``--wipe``: a run deletes
+    their keys when it hands them out, and a user's data there is not deleted silently.
+    (The built-in client only: a port's driver has already started on the server,
+    and what it writes there at start is its own.)"""
+    if args.url is None or args.wipe or not isinstance(target, LiveTarget):
+        return
+    held = target.held(QUEUES)
+    if held:
+        target.close()
+        raise Usage(f"the run's queues {', '.join(map(repr, QUEUES))} already hold {held} key(s) on "
+                    f"{redact(args.url)}; a run deletes them: give --wipe to allow it")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
+    seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     chosen = layout(args.layout)
     target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
+    _refuse_held_keys(target, args)
     clock: ServerClock | None = None
+    progress = Progress(args.examples or profile.examples)
+    unwritten: OSError | None = None
     try:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
-        report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
-                           progress=_progress(args.examples or profile.examples), clock=clock, layout=chosen)
+        report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=seed,
+                           progress=progress, clock=clock, layout=chosen)
         if report.divergence is not None:
-            write_trace(report, target, Path(args.traces), clock, chosen.replay)
+            try:
+                write_trace(report, target, Path(args.traces), clock, chosen.replay)
+            except OSError as exc:  # the report is printed first: the counterexample is not lost
+                unwritten = exc
+    except KeyboardInterrupt:
+        progress.end()
+        print(f"emq check: interrupted; seed {seed} (run it again: emq check --seed {seed} "
+              f"--profile {args.profile})", file=sys.stderr)
+        _keep_interrupted(progress, target, args, seed)
+        raise
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {args.url}: {exc}") from None
+        raise Usage(f"lost the server {redact(args.url or '')}: {exc}") from None
     except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot
         raise Usage(f"driver {args.driver}: {exc}") from None
     finally:
         target.close()
         if clock is not None:
             clock.close()
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
+    progress.end()
     if args.json:
         print(json.dumps(report_json(report), indent=2))
     else:
         print(format_report(report))
+    if unwritten is not None:
+        raise Usage(f"cannot write the trace into {args.traces}: {unwritten}")
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
@@ -132,7 +162,7 @@ def register(sub: Any) -> None:
     c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
     c.add_argument("--driver", metavar="CMD", help="check a port through its driver program "
                    "(specs/driver-protocol.md); CMD is split like a shell would, and run without one")
-    c.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+    c.add_argument("--timeout", type=seconds, default=10.0, metavar="SECONDS",
                    help="with --driver: how long one request may take (default 10)")
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "
@@ -144,6 +174,8 @@ def register(sub: Any) -> None:
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    c.add_argument("--wipe", action="store_true",
+                   help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")
