@@ -47,7 +47,7 @@ def check_trace(data: Any) -> None:
         op, queue, args = step["op"], step["queue"], set(step["args"])
         if op in EXTRA_OPS:
             required = allowed = EXTRA_OPS[op]
-        elif op in spec.OPS or op in spec.BATCHES:
+        elif op in spec.OPS or op in spec.LANE_OPS or op in spec.BATCHES:
             entry = spec.entry(op)
             allowed = {a["name"] for a in entry["args"]} | ({"now"} if entry["clock"] else set())
             allowed |= {"jobs"} if entry.get("items") else set()
