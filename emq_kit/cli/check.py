@@ -12,12 +12,16 @@ from typing import Any
 import redis
 
 from emq_kit.check.clock import ServerClock
-from emq_kit.check.machine import Run, Step
+from emq_kit.check.machine import HOSTILE, Focus, Run, Step
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.check.target import open_target
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
 from emq_kit.ports.driver_client import DriverError
 from emq_kit.trace.replay import write_trace
+from emq_model import spec
+
+CORE = ("enqueue", "claim", "complete")
+"""The queue ops the machine cannot do without (DP-9b's core, less the session)."""
 
 
 def _progress(profile_examples: int) -> Any:
@@ -52,8 +56,19 @@ def format_report(report: Report) -> str:
         f"  cells {report.reached}/{report.total} (op x outcome, specs/transitions.json)",
         f"  wall {report.seconds:.2f} s   {report.steps_per_second:,.0f} checked steps/s",
     ]
-    if report.unreached and report.divergence is None:  # a run cut short by a failure is not judged on coverage
+    if report.not_implemented:
+        ops = sorted({op for op, _ in report.not_implemented})
+        lines.append(f"  {len(report.not_implemented)} cells not implemented (ops not sent: {', '.join(ops)})")
+    if report.out_of_focus:
+        lines.append(f"  {len(report.out_of_focus)} cells left out by --hostile {report.focus.hostile}")
+    if report.unreached:
         lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
+    if report.verdict == "no-divergence":
+        lines.append(f"  no divergence in {report.examples} examples ({report.profile}: not a conformance verdict)")
+    if report.differences:
+        lines.extend(format_differences(report))
+        lines.append("run the search again: " + rerun_command(report))
+        return "\n".join(lines)
     d = report.divergence
     if d is not None:
         lines.append("")
@@ -70,6 +85,43 @@ def format_report(report: Report) -> str:
             lines.append(f"replay it: emq replay {report.trace}")
         lines.append(f"run the search again: emq check --seed {report.seed} --profile {report.profile}")
     return "\n".join(lines)
+
+
+def format_differences(report: Report) -> list[str]:
+    """Every distinct difference, lifecycle first then surface, each with the time to
+    it, its shrunk steps, its trace and the command that replays it."""
+    lines = ["", f"{len(report.differences)} distinct differences (lifecycle first, then surface):"]
+    klass = None
+    for n, d in enumerate(report.differences, 1):
+        if d.signature.klass != klass:
+            klass = d.signature.klass
+            lines += ["", f"{klass.upper()}"]
+        lines.append(f"[{n}] {d.signature}  (after {d.seconds:.2f} s; met {d.met} times; "
+                     f"shrunk to {len(d.shrunk)} steps)")
+        if d.trace_text:
+            lines.extend("    " + line for line in d.trace_text.splitlines())
+        else:
+            lines.extend(format_step(s) for s in d.shrunk)
+        if d.trace is not None:
+            lines.append(f"    trace: {d.trace}")
+            lines.append(f"    replay it: emq replay {d.trace}")
+    return lines
+
+
+def rerun_command(report: Report) -> str:
+    """The command that repeats the run: seed, profile and every flag that shaped it."""
+    import shlex
+
+    t, f = report.target, report.focus
+    parts = ["emq", "check", "--seed", str(report.seed), "--profile", report.profile]
+    for flag, value in (("--driver", t.get("driver")), ("--clock", t.get("clock") if t.get("clock") != "virtual" else None)):
+        if value:
+            parts += [flag, str(value)]
+    if f.hostile != "both":
+        parts += ["--hostile", f.hostile]
+    if not f.report:
+        parts.append("--first")
+    return shlex.join(parts)
 
 
 def report_json(report: Report) -> dict[str, Any]:
@@ -92,6 +144,12 @@ def report_json(report: Report) -> dict[str, Any]:
             "steps": [format_step(s).strip() for s in report.shrunk],
             "trace": None if report.trace is None else str(report.trace),
         },
+        "differences": [{"signature": str(d.signature), "cell": d.signature.cell, "rule": d.signature.rule,
+                         "class": d.signature.klass, "seconds": round(d.seconds, 3), "met": d.met,
+                         "steps": [format_step(s).strip() for s in d.shrunk],
+                         "trace": None if d.trace is None else str(d.trace)} for d in report.differences],
+        "not_implemented": [f"{op}/{o}" for op, o in report.not_implemented],
+        "op_mix": report.op_mix,
     }
 
 
@@ -99,12 +157,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
-    target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
+    target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
+                         partial=True)
     clock: ServerClock | None = None
     try:
+        focus = focus_of(args, target)
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
-                           progress=_progress(args.examples or profile.examples), clock=clock)
+                           progress=_progress(args.examples or profile.examples), clock=clock, focus=focus)
         if report.divergence is not None:
             write_trace(report, target, Path(args.traces), clock)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -122,6 +182,36 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def _ops(text: str | None) -> set[str]:
+    names = {o for o in (text or "").split(",") if o}
+    unknown = names - set(spec.OPS) - {"queue", "forget_row"}
+    if unknown:
+        raise Usage(f"unknown ops {', '.join(sorted(unknown))}; ops are {', '.join(spec.OPS)}")
+    return names
+
+
+def focus_of(args: argparse.Namespace, target: Any) -> Focus:
+    """What the machine generates: the ops the target offers (a driver's ``init``
+    list, with ``forget_row`` when the kit deletes rows itself), narrowed by ``--ops``
+    and ``--skip-ops``; the arguments it declared absent; ``--hostile``; ``--first``."""
+    offered = getattr(target, "offered", None)
+    ops: set[str] | None = None
+    if offered is not None:
+        ops = set(offered) | ({"forget_row"} if getattr(target, "inspector", None) is not None else set())
+    only, skip = _ops(args.ops), _ops(args.skip_ops)
+    if only:
+        ops = (ops if ops is not None else set(spec.OPS) | {"queue", "forget_row"}) & (only | set(CORE))
+    if skip:
+        ops = (ops if ops is not None else set(spec.OPS) | {"queue", "forget_row"}) - skip
+    if ops is not None:
+        lacking = [op for op in CORE if op not in ops]
+        if lacking:
+            raise Usage(f"the run would lack the core ops {', '.join(lacking)}: the kit cannot check "
+                        f"without {', '.join(CORE)}")
+    return Focus(ops=None if ops is None else frozenset(ops), absent=dict(getattr(target, "absent_args", {}) or {}),
+                 hostile=args.hostile, report=not args.first)
 
 
 def register(sub: Any) -> None:
@@ -143,4 +233,11 @@ def register(sub: Any) -> None:
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")
+    c.add_argument("--first", action="store_true",
+                   help="stop at the first difference (default: report every distinct difference)")
+    c.add_argument("--ops", metavar="A,B", help="send only these ops (and the core)")
+    c.add_argument("--skip-ops", metavar="A,B", help="never send these ops; their cells are not implemented")
+    c.add_argument("--hostile", choices=list(HOSTILE), default="both",
+                   help="spoiled arguments, bad ids and bad queue names: mixed in (both), left out (off), "
+                   "on every call (only)")
     c.set_defaults(func=cmd_check)
