@@ -67,3 +67,41 @@ def test_a_refused_argument_cites_the_validation_rule_not_the_ops() -> None:
 
     step = Step("alpha", "claim", {"lease_ms": 2**48}, model=ArgError("EMQARG lease"), target=None, index=1)
     assert signature(Divergence("answer", "T-claim", step, [])) == Signature("claim/EMQARG", "CC-5")
+
+
+def test_expectations_pin_known_differences_and_report_fixed_ones(tmp_path: Path, capsys) -> None:
+    from emq_kit import cli
+
+    pinned = tmp_path / "expect.toml"
+    base = ["check", "--driver", FOREIGN, "--profile", "dev", "--examples", "5", "--seed", "3",
+            "--traces", str(tmp_path / "traces")]
+    assert cli.main([*base, "--write-expect", str(pinned)]) == cli.EXIT_FAIL
+    first = capsys.readouterr().out
+    assert "distinct differences" in first and "run the search again: emq check --seed 3 --profile dev" in first
+    assert "--driver" in first.split("run the search again:")[1] and "--examples 5" in first
+    written = pinned.read_text("utf-8")
+    assert written.count("[[difference]]") >= 1
+    assert cli.main([*base, "--expect", str(pinned)]) == cli.EXIT_OK
+    assert "differences are expected" in capsys.readouterr().out
+    pinned.write_text(written + '[[difference]]\nsignature = "remove/gone T-remove"\nreason = "was a bug"\n', "utf-8")
+    assert cli.main([*base, "--expect", str(pinned)]) == cli.EXIT_OK
+    assert f"fixed — remove it from {pinned}: remove/gone T-remove" in capsys.readouterr().out
+    assert cli.main([*base, "--expect", str(pinned), "--strict"]) == cli.EXIT_FAIL
+
+
+def test_the_expectations_file_written_matches_its_schema(tmp_path: Path) -> None:
+    import tomllib
+
+    import jsonschema
+
+    from emq_kit.check import expect
+    from emq_kit.check.machine import Divergence, Step
+    from emq_kit.check.run import Difference
+
+    step = Step("alpha", "claim", {}, model=None, target=1, index=2)
+    report = type("R", (), {"differences": [Difference(Signature("claim/empty", "T-claim"),
+                                                       Divergence("answer", "T-claim", step, []), [step], 0.1)]})()
+    path = expect.write(tmp_path / "e.toml", report)
+    schema = __import__("json").loads(spec.text("schemas/expect.json"))
+    jsonschema.Draft202012Validator(schema).validate(tomllib.loads(path.read_text("utf-8")))
+    assert expect.load(path) == {Signature("claim/empty", "T-claim"): "lifecycle difference first met at step 2: explain it"}

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hseed
+from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -30,6 +31,7 @@ from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Focus, Run, Step
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
+from emq_kit.errors import SearchFailed
 from emq_model.spec import cells
 
 REFUSALS_OF_ARGUMENTS = ("EMQKIND", "EMQARG")
@@ -103,6 +105,8 @@ class Report:
     focus: Focus = field(default_factory=Focus)
     fixed: list[tuple[Signature, str]] = field(default_factory=list)  # expected, not met
     expect_file: str | None = None
+    rerun: str = ""  # the command that repeats the run (the CLI fills it in)
+    gate: bool = False  # whether the profile gates on coverage
 
     @property
     def steps_per_second(self) -> float:
@@ -117,7 +121,7 @@ class Report:
     def ok(self) -> bool:
         """No new difference, and the coverage the profile demands."""
         return self.verdict in ("conforms", "no-divergence") or (
-            self.verdict == "counterexample" and not self.new and not self.unreached)
+            self.verdict == "counterexample" and not self.new and not (self.gate and self.unreached))
 
 
 def first_divergence(exc: BaseException) -> Divergence | None:
@@ -179,6 +183,9 @@ def run_check(
                     run_state_machine_as_test(factory, settings=config)
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
                 divergence = first_divergence(exc)
+                if divergence is None and isinstance(exc, HypothesisException):
+                    raise SearchFailed(f"the search failed: {type(exc).__name__}: "
+                                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
                 if divergence is None:
                     raise
                 sig = signature(divergence)
@@ -227,6 +234,7 @@ def run_check(
         out_of_focus=[c for c in cells() if focus.allows(c[0]) and not _in_focus(c, focus)],
         op_mix=dict(run.op_mix.most_common()),
         focus=focus,
+        gate=profile.gate,
     )
 
 

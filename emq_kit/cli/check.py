@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from emq_kit.check import expect
 from emq_kit.check.clock import ServerClock
 from emq_kit.check.machine import HOSTILE, Focus, Run, Step
 from emq_kit.check.run import PROFILES, Report, run_check
@@ -65,9 +66,13 @@ def format_report(report: Report) -> str:
         lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
     if report.verdict == "no-divergence":
         lines.append(f"  no divergence in {report.examples} examples ({report.profile}: not a conformance verdict)")
+    for sig, _ in report.fixed:
+        lines.append(f"  fixed — remove it from {report.expect_file}: {sig}")
+    if report.expect_file and report.differences and not report.new:
+        lines.append(f"  all {len(report.differences)} differences are expected ({report.expect_file})")
     if report.differences:
         lines.extend(format_differences(report))
-        lines.append("run the search again: " + rerun_command(report))
+        lines.append("run the search again: " + (report.rerun or rerun_command(report)))
         return "\n".join(lines)
     d = report.divergence
     if d is not None:
@@ -83,7 +88,7 @@ def format_report(report: Report) -> str:
         if report.trace is not None:
             lines.append(f"trace: {report.trace}")
             lines.append(f"replay it: emq replay {report.trace}")
-        lines.append(f"run the search again: emq check --seed {report.seed} --profile {report.profile}")
+        lines.append("run the search again: " + (report.rerun or rerun_command(report)))
     return "\n".join(lines)
 
 
@@ -96,8 +101,9 @@ def format_differences(report: Report) -> list[str]:
         if d.signature.klass != klass:
             klass = d.signature.klass
             lines += ["", f"{klass.upper()}"]
+        known = f"  EXPECTED ({d.expected})" if d.expected else ""
         lines.append(f"[{n}] {d.signature}  (after {d.seconds:.2f} s; met {d.met} times; "
-                     f"shrunk to {len(d.shrunk)} steps)")
+                     f"shrunk to {len(d.shrunk)} steps){known}")
         if d.trace_text:
             lines.extend("    " + line for line in d.trace_text.splitlines())
         else:
@@ -108,19 +114,26 @@ def format_differences(report: Report) -> list[str]:
     return lines
 
 
-def rerun_command(report: Report) -> str:
-    """The command that repeats the run: seed, profile and every flag that shaped it."""
+RERUN_FLAGS = ("url", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops", "hostile",
+               "expect", "traces")
+RERUN_SWITCHES = ("first", "strict")
+
+
+def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str:
+    """The command that repeats the run exactly: its seed and profile, and every target
+    and profile flag it was given (a URL's password redacted: give it again, or set
+    EMQ_URL)."""
     import shlex
 
-    t, f = report.target, report.focus
+    from emq_live.urls import redact
+
     parts = ["emq", "check", "--seed", str(report.seed), "--profile", report.profile]
-    for flag, value in (("--driver", t.get("driver")), ("--clock", t.get("clock") if t.get("clock") != "virtual" else None)):
-        if value:
-            parts += [flag, str(value)]
-    if f.hostile != "both":
-        parts += ["--hostile", f.hostile]
-    if not f.report:
-        parts.append("--first")
+    defaults = {"timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces"}
+    for name in RERUN_FLAGS:
+        value = getattr(args, name, None) if args is not None else None
+        if value is not None and value != defaults.get(name):
+            parts += ["--" + name.replace("_", "-"), redact(str(value)) if name == "url" else str(value)]
+    parts += ["--" + name for name in RERUN_SWITCHES if args is not None and getattr(args, name, False)]
     return shlex.join(parts)
 
 
@@ -149,12 +162,15 @@ def report_json(report: Report) -> dict[str, Any]:
                          "steps": [format_step(s).strip() for s in d.shrunk],
                          "trace": None if d.trace is None else str(d.trace)} for d in report.differences],
         "not_implemented": [f"{op}/{o}" for op, o in report.not_implemented],
+        "expected": [str(d.signature) for d in report.differences if d.expected],
+        "fixed": [str(s) for s, _ in report.fixed],
         "op_mix": report.op_mix,
     }
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
+    expected = expect.load(args.expect) if args.expect else {}
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
     target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
@@ -165,6 +181,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
                            progress=_progress(args.examples or profile.examples), clock=clock, focus=focus)
+        report.rerun = rerun_command(report, args)
+        if args.expect:
+            expect.apply(report, expected, args.expect)
         if report.divergence is not None:
             write_trace(report, target, Path(args.traces), clock)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -177,11 +196,16 @@ def cmd_check(args: argparse.Namespace) -> int:
             clock.close()
     if sys.stderr.isatty():
         sys.stderr.write("\n")
+    if args.write_expect:
+        expect.write(args.write_expect, report)
     if args.json:
         print(json.dumps(report_json(report), indent=2))
     else:
         print(format_report(report))
-    return EXIT_OK if report.ok else EXIT_FAIL
+        if args.write_expect:
+            print(f"wrote {len(report.differences)} differences to {args.write_expect}")
+    fixed_fails = args.strict and report.fixed
+    return EXIT_OK if report.ok and not fixed_fails else EXIT_FAIL
 
 
 def _ops(text: str | None) -> set[str]:
@@ -240,4 +264,8 @@ def register(sub: Any) -> None:
     c.add_argument("--hostile", choices=list(HOSTILE), default="both",
                    help="spoiled arguments, bad ids and bad queue names: mixed in (both), left out (off), "
                    "on every call (only)")
+    c.add_argument("--expect", metavar="FILE", help="known differences (TOML, specs/schemas/expect.json): "
+                   "the run fails only on differences FILE does not list")
+    c.add_argument("--strict", action="store_true", help="with --expect: an expected difference not met fails the run")
+    c.add_argument("--write-expect", metavar="FILE", help="write the differences found as an expectations file")
     c.set_defaults(func=cmd_check)
