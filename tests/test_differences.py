@@ -36,6 +36,18 @@ def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first
     assert all(len(d.shrunk) <= 6 for d in report.differences)
     assert {op for op, _ in report.not_implemented} == {"reprocess"}  # missing op: not a difference
     assert "reprocess" not in report.op_mix and not report.ok
+    lifecycle_ops = sum(report.op_mix.get(op, 0) for op in ("claim", "complete", "retry", "extend", "reap", "promote"))
+    assert lifecycle_ops * 2 >= sum(n for op, n in report.op_mix.items() if op != "spoiled")
+
+    import datetime as dt
+
+    from emq_kit.report.document import check_document, validate
+
+    now = dt.datetime.now(dt.timezone.utc)
+    doc = check_document(report, exit=1, started=now, finished=now, rerun="emq check --seed 3")
+    validate(doc)
+    assert [d["signature"] for d in doc["check"]["differences"]] == [{"cell": s.cell, "rule": s.rule} for s in sigs]
+    assert doc["check"]["cells"]["not_implemented"] and doc["check"]["op_mix"] == report.op_mix
 
 
 def test_hostile_off_leaves_only_lifecycle_differences() -> None:
