@@ -28,11 +28,13 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from emq_kit.check.clock import Clock
-from emq_kit.check.machine import Conformance, Divergence, Focus, Run, Step
+from emq_kit.check.coverage import Coverage
+from emq_kit.check.machine import Divergence, Focus, Run, Step
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
 from emq_kit.errors import SearchFailed
-from emq_model.spec import cells
+from emq_kit.layouts import Layout
+from emq_kit.layouts import layout as layout_named
 
 REFUSALS_OF_ARGUMENTS = ("EMQKIND", "EMQARG")
 """The outcomes only hostile calls reach: out of focus under ``--hostile off``, the only
@@ -144,15 +146,17 @@ def run_check(
     seed: int | None = None,
     progress: Callable[[Run], None] | None = None,
     clock: Clock | None = None,
+    layout: Layout | None = None,
     focus: Focus | None = None,
 ) -> Report:
-    """Run the machine on ``target`` under ``clock`` (virtual by default) and ``focus``
-    (every op, hostile calls mixed in, every difference reported: the default) and
-    judge it. Exceptions that are not divergences (a server that went away, a bug in
-    the kit) propagate."""
+    """Run the ``layout``'s machine (the default layout's when None) on ``target`` under
+    ``clock`` (virtual by default) and ``focus`` (every op, hostile calls mixed in, every
+    difference reported: the default) and judge it. Exceptions that are not divergences
+    (a server that went away, a bug in the kit) propagate."""
     seed = random.randrange(2**32) if seed is None else seed
+    layout = layout or layout_named()
     focus = focus or Focus()
-    run = Run(progress=progress, focus=focus)
+    run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus)
     budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
     per_round = examples or profile.examples
     found: list[Difference] = []
@@ -165,7 +169,7 @@ def run_check(
         round_no, size = 0, per_round
         while size > 0:
             before, run.hunting = run.examples, None
-            factory = hseed(seed + round_no)(Conformance.factory(target, run, clock))
+            factory = hseed(seed + round_no)(layout.machine(target, run, clock))
             config = settings(
                 max_examples=size,
                 stateful_step_count=steps or profile.steps,
@@ -230,8 +234,8 @@ def run_check(
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
         differences=found,
-        not_implemented=[c for c in cells() if not focus.allows(c[0])],
-        out_of_focus=[c for c in cells() if focus.allows(c[0]) and not _in_focus(c, focus)],
+        not_implemented=[c for c in run.coverage.total if not focus.allows(c[0])],
+        out_of_focus=[c for c in run.coverage.total if focus.allows(c[0]) and not _in_focus(c, focus)],
         op_mix=dict(run.op_mix.most_common()),
         focus=focus,
         gate=profile.gate,
