@@ -50,3 +50,8 @@ class ToolMissing(KitError):
 
 class BadArgument(KitError):
     """An argument the library cannot work with (a URL of the wrong kind, a bad size)."""
+
+
+class SearchFailed(KitError):
+    """The search itself failed (Hypothesis gave up on the machine, a timed-out driver
+    made an example unrepeatable): a kit-side failure, never a verdict on the target."""

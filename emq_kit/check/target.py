@@ -52,9 +52,10 @@ class Target(Protocol):
 
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
-                clock: str = "virtual", timeout: float = 10.0, observe: bool = True) -> Target:
+                clock: str = "virtual", timeout: float = 10.0, observe: bool = True, partial: bool = False) -> Target:
     """The live client on ``url`` (embedded fakeredis when None) running ``scripts`` (ours
-    when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py). Every way
+    when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py; with
+    ``partial`` a driver may lack ops outside the core, DP-9a). Every way
     it can fail to exist is a ``TargetUnavailable`` (``BadArgument`` for arguments that
     do not go together); nothing else escapes."""
     import redis
@@ -68,7 +69,7 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
     try:
         if driver is not None:
-            return DriverTarget(driver, url, clock=clock, timeout=timeout)
+            return DriverTarget(driver, url, clock=clock, timeout=timeout, partial=partial)
         return LiveTarget(url, scripts, observe=observe)
     except DriverError as exc:
         raise TargetUnavailable(str(exc)) from None

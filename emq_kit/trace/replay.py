@@ -176,6 +176,13 @@ def write_trace(report: "Report", target: Target, directory: Path, clock: Clock 
     the report."""
     head = header(report.target, seed=report.seed, profile=report.profile,
                   clock=getattr(clock, "mode", "virtual"))
+    for d in getattr(report, "differences", None) or []:  # every distinct difference, each its own file
+        trace, result = record(d.shrunk, target, head, clock, replayer)
+        d.trace = trace.write(trace_path(directory, trace))
+        d.trace_text = step_table(result) + "\n" + explain(result)
+    if report.differences:
+        report.trace, report.trace_text = report.differences[0].trace, report.differences[0].trace_text
+        return
     trace, result = record(report.shrunk, target, head, clock, replayer)
     report.trace = trace.write(trace_path(directory, trace))
     report.trace_text = step_table(result) + "\n" + explain(result)
