@@ -4,7 +4,6 @@ JSON (the run itself is ``emq_kit.check.run.run_check``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,9 @@ from emq_kit.check.clock import ServerClock
 from emq_kit.check.machine import Run, Step
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.check.target import open_target
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive
 from emq_kit.ports.driver_client import DriverError
+from emq_kit.report.document import check_document
 from emq_kit.trace.replay import write_trace
 
 
@@ -72,33 +72,22 @@ def format_report(report: Report) -> str:
     return "\n".join(lines)
 
 
-def report_json(report: Report) -> dict[str, Any]:
-    """The machine-readable summary (``--json``)."""
-    d = report.divergence
-    return {
-        "verdict": report.verdict,
-        "profile": report.profile,
-        "seed": report.seed,
-        "target": report.target,
-        "examples": report.examples,
-        "steps": report.steps,
-        "invariant_checks": report.checks,
-        "seconds": round(report.seconds, 3),
-        "steps_per_second": round(report.steps_per_second, 1),
-        "cells": {"reached": report.reached, "total": report.total,
-                  "unreached": [f"{op}/{o}" for op, o in report.unreached], "hits": report.hits},
-        "divergence": None if d is None else {
-            "kind": d.kind, "rule": d.rule, "step": d.step.index, "evidence": d.lines,
-            "steps": [format_step(s).strip() for s in report.shrunk],
-            "trace": None if report.trace is None else str(report.trace),
-        },
-    }
+def page(report: Report) -> str:
+    """The ``--html`` page: the counterexample's, from its trace; a conforming run's
+    summary otherwise."""
+    from emq_kit.report import html
+    from emq_kit.trace.format import Trace
+
+    if report.trace is not None:
+        return html.counterexample_page(Trace.load(report.trace), source=str(report.trace))
+    return html.summary_page("emq check", report.verdict, report.ok, format_report(report).splitlines()[1:])
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
+    out = Outputs(args)
     target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
     clock: ServerClock | None = None
     try:
@@ -117,11 +106,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             clock.close()
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    if args.json:
-        print(json.dumps(report_json(report), indent=2))
-    else:
-        print(format_report(report))
-    return EXIT_OK if report.ok else EXIT_FAIL
+    out.say(format_report(report))
+    code = EXIT_OK if report.ok else EXIT_FAIL
+    rerun = f"emq check --seed {report.seed} --profile {report.profile}"
+    out.emit(lambda started, finished: check_document(report, exit=code, started=started, finished=finished,
+                                                      rerun=rerun))
+    out.page(lambda: page(report))
+    return code
 
 
 def register(sub: Any) -> None:
@@ -140,7 +131,7 @@ def register(sub: Any) -> None:
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
-    c.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_outputs(c, html="the counterexample (steps, keyspaces, the broken rule), or the summary")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")
     c.set_defaults(func=cmd_check)

@@ -4,11 +4,10 @@ are ``emq_kit.selftest.mutation``)."""
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs
+from emq_kit.report.document import selftest_document
 from emq_kit.selftest.mutation import MutantVerdict, all_mutants, run_selftest, summary
 
 
@@ -28,20 +27,21 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         for m in all_mutants():
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
         return EXIT_OK
-    print(HEADER)
+    out = Outputs(args)
+    out.say(HEADER)
     try:
-        verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: print(row(v), flush=True))
+        verdicts = run_selftest(args.url, args.budget, args.seed, args.only,
+                                report=lambda v: out.say(row(v), flush=True))
     except Exception as exc:  # noqa: BLE001 - the environment, not a mutant: one line
         raise Usage(f"selftest could not run: {exc}") from None
     s = summary(verdicts)
-    print()
-    print(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
+    out.say()
+    out.say(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
           f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"summary": s, "mutants": [
-            {"key": v.mutant.key, "status": v.status, "seconds": round(v.seconds, 3), "examples": v.examples,
-             "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason} for v in verdicts]}, indent=1), "utf-8")
-    return EXIT_FAIL if s["survived"] else EXIT_OK
+    code = EXIT_FAIL if s["survived"] else EXIT_OK
+    out.emit(lambda started, finished: selftest_document(verdicts, s, target=args.url, seed=args.seed, exit=code,
+                                                         started=started, finished=finished))
+    return code
 
 
 def register(sub: Any) -> None:
@@ -52,5 +52,5 @@ def register(sub: Any) -> None:
     t.add_argument("--seed", type=int, default=0, help="the seed of every mutant's run (default 0)")
     t.add_argument("--only", metavar="TEXT", help="only the mutants whose key contains TEXT")
     t.add_argument("--list", action="store_true", help="list the mutants and exit")
-    t.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
+    add_outputs(t, json_file=True)
     t.set_defaults(func=cmd_selftest)

@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import random
 import secrets
+import shutil
 import signal
 import sys
 import tempfile
@@ -408,6 +409,8 @@ class SoakReport:
     checked: history.Checked
     restarts: int
     timed_out: bool
+    history_dir: Path | None = None
+    """Where a failed run's history was kept (a JSONL file per process); None after a pass."""
 
     @property
     def ok(self) -> bool:
@@ -529,7 +532,11 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
         name = f"soak-{os.getpid()}-{secrets.token_hex(4)}"
         events: list[Event] = []
         rec = Recorder(conn.queue(name), "coordinator", events.append)
-        run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="emq-soak-")))
+        # A failed run keeps its history (a JSONL file per process) for the reader; a
+        # passed one, or one that could not finish, leaves nothing behind.
+        run_dir = Path(tempfile.mkdtemp(prefix="emq-soak-"))
+        keep = False
+        stack.callback(lambda: keep or shutil.rmtree(run_dir, ignore_errors=True))
         ctx = multiprocessing.get_context("fork")
         shared = Shared.make(ctx)
         deadline = started + config.seconds
@@ -570,6 +577,8 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
                             events, checked, fleet.restarts, timed_out)
         if report.ok:
             _drop(conn, name, final)
+        else:
+            keep, report.history_dir = True, run_dir
         return report
 
 
