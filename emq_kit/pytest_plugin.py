@@ -108,9 +108,12 @@ class EmqItem(pytest.Item):
 
 def _targets(config: pytest.Config) -> list[tuple[str, str | None]]:
     """(label, driver) per target: each driver, or the built-in client."""
+    from emq_live.urls import redact
+
     drivers = config.getoption("emq_driver")
     if not drivers:
-        return [(config.getoption("emq_url") or "fakeredis", None)]
+        url = config.getoption("emq_url")
+        return [(redact(url) if url else "fakeredis", None)]
     return [(d, d) for d in drivers]
 
 

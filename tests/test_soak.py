@@ -222,7 +222,7 @@ def test_the_command_prints_figures_as_json_and_a_table(capsys: pytest.CaptureFi
     """Without --url the command starts its own valkey-server."""
     code = cli.main(["soak", "--workers", "2", "--jobs", "40", "--seconds", "30", "--json"])
     out = capsys.readouterr().out
-    fig = json.loads(out)
+    fig = json.loads(out)["soak"]["figures"]
     assert code == 0, fig["problems"]
     assert fig["server"].startswith("throwaway valkey-server")
     for key in ("jobs", "workers", "lost", "duplicated", "violations", "history", "check_seconds"):
