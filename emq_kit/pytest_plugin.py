@@ -57,7 +57,10 @@ def run(argv: list[str]) -> tuple[int, dict[str, Any] | None, str]:
         report = Path(tmp) / "report.json"
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            code = cli.main([*argv, "--report", str(report)])
+            try:
+                code = cli.main([*argv, "--report", str(report)])
+            except SystemExit as exc:  # argparse refused an option (a bad --emq-profile): exit 2, said above
+                code = exc.code if isinstance(exc.code, int) else 2
         document = json.loads(report.read_text("utf-8")) if report.exists() else None
     return code, document, printed.getvalue()
 

@@ -114,3 +114,9 @@ def test_the_readme_fixture_example_as_written(pytester: pytest.Pytester, valkey
         "utf-8")
     monkeypatch.setenv("FOREIGN_CONFORM", "lease-bound,complete-settled,extend-dead,claim-orphan,reprocess")
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(failed=1)
+
+
+def test_a_bad_option_fails_the_item_with_the_commands_own_words(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--emq", "--emq-profile", "nope", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*argument --profile: invalid choice: 'nope'*"])

@@ -80,7 +80,7 @@ def page(report: Report) -> str:
 
     if report.trace is not None:
         return html.counterexample_page(Trace.load(report.trace), source=str(report.trace))
-    return html.summary_page("emq check", report.verdict, report.ok, format_report(report).splitlines()[1:])
+    return html.summary_page("emq check", report.verdict, report.ok, format_report(report).splitlines())
 
 
 def cmd_check(args: argparse.Namespace) -> int:
