@@ -510,6 +510,7 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
 
     from emq_kit.server import ServerError, ServerProcess
     from emq_live.client import CLUSTER_SCHEMES, connect
+    from emq_live.urls import ConnectError
 
     if url is not None and url.startswith(CLUSTER_SCHEMES):
         # The clock windows must be read (TIME) on the primary that runs the queue's
@@ -527,7 +528,7 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
             where = url
         try:
             conn = stack.enter_context(connect(url))
-        except (ValueError, EmqError, redis.exceptions.RedisError) as exc:
+        except (ValueError, EmqError, ConnectError, redis.exceptions.RedisError) as exc:
             raise SoakError(f"cannot use {url}: {exc}") from None
         name = f"soak-{os.getpid()}-{secrets.token_hex(4)}"
         events: list[Event] = []
