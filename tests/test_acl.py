@@ -19,6 +19,7 @@ from emq_kit import cli
 from emq_kit.check.live import LiveTarget
 from emq_kit.server import ServerProcess
 from emq_live import acl
+from emq_live.urls import ConnectError
 from emq_model import keyspace, spec
 
 PASSWORD = "s3cret-emq"
@@ -57,7 +58,7 @@ def refused(admin: Any) -> set[tuple[str, str]]:
 def workload(target_url: str, admin: Any) -> None:
     """Everything the client and ``emq check`` do, once each: connect (fence, script
     loads), a target's reset and its forget_row fault, every transition on the server
-    clock, the batch ops, every read, a NOSCRIPT reload."""
+    clock, the batch ops, the lane ops, every read, a NOSCRIPT reload."""
     target = LiveTarget(target_url)
     try:
         q = target.queue("acl")
@@ -80,6 +81,15 @@ def workload(target_url: str, admin: Any) -> None:
         assert q.enqueue_many([(J(4), b"d"), (J(5), b"e")]) == ["enqueued", "enqueued"]
         got = q.claim_many(2, 60_000)
         assert q.complete_many([(c.id, c.token) for c in got]) == ["ok", "ok"]
+        assert [q.lane_enqueue(J(n), b"l", "p") for n in (6, 7)] == ["enqueued", "enqueued"]
+        assert q.lane_pause("p") == "ok" and q.snapshot().paused == ("p",)
+        assert q.lane_resume("p") == "ok" and q.snapshot().ring == ("p",)
+        assert q.lane_weight("p", 2) == "ok" and q.lane_limit("p", 3) == "ok"
+        lane = q.lane_wclaim(60_000)
+        assert q.lane_enqueue(J(8), b"l", "p") == "enqueued"
+        lane.append(q.lane_claim(60_000))
+        assert q.complete_many([(c.id, c.token) for c in lane]) == ["ok"] * 3
+        assert q.lane_limit("p", 0) == "ok" and q.lane_weight("p", 1) == "ok"
         q.enqueue(J(3), b"c")
         target.forget_row("acl", J(3))
         assert q.snapshot().pending == ((J(3), 0),)
@@ -99,9 +109,10 @@ def test_the_restricted_user_runs_the_whole_workload_with_nothing_refused(server
 @pytest.mark.parametrize("rule", acl.rules())
 def test_every_rule_is_needed(server, admin, rule: str) -> None:
     """Without any one rule the workload fails, and the server says it refused exactly
-    what that rule grants."""
+    what that rule grants. A refusal while connecting (the fence, the script loads) is the
+    client's one-line ``ConnectError``; one inside the workload, the server's own error."""
     make_user(admin, "lesser", [r for r in acl.rules() if r != rule])
-    with pytest.raises(redis.exceptions.ResponseError):
+    with pytest.raises((redis.exceptions.ResponseError, ConnectError)):
         workload(url(server, "lesser"), admin)
     seen = refused(admin)
     if rule.startswith("+"):
@@ -153,7 +164,7 @@ def test_the_fence_is_written_by_an_administrator(server, admin) -> None:
     refused until an administrator writes it (README, Least privilege)."""
     make_user(admin, "emq", acl.rules())
     admin.delete(keyspace.VERSION_KEY)
-    with pytest.raises(redis.exceptions.NoPermissionError):
+    with pytest.raises(ConnectError, match="no permissions to run the 'set' command"):
         LiveTarget(url(server, "emq"))
     admin.set(keyspace.VERSION_KEY, spec.WIRE_VERSION, nx=True)
     LiveTarget(url(server, "emq")).close()

@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 from emq_kit import cli
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget, ModelTarget
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_model.spec import cells
+
+# A target with the lane ops (ours, the model) must also reach the lane cells.
+EVERY = cells() + LANE_CELLS
 
 
 @pytest.mark.slow
@@ -25,7 +29,7 @@ def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytes
     finally:
         target.close()
     assert report.verdict == "conforms", report.divergence
-    assert report.unreached == [] and report.reached == len(cells())
+    assert report.unreached == [] and report.reached == len(EVERY)
     assert report.examples >= PROFILES["ci"].examples
     assert report.checks >= 8 * report.steps  # INV-1..7 and INV-8 after every step
 
@@ -34,7 +38,7 @@ def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:
     tiny = Profile("tiny", examples=1, steps=2, gate=True)
     report = run_check(ModelTarget(), tiny, seed=1)
     assert report.verdict == "uncovered" and not report.ok
-    assert set(report.unreached) == set(cells()) - {tuple(k.split("/")) for k in report.hits}
+    assert set(report.unreached) == set(EVERY) - {tuple(k.split("/")) for k in report.hits}
 
 
 def test_without_the_gate_unreached_cells_are_reported_not_failed() -> None:
@@ -60,12 +64,12 @@ def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     body = data["check"]
     assert data["verdict"] == "conforms" and data["seed"] == 3 and body["profile"] == "dev"
-    assert body["cells"]["total"] == len(cells()) and body["differences"] == []
+    assert body["cells"]["total"] == len(EVERY) and body["differences"] == []
     assert body["steps"] > 0 and body["target"]["target"] == "fakeredis" == data["target"]
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--url", "redis://127.0.0.1:1"], "cannot reach"),
+    (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
     (["--url", "foo://nowhere"], "bad URL"),
     (["--scripts", "/nonexistent/dir"], "no script directory"),
 ])

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from emq_model.errors import EmqError
-from emq_model.spec import cells
+from emq_model.spec import cells, lane_cells
 
 
 def classify(
@@ -43,15 +43,20 @@ def classify(
 class Coverage:
     """Counts of every cell reached; the spec's cells are the denominator."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: list[tuple[str, str]] | None = None) -> None:
+        """``total``: the layout's cells (the four-set layout's by default)."""
         self.hits: Counter[tuple[str, str]] = Counter()
-        self.total = cells()
+        self.total = cells() if total is None else total
 
     def add(self, op: str, outcome: str) -> None:
         """Count one reached cell (a cell outside the table is a kit bug, so it raises)."""
-        if (op, outcome) not in self.total:
-            raise KeyError(f"outcome {op}/{outcome} is not a cell of specs/transitions.json")
+        if (op, outcome) not in self.total and (op, outcome) not in lane_cells():
+            raise KeyError(f"outcome {op}/{outcome} is not a cell of the layout's table")
         self.hits[(op, outcome)] += 1
+
+    def include(self, more: list[tuple[str, str]]) -> None:
+        """Add cells to the denominator (the lane cells, for a target with lane ops)."""
+        self.total = self.total + [c for c in more if c not in self.total]
 
     def unreached(self) -> list[tuple[str, str]]:
         """Cells of the table no call reached, in table order."""
