@@ -58,10 +58,11 @@ def test_check_conforming(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     page = tmp_path / "check.html"
     d = reported(["check", "--profile", "dev", "--seed", "3", "--examples", "5", "--steps", "10", "--html", str(page)],
                  tmp_path, capsys, 0)
-    assert d["verdict"] == "conforms" and d["seed"] == 3 and d["target"] == "fakeredis"
-    assert d["check"]["differences"] == [] and d["check"]["rerun"] == "emq check --seed 3 --profile dev"
+    assert d["verdict"] == "no-divergence" and d["seed"] == 3 and d["target"] == "fakeredis"
+    assert d["check"]["differences"] == []
+    assert d["check"]["rerun"] == "emq check --seed 3 --profile dev --examples 5 --steps 10"
     seen = render(page, tmp_path)  # nothing to draw: the verdict and the summary
-    assert seen.console == [] and '<span class="verdict ok">conforms</span>' in seen.dom and "seed 3" in seen.dom
+    assert seen.console == [] and '<span class="verdict ok">no-divergence</span>' in seen.dom and "seed 3" in seen.dom
 
 
 def test_check_and_replay_of_a_counterexample_with_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,7 +49,7 @@ def test_the_check_is_an_item_on_fakeredis_with_its_verdict_in_junit(pytester: p
     (case,) = junit(pytester.path / "j.xml")
     assert (case.get("classname"), case.get("name")) == ("emq", "emq check[fakeredis]")
     assert case.find("failure") is None
-    assert {p.get("name"): p.get("value") for p in case.iter("property")} == {"emq_verdict": "conforms"}
+    assert {p.get("name"): p.get("value") for p in case.iter("property")} == {"emq_verdict": "no-divergence"}
 
 
 def test_the_check_on_valkey(pytester: pytest.Pytester, valkey: ServerProcess) -> None:
