@@ -26,6 +26,11 @@ Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the g
 - ``scale.*``: claim and complete latency (one call, median) and memory per job
   (100-byte payload) with n jobs pending, for each n; ``scale.*.growth`` is the latency
   at the largest n over the latency at the smallest.
+- ``lanes.valkey.*``: with L lanes on the ring (lifecycle.md §10), for each L (10, 10^3,
+  10^5 by default): the latency of a grouped claim (``lane_claim``, one call, median) and
+  of a ``lane_enqueue`` onto a lane already on the ring; ``lanes.valkey.*.growth`` is the
+  latency at the most lanes over the fewest (a claim rotates the ring one step: no scan
+  of the lanes, so it stays flat).
 
 Without ``--url`` a throwaway valkey-server is started (``emq_kit.server``); fakeredis
 runs in-process. Queues are emptied through ``LiveTarget`` (their keys only), so a
@@ -96,6 +101,7 @@ class Params:
     single_jobs: int = 3_000
     batch: int = 500
     sizes: tuple[int, ...] = (1_000, 100_000)
+    lanes: tuple[int, ...] = (10, 1_000, 100_000)
     fakeredis_sizes: tuple[int, ...] = (1_000, 100_000)
     probes: int = 500
     audit_jobs: int = 100_000
@@ -433,6 +439,61 @@ def bench_scale(target: LiveTarget, label: str, sizes: tuple[int, ...], ids: Ids
     return out
 
 
+# -- lanes -------------------------------------------------------------------------------
+
+
+def lane_of(i: int, lanes: int) -> str:
+    """The group of the ``i``-th job of a lanes run: round robin over ``lanes`` groups."""
+    return f"L{i % lanes}"
+
+
+def bench_lanes(target: LiveTarget, counts: tuple[int, ...], ids: Ids, probes: int) -> list[Figure]:
+    """For each count L: fill L lanes, each with enough jobs that it stays on the ring
+    while ``probes`` grouped claims are served (so the ring holds exactly L lanes
+    throughout), the last ``probes`` jobs by single timed ``lane_enqueue`` calls; then
+    time ``probes`` single ``lane_claim`` calls. The claims must serve the lanes in ring
+    order (LANE-F) and leave L lanes on the ring, or no figure is reported."""
+    out: list[Figure] = []
+    r = target.conn.redis
+    for lanes in counts:
+        q = fresh(target)
+        per_lane = probes // lanes + 2
+        jobs = ids.take(lanes * per_lane)
+        cut = len(jobs) - probes
+        for start in range(0, cut, 1_000):
+            batch = q.pipeline()
+            for i in range(start, min(start + 1_000, cut)):
+                batch.lane_enqueue(jobs[i], PAYLOAD, lane_of(i, lanes))
+            expect(set(batch.execute()), {"enqueued"}, "the lane_enqueue calls of the lanes fill")
+        timed: dict[str, list[float]] = {"enqueue": [], "claim": []}
+        server_us: dict[str, float] = {}
+        served = []
+        for op in ("enqueue", "claim"):
+            calls0, usec0 = evalsha_usec(r)
+            for i in range(cut, len(jobs)):
+                started = time.perf_counter()
+                if op == "enqueue":
+                    expect(q.lane_enqueue(jobs[i], PAYLOAD, lane_of(i, lanes)), "enqueued", "lane_enqueue")
+                else:
+                    served.append(q.lane_claim(LEASE_MS))
+                timed[op].append((time.perf_counter() - started) * 1e6)
+            calls1, usec1 = evalsha_usec(r)
+            server_us[op] = (usec1 - usec0) / max(calls1 - calls0, 1)
+        expect([j.group if j else None for j in served], [lane_of(i, lanes) for i in range(probes)],
+               "the lanes the grouped claims served (ring order)")
+        expect(r.llen(keyspace.lane_keys(QUEUE)["ring"]), lanes, "the ring's length after the claims")
+        for op, values in timed.items():
+            p99 = sorted(values)[int(0.99 * (len(values) - 1))]
+            out.append(Figure(f"lanes.valkey.{op}.{lanes}", statistics.median(values), "us",
+                              note=f"p99 {p99:.0f} us, server {server_us[op]:.1f} us/call"))
+        fresh(target)
+    for op in ("claim", "enqueue"):
+        first, last = (next(f for f in out if f.key == f"lanes.valkey.{op}.{n}") for n in (counts[0], counts[-1]))
+        out.append(Figure(f"lanes.valkey.{op}.growth", last.value / first.value, "x",
+                          note=f"median latency at {counts[-1]:,} lanes over {counts[0]:,}"))
+    return out
+
+
 def bench_audit(target: LiveTarget, url: str, jobs: list[str]) -> list[Figure]:
     """Audit one queue of ``jobs`` pending jobs: seconds, then peak traced memory."""
     from emq_kit.audit import audit
@@ -537,6 +598,8 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         say("scale")
         bench.figures += bench_scale(valkey, "valkey", params.sizes, ids, params.probes, server=True)
         bench.figures += bench_scale(fake, "fakeredis", params.fakeredis_sizes, ids, params.probes, server=False)
+        say("lanes")
+        bench.figures += bench_lanes(valkey, params.lanes, ids, params.probes)
         say("audit")
         bench.figures += bench_audit(valkey, url, ids.take(params.audit_jobs))
         fresh(valkey)

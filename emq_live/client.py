@@ -575,6 +575,9 @@ class Batch:
     def remove(self, id: str) -> "Batch":
         return self._add(self.queue._remove(id))
 
+    def lane_enqueue(self, id: str, payload: bytes | str, group: str) -> "Batch":
+        return self._add(self.queue._lane_enqueue(id, payload, group))
+
     def execute(self, *, raise_on_error: bool = True) -> list[Any]:
         calls, self.calls = self.calls, []
         conn = self.queue.conn

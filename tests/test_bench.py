@@ -15,7 +15,7 @@ from emq_kit.check.live import LiveTarget
 from emq_kit.errors import BadArgument
 
 TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch", "20",
-        "--sizes", "10,100", "--fakeredis-sizes", "10,40", "--probes", "5", "--audit-jobs", "30"]
+        "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40", "--probes", "5", "--audit-jobs", "30"]
 
 
 @pytest.mark.parametrize("where", ["throwaway", "url"])
@@ -37,6 +37,8 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     for label, sizes in (("valkey", (10, 100)), ("fakeredis", (10, 40))):
         want |= {f"scale.{label}.{what}.{n}" for what in ("claim", "complete", "memory") for n in sizes}
         want |= {f"scale.{label}.claim.growth", f"scale.{label}.complete.growth"}
+    want |= {f"lanes.valkey.{op}.{n}" for op in ("claim", "enqueue") for n in (3, 30)}
+    want |= {"lanes.valkey.claim.growth", "lanes.valkey.enqueue.growth"}
     want |= {"audit.valkey.seconds.30", "audit.valkey.memory.30"}
     assert set(figures) == want
     for key, f in figures.items():

@@ -17,9 +17,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.ports import protocol
 from emq_live.scripts import ScriptSet
 from emq_model import spec
+from emq_model.lanes import LaneClaimed
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = ROOT / "tests" / "drivers"
@@ -65,6 +67,15 @@ def test_bytes_travel_as_base64_and_back() -> None:
     assert protocol.decode(wire) == value
 
 
+def test_lane_claims_travel_with_their_group_and_dropped_orphans() -> None:
+    job = LaneClaimed("JOB0KHTOWnGLuC", b"\x00p", 3, "a.b-c_9")
+    for op, answer in (("lane_claim", job), ("lane_claim", None), ("lane_wclaim", [job, job._replace(token=4)]),
+                       ("lane_wclaim", [])):
+        wire = json.loads(json.dumps(protocol.encode_answer(op, answer, ("JOB0KHTOWnGLuD",))))
+        assert protocol.decode_answer(op, wire) == (answer, ("JOB0KHTOWnGLuD",))
+    assert protocol.decode_answer("lane_limit", "ok") == ("ok", ())
+
+
 def test_bad_base64_is_a_protocol_error() -> None:
     with pytest.raises(protocol.ProtocolError, match="bad base64"):
         protocol.decode({"b64": "not base64!"})
@@ -77,6 +88,11 @@ def test_bad_base64_is_a_protocol_error() -> None:
     ("counts", [1, 2, 3, 4]),
     ("job", {"payload": "not bytes"}),
     ("enqueue", 1),
+    ("lane_claim", {"job": {"id": "JOB0KHTOWnGLuC", "payload": {"b64": ""}, "token": 1}, "dropped": []}),
+    ("lane_claim", {"job": {"id": "JOB0KHTOWnGLuC", "payload": {"b64": ""}, "token": 1, "group": 7}, "dropped": []}),
+    ("lane_wclaim", {"job": None, "dropped": []}),
+    ("lane_wclaim", {"jobs": {}, "dropped": []}),
+    ("lane_pause", None),
 ])
 def test_a_result_of_the_wrong_shape_is_refused(op: str, ok: object) -> None:
     with pytest.raises(protocol.ProtocolError, match=f"^{op} answered"):
@@ -92,9 +108,10 @@ def schema() -> dict:
 
 def test_schema_names_every_op_and_argument_of_the_table() -> None:
     defs = schema()["$defs"]
-    assert set(defs["args"]) == set(protocol.REQUIRED_OPS + protocol.SERVERLESS_OPS + (protocol.BATCH,))
+    assert set(defs["args"]) == set(protocol.REQUIRED_OPS + protocol.LANE_OPS + protocol.SERVERLESS_OPS
+                                    + (protocol.BATCH,))
     assert set(defs["results"]) == set(defs["args"])
-    for op, d in spec.OPS.items():
+    for op, d in {**spec.OPS, **spec.LANE_OPS}.items():
         want = [a["name"] for a in d["args"]] + (["now"] if d["clock"] else [])
         assert list(defs["args"][op]["properties"]) == want, op
 
@@ -118,7 +135,7 @@ def test_every_message_of_a_run_fits_the_schema(tmp_path: Path) -> None:
         if "ok" in reply:
             result[request["op"]].validate(reply["ok"])
         ops.add(request["op"])
-    assert {"init", "reset", "claim", "snapshot", "shutdown"} <= ops
+    assert {"init", "reset", "claim", "snapshot", "shutdown", "lane_claim", "lane_wclaim"} <= ops
 
 
 # -- reference drivers conform ----------------------------------------------------------
@@ -156,7 +173,8 @@ def test_the_node_port_conforms_on_valkey(valkey, node_scripts: Path) -> None:
     done = check(f"node {NODE / 'driver.js'} --scripts {node_scripts}", "--url", valkey.url, "--profile", "ci")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "CONFORMS" in done.stdout and "emq-node" in done.stdout
-    assert "cells 41/41" in done.stdout
+    cells = len(spec.cells()) + len(LANE_CELLS)  # its lane ops are checked like the core
+    assert f"cells {cells}/{cells}" in done.stdout
 
 
 # -- wrong and failing drivers are judged, at the step -----------------------------------

@@ -4,9 +4,13 @@ equivalent one, and the list of equivalent mutants names only mutants that exist
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
-from emq_kit.selftest.mutation import all_mutants, equivalents, judge, mutants_of, summary
+import pytest
+from test_driver import emq
+
+from emq_kit.selftest.mutation import LANE_SCRIPTS, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
 if redis.call("EXISTS", k.row) == 0 then
@@ -57,6 +61,30 @@ def test_every_mutant_of_our_scripts_applies_and_has_a_unique_key() -> None:
                                              "misroute-zadd", "drop-state-write"}
     assert len({m.key for m in mutants}) == len(mutants)
     assert all(m.after != m.before for m in mutants)
+
+
+def test_the_operators_reach_every_lane_script() -> None:
+    mutants = all_mutants()
+    assert set(LANE_SCRIPTS) == {"lane_enqueue", "lane_claim", "lane_config"}
+    for script in LANE_SCRIPTS:
+        assert {m.operator for m in mutants if m.script == script} >= {"delete-write", "flip-constant"}, script
+    ring_writes = {m.before.strip().split(",")[0] for m in mutants if m.script == "lib" and m.operator == "delete-write"}
+    assert {'redis.call("RPUSH"', 'redis.call("RPOP"', 'redis.call("LREM"'} <= ring_writes
+
+
+def test_a_lane_mutant_is_killed_by_emq_check_on_the_copy(tmp_path: Path) -> None:
+    """A lane_pause that writes nothing to the paused set: ``emq check --scripts COPY``
+    (the lane rules on fakeredis) finds it, at the lane_pause, by INV-8's keyspace."""
+    mutant = next(m for m in all_mutants() if m.script == "lane_config" and m.operator == "delete-write"
+                  and "SADD" in m.before)
+    copy = tmp_path / "lua"
+    copy.mkdir()
+    copy_scripts(copy, mutant.script, mutant.apply)
+    done = emq("check", "--scripts", str(copy), "--profile", "dev", "--seed", "1", "--first", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    signature = report["check"]["differences"][0]["signature"]
+    assert report["verdict"] == "counterexample" and signature == {"cell": "lane_pause/ok", "rule": "INV-8"}, signature
 
 
 def test_the_equivalent_list_names_only_existing_mutants_with_reasons() -> None:

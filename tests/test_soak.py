@@ -22,11 +22,11 @@ import emq_live
 from emq_kit import cli
 from emq_kit.cli.soak import format_report
 from emq_kit.server import ServerProcess
-from emq_kit.soak import history
+from emq_kit.soak import history, lanes
 from emq_kit.soak.history import Event
 from emq_kit.soak.ledger import account
 from emq_kit.soak.linearize import ILLEGAL, OK
-from emq_kit.soak.workload import Recorder, SoakConfig, SoakError, fate, run_soak
+from emq_kit.soak.workload import Recorder, SoakConfig, SoakError, fate, lane_group, run_soak
 from emq_live.client import Queue
 from emq_model import invariants, keyspace
 from emq_model.branded_id import JOB, encode
@@ -206,6 +206,52 @@ def test_a_soak_on_valkey_keeps_every_job(valkey: ServerProcess) -> None:
     # A passed run leaves nothing of its queue behind.
     with valkey.client() as r:
         assert list(r.scan_iter(match=f"emq:{{{report.queue}}}:*")) == []
+
+
+def test_lane_service_counts_each_groups_claims_and_its_longest_first_wait() -> None:
+    a, b = (encode(JOB, n) for n in (1, 2))
+    events = [Event("p0", "lane_enqueue", {"id": a, "payload": "x", "group": "g0"}, "enqueued", 0, 1),
+              Event("p0", "lane_enqueue", {"id": b, "payload": "x", "group": "g1"}, "enqueued", 2_000_000, 3_000_000),
+              Event("w0", "lane_claim", {"lease_ms": 5}, [b, "x", 1, "g1"], 4_000_000, 5_000_000, (1, 1)),
+              Event("w1", "lane_claim", {"lease_ms": 5}, [a, "x", 1, "g0"], 6_000_000, 9_000_000, (1, 1)),
+              Event("w1", "lane_claim", {"lease_ms": 5}, [a, "x", 2, "g0"], 20_000_000, 30_000_000, (1, 1)),
+              Event("w1", "lane_claim", {"lease_ms": 5}, None, 31_000_000, 32_000_000, (1, 1))]
+    got = {s.group: s for s in lanes.service(events)}
+    assert (got["g0"].jobs, got["g0"].served, got["g0"].longest_wait_ms) == (1, 2, 9.0)  # the retry's claim is no wait
+    assert (got["g1"].served, got["g1"].longest_wait_ms) == (1, 3.0)
+    assert got["g0"].share == pytest.approx(2 / 3) and lanes.mismatches(events) == []
+    wrong = events + [Event("w2", "lane_claim", {"lease_ms": 5}, [b, "x", 2, "g0"], 40, 41, (1, 1))]
+    assert lanes.mismatches(wrong) == [f"w2: lane_claim answered {b} of group 'g0', put on 'g1'"]
+
+
+def test_the_busy_group_gets_its_share_of_the_jobs() -> None:
+    cfg = SoakConfig(lanes=5, busy=0.6)
+    groups = [lane_group(i / 1000, cfg) for i in range(1000)]
+    assert groups.count("g0") == 600 and all(99 <= groups.count(f"g{i}") <= 101 for i in range(1, 5))  # float edges
+
+
+def test_a_soak_with_lanes_keeps_every_job_and_reports_each_groups_service(valkey: ServerProcess) -> None:
+    """Issue 15, item 4: many groups, one very busy; accounting, invariants and the
+    history check as for the core, and each group's share of the grouped claims and its
+    longest wait."""
+    cfg = SoakConfig(workers=3, jobs=240, seconds=40, lanes=6, busy=0.7, crash=0.05, check_seconds=30, seed=5)
+    report = run_soak(valkey.url, cfg)
+    fig = report.figures()
+    assert report.ok, "\n".join(fig["problems"])
+    assert (fig["lost"], fig["duplicated"], fig["unsettled"], fig["violations"]) == (0, 0, 0, 0)
+    assert fig["linearizability"] == OK and fig["partitions"] == cfg.jobs
+    put = [e for e in report.events if e.op == "lane_enqueue"]
+    served = [e for e in report.events if e.op == "lane_claim" and e.output is not None]
+    assert put and {"lane_enqueue", "lane_claim", "claim", "schedule"} <= set(fig["ops"])
+    service = {s["group"]: s for s in fig["lanes"]}
+    assert set(service) == {f"g{i}" for i in range(6)}
+    assert sum(s["jobs"] for s in service.values()) == len(put)
+    assert sum(s["served"] for s in service.values()) == len(served)
+    assert sum(s["share"] for s in service.values()) == pytest.approx(1, abs=1e-3)
+    # every job put on a lane leaves it only through a grouped claim; the busy group holds the most
+    assert all(s["served"] >= s["jobs"] and s["longest_wait_ms"] > 0 for s in service.values())
+    assert max(service.values(), key=lambda s: s["jobs"])["group"] == "g0"
+    assert "longest wait (ms)" in format_report(report)
 
 
 def test_a_run_the_check_could_not_finish_does_not_pass(valkey: ServerProcess) -> None:

@@ -39,6 +39,12 @@ grows deep enough for a weighted turn to serve several); the longest name the gr
 allows (LANE-2) is one of them."""
 BAD_GROUPS = ("", "a b", "a:b", "a{b}", "ü", "x" * (GROUP_MAX + 1), 7, None, b"g")
 CONFIGS = ("lane_pause", "lane_resume", "lane_limit", "lane_weight")
+CLAIMS = ("lane_claim", "lane_wclaim")
+RULE_OPS: dict[str, tuple[str, ...]] = {
+    "lane_enqueue": ("lane_enqueue",), "lane_claim": CLAIMS, "lane_config": CONFIGS, "lane_backlog": ("lane_enqueue",),
+}
+"""The ops each lane rule may send (the machine's ``RULE_OPS``): a driver that offers
+only some lane ops gets the rules of those, the cells of the others not implemented."""
 CELLS = [c for c in spec.lane_cells() if c[1] != "dropped"]
 """The lane cells a run must reach (see the module doc for the ``dropped`` ones)."""
 ON = (0, 0, 0, 1)  # which of the machine's QUEUES: most steps on the first, as the plain rules
@@ -79,7 +85,7 @@ class LaneRules:
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneClaim", q=ON, lease=range(1, 13), weighted=(False, True), spoil=SPOILS).strategy)
     def lane_claim(self: Any, a: Any) -> None:
-        op, q = ("lane_wclaim" if a.weighted else "lane_claim"), self.queues[a.q]
+        op, q = self._offered(CLAIMS[a.weighted], CLAIMS), self.queues[a.q]
         before = tuple(self.models[q].lanes.ring)
         got = self.step(q, op, {"lease_ms": a.lease}, spoil=a.spoil)
         if isinstance(got, EmqError):
@@ -91,8 +97,9 @@ class LaneRules:
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneConfig", q=ON, op=CONFIGS, group=GROUPS, n=(0, 1, 2, 3), w=(1, 2, 3), spoil=SPOILS).strategy)
     def lane_config(self: Any, a: Any) -> None:
-        value = {"lane_limit": {"n": a.n}, "lane_weight": {"w": a.w}}.get(a.op, {})
-        self.step(self.queues[a.q], a.op, {"group": a.group, **value}, spoil=a.spoil)
+        op = self._offered(a.op, CONFIGS)
+        value = {"lane_limit": {"n": a.n}, "lane_weight": {"w": a.w}}.get(op, {})
+        self.step(self.queues[a.q], op, {"group": a.group, **value}, spoil=a.spoil)
 
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneBacklog", q=ON, n=(2, 3, 4), w=(2, 3)).strategy)
@@ -105,7 +112,8 @@ class LaneRules:
         for i in range(a.n):
             job = pool[(len(self.steps) + i) % len(pool)]
             self.step(q, "lane_enqueue", {"id": job, "payload": b"lane", "group": "g"})
-        self.step(q, "lane_weight", {"group": "g", "w": a.w})
+        if self.run.focus.allows("lane_weight"):
+            self.step(q, "lane_weight", {"group": "g", "w": a.w})
 
     def _turn(self: Any, q: str, before: tuple[str, ...], served: str | None) -> None:
         """LANE-F on the queue's stable run of turns (see the module doc)."""

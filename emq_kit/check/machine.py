@@ -35,6 +35,7 @@ from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
 from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
 from emq_kit.check.lanes import CELLS as LANE_CELLS
+from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.signature import Signature, signature
 from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
@@ -118,7 +119,7 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",), "schedule": ("schedule",), "claim": ("claim",), "settle": SETTLES, "work": SETTLES,
     "enqueue_many": ("enqueue_many",), "claim_many": ("claim_many",), "complete_many": ("complete_many",),
     "promote": ("promote",), "reap": ("reap",), "reprocess": ("reprocess",), "remove": ("remove",),
-    "read": READS, "vandalize": ("forget_row",), "bad_queue": ("queue",),
+    "read": READS, "vandalize": ("forget_row",), "bad_queue": ("queue",), **LANE_RULE_OPS,
 }
 """The ops each rule may send: a rule none of whose ops the focus allows is off."""
 WEIGHTS = {"claim": 10, "settle": 8, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,

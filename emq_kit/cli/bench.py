@@ -101,6 +101,8 @@ def register(sub: Any) -> None:
     b.add_argument("--batch", type=at_most(spec.LIMITS["limit_max"], "a batch's items, specs/lifecycle.md"),
                    help=f"jobs per batch call, at most limit_max (default {d.batch})")
     b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
+    b.add_argument("--lanes", type=sizes, help="lanes on the ring of the grouped-claim runs on Valkey "
+                   "(default 10,1000,100000)")
     b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
                    help="pending jobs of the scale runs on fakeredis (default 1000,100000)")
     b.add_argument("--audit-jobs", dest="audit_jobs", type=positive,

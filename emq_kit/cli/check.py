@@ -222,11 +222,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     return code
 
 
+EVERY_OP = frozenset(spec.OPS) | frozenset(spec.LANE_OPS) | {"queue", "forget_row"}
+"""What ``--ops`` and ``--skip-ops`` may name."""
+
+
 def _ops(text: str | None) -> set[str]:
     names = {o for o in (text or "").split(",") if o}
-    unknown = names - set(spec.OPS) - {"queue", "forget_row"}
+    unknown = names - EVERY_OP
     if unknown:
-        raise Usage(f"unknown ops {', '.join(sorted(unknown))}; ops are {', '.join(spec.OPS)}")
+        raise Usage(f"unknown ops {', '.join(sorted(unknown))}; ops are {', '.join([*spec.OPS, *spec.LANE_OPS])}")
     return names
 
 
@@ -240,9 +244,9 @@ def focus_of(args: argparse.Namespace, target: Any) -> Focus:
         ops = set(offered) | ({"forget_row"} if getattr(target, "inspector", None) is not None else set())
     only, skip = _ops(args.ops), _ops(args.skip_ops)
     if only:
-        ops = (ops if ops is not None else set(spec.OPS) | {"queue", "forget_row"}) & (only | set(CORE))
+        ops = (ops if ops is not None else set(EVERY_OP)) & (only | set(CORE))
     if skip:
-        ops = (ops if ops is not None else set(spec.OPS) | {"queue", "forget_row"}) - skip
+        ops = (ops if ops is not None else set(EVERY_OP)) - skip
     if ops is not None:
         lacking = [op for op in CORE if op not in ops]
         if lacking:

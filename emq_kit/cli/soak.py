@@ -25,6 +25,10 @@ def format_report(report: SoakReport) -> str:
     fig = report.figures()
     lines = [f"emq soak: {fig['verdict'].upper()} on {fig['server']} (queue {fig['queue']}, seed {fig['seed']})"]
     lines += [f"  {label:<24} {fig[key]}" for key, label in _TABLE]
+    if fig["lanes"]:
+        lines.append(f"  {'lane':<12} {'jobs':>6} {'served':>7} {'share':>7} {'longest wait (ms)':>18}")
+        lines += [f"  {s['group']:<12} {s['jobs']:>6} {s['served']:>7} {s['share']:>7.1%} {s['longest_wait_ms']:>18,.1f}"
+                  for s in fig["lanes"]]
     if fig["problems"]:
         lines.append("problems:")
         lines += [f"  {p}" for p in fig["problems"]]
@@ -66,6 +70,10 @@ def register(sub: Any) -> None:
     c.add_argument("--seconds", type=positive,
                    help=f"the run's time cap; jobs not settled by then fail it (default {d['seconds']})")
     c.add_argument("--producers", type=positive, help=f"producer processes (default {d['producers']})")
+    c.add_argument("--lanes", type=int, help=f"groups: put every job not scheduled on a lane, claim with "
+                   f"lane_claim, report each group's share of service and longest wait (default {d['lanes']}: none)")
+    c.add_argument("--busy", type=float, help=f"with --lanes: the share of jobs put on the busy group g0 "
+                   f"(default {d['busy']})")
     c.add_argument("--seed", type=int, help=f"seed of the workers' dice (default {d['seed']})")
     c.add_argument("--check-seconds", dest="check_seconds", type=positive,
                    help=f"time budget of the linearizability check; past it the verdict is unknown "

@@ -199,13 +199,13 @@ class DriverQueue:
         self.last_dropped: tuple[str, ...] = ()
 
     def __getattr__(self, op: str) -> Any:
-        if op not in spec.OPS:
+        if op not in spec.OPS and op not in spec.LANE_OPS:
             raise AttributeError(op)
 
         def call(**args: Any) -> Any:
             answer, dropped = decode_answer(op, self.target.process.request(op, self.target.wire_args(op, args),
                                                                             self.name))
-            if op == "claim":
+            if op in ("claim", "lane_claim", "lane_wclaim"):
                 self.last_dropped = dropped
             return answer
 
@@ -224,9 +224,10 @@ class DriverTarget:
 
     batches = False
     """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
-    lanes = False
-    """The machine sends no lane op to a driver yet (the kit's driver codec has no lane
-    answers); a port's lane ops are checked by tests/test_node_lanes.py."""
+    lanes = True
+    """The protocol carries the lane ops (driver-protocol.md, "Lane ops"): the machine's
+    lane rules send those the driver offered at ``init``; the cells of the others are
+    not implemented (the run's focus is the offered ops)."""
 
     def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,
                  queues: Sequence[str] = QUEUES, partial: bool = False) -> None:

@@ -19,8 +19,9 @@ from typing import Any, Sequence
 
 from emq_kit.errors import TargetFault
 from emq_model import spec
+from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
-from emq_model.snapshot import Snapshot
+from emq_model.snapshot import LANE_HASHES, Snapshot
 
 PROTOCOL = 2
 """The newest protocol version this module speaks (the kit offers it at ``init``)."""
@@ -41,6 +42,11 @@ and deletes rows itself."""
 
 REQUIRED_OPS = CONTROL_OPS + QUEUE_OPS
 """What a version-1 driver must offer: every op."""
+
+LANE_OPS: tuple[str, ...] = tuple(spec.LANE_OPS)
+"""The lane ops (lifecycle.md §10): optional in every version. The machine sends them to
+a driver whose ``init`` lists them; a driver lacking them is a partial port whose lane
+cells are not implemented."""
 
 CORE_OPS = ("init", "reset", "shutdown", "enqueue", "claim", "complete")
 """What the machine cannot do without (DP-9b): a session, and a job that can enter,
@@ -113,12 +119,40 @@ def decode(value: Any) -> Any:
 
 def encode_answer(op: str, answer: Any, dropped: tuple[str, ...] = ()) -> Any:
     """An op's answer in its wire shape (claim carries the dropped orphans)."""
-    if op == "claim":
-        job = None if answer is None else {"id": answer.id, "payload": encode(answer.payload), "token": answer.token}
-        return {"job": job, "dropped": list(dropped)}
+    if op in ("claim", "lane_claim"):
+        return {"job": None if answer is None else _job_json(answer), "dropped": list(dropped)}
+    if op == "lane_wclaim":
+        return {"jobs": [_job_json(job) for job in answer], "dropped": list(dropped)}
     if op == "snapshot":
         return encode({**answer.to_json(), "rows": {i: dict(r) for i, r in answer.rows}})
     return encode(answer)
+
+
+def _job_json(job: Claimed | LaneClaimed) -> dict[str, Any]:
+    """A claimed job on the wire; a lane claim's carries its ``group``."""
+    out = {"id": job.id, "payload": encode(job.payload), "token": job.token}
+    return {**out, "group": job.group} if isinstance(job, LaneClaimed) else out
+
+
+def _job(op: str, job: Any, ok: Any) -> Claimed | LaneClaimed:
+    """A claimed job from the wire (``claim``'s, or a lane claim's with its group)."""
+    lane = op != "claim"
+    keys = {"id", "payload", "token"} | ({"group"} if lane else set())
+    _shape(isinstance(job, dict) and job.keys() == keys and isinstance(job["id"], str)
+           and isinstance(job["payload"], bytes) and is_int(job["token"])
+           and (not lane or isinstance(job["group"], str)),
+           op, '{"id": str, "payload": {"b64": ...}, "token": int' + (', "group": str}' if lane else "}"), ok)
+    if lane:
+        return LaneClaimed(job["id"], job["payload"], job["token"], job["group"])
+    return Claimed(job["id"], job["payload"], job["token"])
+
+
+def _dropped(op: str, value: Any, key: str, ok: Any) -> tuple[str, ...]:
+    """A claim's ``dropped`` orphans (DP-12), the reply's shape checked."""
+    _shape(isinstance(value, dict) and value.keys() == {key, "dropped"}
+           and isinstance(value["dropped"], list) and all(isinstance(d, str) for d in value["dropped"]),
+           op, f'{{"{key}": ..., "dropped": [id, ...]}}', ok)
+    return tuple(value["dropped"])
 
 
 def is_int(v: Any) -> bool:
@@ -135,17 +169,13 @@ def decode_answer(op: str, ok: Any) -> tuple[Any, tuple[str, ...]]:
     ``ProtocolError`` for a value of the wrong shape."""
     value = decode(ok)
     kind = spec.OPS[op]["answers"][0] if op in spec.OPS else op
-    if op == "claim":
-        _shape(isinstance(value, dict) and value.keys() == {"job", "dropped"}
-               and isinstance(value["dropped"], list) and all(isinstance(d, str) for d in value["dropped"]),
-               op, '{"job": ..., "dropped": [id, ...]}', ok)
-        job = value["job"]
-        if job is None:
-            return None, tuple(value["dropped"])
-        _shape(isinstance(job, dict) and job.keys() == {"id", "payload", "token"} and isinstance(job["id"], str)
-               and isinstance(job["payload"], bytes) and is_int(job["token"]),
-               op, '{"id": str, "payload": {"b64": ...}, "token": int}', ok["job"])
-        return Claimed(job["id"], job["payload"], job["token"]), tuple(value["dropped"])
+    if op in ("claim", "lane_claim"):
+        dropped = _dropped(op, value, "job", ok)
+        return (None if value["job"] is None else _job(op, value["job"], ok["job"])), dropped
+    if op == "lane_wclaim":
+        dropped = _dropped(op, value, "jobs", ok)
+        _shape(isinstance(value["jobs"], list), op, '{"jobs": [job, ...], "dropped": [id, ...]}', ok)
+        return [_job(op, job, ok) for job in value["jobs"]], dropped
     if kind == "count":
         _shape(is_int(value), op, "an integer", ok)
     elif kind == "ids":
@@ -159,10 +189,13 @@ def decode_answer(op: str, ok: Any) -> tuple[Any, tuple[str, ...]]:
     elif op == "snapshot":
         try:
             return Snapshot.build(value["queue"], {loc: [tuple(e) for e in value[loc]] for loc in spec.LOCATIONS},
-                                  value["rows"], value["completed"], value["failed"], value["stray"]), ()
+                                  value["rows"], value["completed"], value["failed"], value["stray"],
+                                  {g: [tuple(e) for e in lane] for g, lane in value.get("lanes", {}).items()},
+                                  value.get("ring", ()), value.get("paused", ()),
+                                  {name: value.get(name, {}) for name in LANE_HASHES}), ()
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ProtocolError(f"snapshot answered a malformed keyspace: {exc!r}") from None
-    elif op in spec.OPS:
+    elif op in spec.OPS or op in spec.LANE_OPS:
         _shape(isinstance(value, str), op, "a string", ok)
     return value, ()
 
@@ -171,7 +204,8 @@ def decode_answer(op: str, ok: Any) -> tuple[Any, tuple[str, ...]]:
 
 
 OPTIONAL_ARGS: dict[str, tuple[str, ...]] = {
-    op: tuple(a["name"] for a in d["args"] if a.get("optional") or "default" in a) for op, d in spec.OPS.items()
+    op: tuple(a["name"] for a in d["args"] if a.get("optional") or "default" in a)
+    for op, d in {**spec.OPS, **spec.LANE_OPS}.items()
 }
 """Per op, the arguments a version-2 driver may declare absent (``absent_args``): those
 the table marks optional or gives a default (DP-9c)."""

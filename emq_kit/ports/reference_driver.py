@@ -12,6 +12,7 @@ from emq_kit.ports.protocol import (
     BATCH,
     BATCH_MAX,
     DRIVER,
+    LANE_OPS,
     PROTO,
     PROTOCOL,
     REQUIRED_OPS,
@@ -31,14 +32,15 @@ class Driver:
     if it fences. A ``serverless`` backend (the model) is a ``Target``: it also answers
     ``snapshot`` and ``forget_row``.
 
-    ``ops`` narrows what the driver offers (a partial port), ``absent_args`` declares
+    It offers every op of the contract and the lane ops (lifecycle.md §10); ``ops``
+    narrows what it offers (a partial port), ``absent_args`` declares
     arguments its API lacks, ``protocol`` caps the version it speaks (1: an old driver)."""
 
     def __init__(self, name: str, open_backend: Callable[[str | None], Any], *, serverless: bool,
                  ops: Sequence[str] | None = None, absent_args: dict[str, list[str]] | None = None,
                  protocol: int = PROTOCOL) -> None:
         self.name, self.open_backend, self.serverless = name, open_backend, serverless
-        every = REQUIRED_OPS + (SERVERLESS_OPS if serverless else ())
+        every = REQUIRED_OPS + LANE_OPS + (SERVERLESS_OPS if serverless else ())
         self.offered = [op for op in every if ops is None or op in ops]
         self.absent_args = absent_args or {}
         self.max_protocol = protocol
@@ -87,7 +89,8 @@ class Driver:
         if self.backend is None:
             raise ProtocolError(f"{op!r} before init")
         if op not in self.ops():
-            raise ProtocolError(f"unknown op {op!r}" + (" (not offered at init)" if op in spec.OPS else ""))
+            known = op in spec.OPS or op in spec.LANE_OPS
+            raise ProtocolError(f"unknown op {op!r}" + (" (not offered at init)" if known else ""))
         if op == "reset":
             if hasattr(self.backend, "reset"):
                 self.backend.reset()
@@ -104,7 +107,8 @@ class Driver:
             return None
         queue = self.backend.queue(request.get("queue"))
         answer = getattr(queue, op)(**args)
-        return encode_answer(op, answer, getattr(queue, "last_dropped", ()) if op == "claim" else ())
+        claims = ("claim", "lane_claim", "lane_wclaim")
+        return encode_answer(op, answer, getattr(queue, "last_dropped", ()) if op in claims else ())
 
     def _batch(self, args: dict[str, Any]) -> list[dict[str, Any]]:
         """DP-20: each call answered in order, as if sent alone; with ``snapshot`` each

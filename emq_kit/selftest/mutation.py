@@ -25,7 +25,9 @@ from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_model import spec
 
-WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
+WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR",
+          "SADD", "SREM", "RPUSH", "RPOP", "LREM")
+"""The commands delete-write removes: the core's and the lanes' (the paused set, the ring)."""
 PROFILE = Profile("selftest", examples=400, steps=50, gate=False)
 SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take to shrink
 
@@ -124,14 +126,18 @@ SHARED = ("lib", "batch")
 """The shared parts of every transition script, mutated too: the live-attempt guard and
 the pump live in lib.lua, the batch loop in batch.lua (specs/selftest.md)."""
 
+LANE_SCRIPTS: tuple[str, ...] = tuple(dict.fromkeys(d.get("script", op) for op, d in spec.LANE_OPS.items()))
+"""The lane ops' scripts (lane_enqueue, lane_claim, lane_config: lifecycle.md §10), mutated
+like the core's: the machine's lane rules are what kills them."""
+
 
 def all_mutants(source: Path | None = None) -> list[Mutant]:
-    """The mutants of every transition script and of the parts they share (lib.lua,
-    batch.lua); not of the read scripts: those are the observer, not the implementation
-    under test."""
+    """The mutants of every transition script, the lane scripts and the parts they share
+    (lib.lua, batch.lua); not of the read scripts: those are the observer, not the
+    implementation under test."""
     node = source or resources.files("emq_live").joinpath("lua")
     out: list[Mutant] = []
-    for op in spec.TRANSITIONS + SHARED:
+    for op in spec.TRANSITIONS + LANE_SCRIPTS + SHARED:
         out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
     return out
 

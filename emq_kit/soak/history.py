@@ -42,6 +42,10 @@ INIT: JobState = (ABSENT, 0, b"", 0, 0)
 SNAPSHOT = "snapshot"
 """The op name of a recorded snapshot read."""
 
+CLAIMS = ("claim", "lane_claim")
+"""The ops that answer a claimed job: the plain claim, and the grouped claim of a lane
+(whose choice of job is the ring's, so claim order checks only the plain one)."""
+
 
 @dataclass(frozen=True)
 class Event:
@@ -87,6 +91,8 @@ INPUTS = {
     "enqueue": ("id", "payload"),
     "schedule": ("id", "payload", "run_at_lo", "run_at_hi"),
     "claim": ("lease_ms", "now_lo", "now_hi"),
+    "lane_enqueue": ("id", "payload", "group"),
+    "lane_claim": ("lease_ms", "now_lo", "now_hi"),
     "complete": ("id", "token"),
     "retry": ("id", "token", "delay_ms", "max_attempts", "now_lo", "now_hi"),
     "extend": ("id", "token", "lease_ms", "now_lo", "now_hi"),
@@ -105,10 +111,12 @@ def to_op(event: Event, serial: int) -> Op:
     name, out = event.op, event.output
     if name == "enqueue":
         inp: tuple[Any, ...] = (name, a["id"], _bytes(a["payload"]))
+    elif name == "lane_enqueue":  # a lane's jobs count as pending (INV-1, lifecycle.md §10)
+        inp = (name, a["id"], _bytes(a["payload"]), a["group"])
     elif name == "schedule":  # the run-at window
         at = (a["run_at"], a["run_at"]) if a.get("run_at") is not None else (lo_hi[0] + a["delay_ms"], lo_hi[1] + a["delay_ms"])
         inp = (name, a["id"], _bytes(a["payload"]), *at)
-    elif name == "claim":
+    elif name in CLAIMS:  # a lane claim's group is the lanes report's business, not the job model's
         inp = (name, a["lease_ms"], *lo_hi)
         out = None if out is None else (out[0], _bytes(out[1]), out[2])
     elif name == "complete":
@@ -131,9 +139,9 @@ def to_op(event: Event, serial: int) -> Op:
 def job_of(op: Op) -> str | None:
     """The job an op names (a claim names the job it answered), else ``None``."""
     name = op.input[0]
-    if name == "claim":
+    if name in CLAIMS:
         return op.output[0] if op.output is not None else None
-    if name in ("enqueue", "schedule", "complete", "retry", "extend"):
+    if name in ("enqueue", "lane_enqueue", "schedule", "complete", "retry", "extend"):
         return op.input[1]
     return None
 
@@ -162,11 +170,11 @@ def step(state: JobState, inp: tuple[Any, ...], out: Any) -> tuple[JobState, ...
     """The states one job can be in after ``inp`` answered ``out`` (none: impossible)."""
     loc, attempts, payload, lo, hi = state
     name = inp[0]
-    if name == "enqueue":
+    if name in ("enqueue", "lane_enqueue"):
         return _new(state, out, "enqueued", (PENDING, 0, inp[2], 0, 0))
     if name == "schedule":
         return _new(state, out, "scheduled", (SCHEDULE, 0, inp[2], inp[3], inp[4]))
-    if name == "claim":  # T-claim-3: this job was the one taken (the choice is checked globally)
+    if name in CLAIMS:  # T-claim-3: this job was the one taken (a plain claim's choice is checked globally)
         lease, now_lo, now_hi = inp[1], inp[2], inp[3]
         _, got_payload, token = out
         if loc == PENDING and token == attempts + 1 and got_payload == payload:
@@ -239,7 +247,7 @@ def observations(snapshot: Snapshot) -> dict[str, Any]:
 
 # -- partitions ------------------------------------------------------------------------------
 
-_MOVES_FROM = {"reap": ("claim",), "promote": ("schedule", "retry")}
+_MOVES_FROM = {"reap": CLAIMS, "promote": ("schedule", "retry")}
 """The own ops that can put a job where a global op may move it from (active, schedule)."""
 
 _SETTLED = (None, PENDING, DEAD)

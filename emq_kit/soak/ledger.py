@@ -16,7 +16,8 @@ from typing import Iterable, Sequence
 from emq_kit.soak.history import SNAPSHOT, Event
 from emq_model.snapshot import Snapshot
 
-_CREATED = {"enqueue": "enqueued", "schedule": "scheduled"}
+_CREATED = {"enqueue": "enqueued", "schedule": "scheduled", "lane_enqueue": "enqueued"}
+_CLAIMS = ("claim", "lane_claim")
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,9 @@ def ledger(events: Iterable[Event]) -> dict[str, list[Ack]]:
     """Per job, every answer about it, in invoke order."""
     out: dict[str, list[Ack]] = {}
     for e in sorted(events, key=lambda e: e.invoke):
-        if e.op == "claim":
+        if e.op in _CLAIMS:
             if e.output is not None:
-                job, _, token = e.output
+                job, _, token = e.output[:3]
                 out.setdefault(job, []).append(Ack(e.process, e.op, token, "claimed"))
         elif "id" in e.args and e.op != SNAPSHOT:
             out.setdefault(e.args["id"], []).append(Ack(e.process, e.op, e.args.get("token"), str(e.output)))

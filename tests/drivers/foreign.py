@@ -11,6 +11,8 @@ ways, each on unless conformed:
     claim-orphan      claim of a pending member with no row makes it a row (T-claim-5)
     reprocess         reprocess is missing: not offered at init
 
+It has no lane ops (optional for a port): its lane cells are not implemented.
+
     python tests/drivers/foreign.py [--conform all | --conform a,b,...]
 
 FOREIGN_CONFORM in the environment is read the same way when there is no flag.
@@ -26,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from emq_kit.ports.protocol import LANE_OPS
 from emq_kit.ports.reference_driver import Driver
 from emq_model.errors import from_code
 from emq_model.snapshot import Snapshot
@@ -282,7 +285,9 @@ def main() -> None:
     if conform - set(DEVIATIONS):
         parser.error(f"unknown deviations {sorted(conform - set(DEVIATIONS))}; known: {', '.join(DEVIATIONS)}")
     ON.difference_update(conform)
-    ops = None if "reprocess" not in ON else [op for op in Driver("", None, serverless=True).offered if op != "reprocess"]
+    # It has no lanes (lifecycle.md §10 is optional for a port): its lane cells are not implemented.
+    missing = {"reprocess"} & ON | set(LANE_OPS)
+    ops = [op for op in Driver("", None, serverless=True).offered if op not in missing]
     Driver("foreign", lambda url: ForeignStore(), serverless=True, ops=ops).serve(sys.stdin, sys.stdout)
 
 
