@@ -192,6 +192,8 @@ def run_check(
                 with with_reporter(lambda _: None):  # the report and the trace say it better
                     run_state_machine_as_test(factory, settings=config)
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
+                if run.fatal is not None:  # whatever Hypothesis made of it (a flaky test, a group)
+                    raise run.fatal from None
                 divergence = first_divergence(exc)
                 bug = first_of(exc, KitBug)
                 if divergence is None and bug is not None:
