@@ -136,3 +136,26 @@ def test_the_expectations_file_written_matches_its_schema(tmp_path: Path) -> Non
     schema = __import__("json").loads(spec.text("schemas/expect.json"))
     jsonschema.Draft202012Validator(schema).validate(tomllib.loads(path.read_text("utf-8")))
     assert expect.load(path) == {Signature("claim/empty", "T-claim"): "lifecycle difference first met at step 2: explain it"}
+
+
+def test_a_port_fencing_under_another_wire_version_is_a_surface_difference_not_a_dead_end(tmp_path: Path,
+                                                                                          capsys) -> None:
+    import json
+
+    from emq_kit import cli
+    from emq_kit.report.document import validate
+
+    pinned = tmp_path / "expect.toml"
+    base = ["check", "--driver", f"{FOREIGN} --conform all --fence 9", "--profile", "dev", "--examples", "5",
+            "--seed", "1", "--traces", str(tmp_path / "traces")]
+    assert cli.main([*base, "--json", "--write-expect", str(pinned)]) == cli.EXIT_FAIL
+    doc = json.loads(capsys.readouterr().out)
+    validate(doc)
+    [fence] = doc["check"]["differences"]  # the port conforms otherwise: checked all the same
+    assert (fence["signature"], fence["class"]) == ({"cell": "init/fence", "rule": "KS-6"}, "surface")
+    assert fence["evidence"] == ["the contract's wire version is '1' (transitions.json wire_version)",
+                                 "the port runs under {emq}:version = '9'"]
+    assert doc["check"]["examples"] >= 5 and fence["trace"] is None
+    assert cli.main([*base, "--expect", str(pinned)]) == cli.EXIT_OK  # pinned like any other difference
+    assert "init/fence KS-6" in capsys.readouterr().out
+    assert cli.main([*base[:2], f"{FOREIGN} --conform all --fence {spec.WIRE_VERSION}", *base[3:]]) == cli.EXIT_OK

@@ -224,6 +224,10 @@ def run_check(
     unreached = _unreached(run, focus)
     for d in found:
         d.met = run.met[d.signature]
+    from emq_kit.check.fence import fence_difference  # it builds a Difference: imported here
+
+    fenced = fence_difference(target)  # DP-9d: known at init, before any example
+    found += [fenced] if fenced is not None else []
     found = [d for s in ordered([d.signature for d in found]) for d in found if d.signature == s]
     divergence = found[0].divergence if found else None
     verdict = ("counterexample" if found else "uncovered" if profile.gate and unreached

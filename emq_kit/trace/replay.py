@@ -199,6 +199,9 @@ def write_trace(report: "Report", target: Target, directory: Path, clock: Clock 
     head = header(report.target, seed=report.seed, profile=report.profile,
                   clock=getattr(clock, "mode", "virtual"))
     for d in getattr(report, "differences", None) or []:  # every distinct difference, each its own file
+        if not d.shrunk:  # known before any step (the fence, DP-9d): its evidence is all there is
+            d.trace_text = "\n".join(d.divergence.lines)
+            continue
         trace, result = record(d.shrunk, target, head, clock, replayer)
         d.trace = trace.write(trace_path(directory, trace))
         d.trace_text = step_table(result) + "\n" + explain(result)
