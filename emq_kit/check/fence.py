@@ -11,20 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from emq_kit.check.machine import Divergence, Step
-from emq_kit.check.run import Difference
 from emq_kit.check.signature import Signature
 from emq_model import keyspace, spec
 
 SIGNATURE = Signature("init/fence", "KS-6")
 
 
-def fence_difference(target: Any) -> Difference | None:
-    """The difference of a target whose port fences under another wire version, or None
-    (no fence, or the contract's)."""
+def fence_divergence(target: Any) -> Divergence | None:
+    """The divergence (``SIGNATURE``'s, no steps) of a target whose port fences under
+    another wire version, or None (no fence, or the contract's)."""
     fence = getattr(target, "fence", None)
     if fence is None or fence == spec.WIRE_VERSION:
         return None
     step = Step("", "init", {}, model=spec.WIRE_VERSION, target=fence, index=0)
     lines = [f"the contract's wire version is {spec.WIRE_VERSION!r} (transitions.json wire_version)",
              f"the port runs under {keyspace.VERSION_KEY} = {fence!r}"]
-    return Difference(SIGNATURE, Divergence("answer", SIGNATURE.rule, step, lines, steps=[]), [], 0.0)
+    return Divergence("answer", SIGNATURE.rule, step, lines, steps=[])

@@ -29,6 +29,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from emq_kit.check.clock import Clock
 from emq_kit.check.coverage import Coverage
+from emq_kit.check.fence import SIGNATURE as FENCE
+from emq_kit.check.fence import fence_divergence
 from emq_kit.check.machine import Divergence, Focus, Run, Step
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
@@ -224,10 +226,8 @@ def run_check(
     unreached = _unreached(run, focus)
     for d in found:
         d.met = run.met[d.signature]
-    from emq_kit.check.fence import fence_difference  # it builds a Difference: imported here
-
-    fenced = fence_difference(target)  # DP-9d: known at init, before any example
-    found += [fenced] if fenced is not None else []
+    fenced = fence_divergence(target)  # DP-9d: known at init, before any example
+    found += [Difference(FENCE, fenced, [], 0.0)] if fenced is not None else []
     found = [d for s in ordered([d.signature for d in found]) for d in found if d.signature == s]
     divergence = found[0].divergence if found else None
     verdict = ("counterexample" if found else "uncovered" if profile.gate and unreached
