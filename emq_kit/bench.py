@@ -23,6 +23,13 @@ Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the g
 - ``audit.valkey.*``: ``emq audit`` of one queue of n pending jobs (``--audit-jobs``,
   10^6 with ``--million``): its time, and its peak Python memory (tracemalloc, a second
   run), which stays at a batch's worth however large n is (emq_kit/audit.py).
+- ``check.driver.*``: checked steps per second through a port's driver (the machine,
+  the driver protocol's pipe, the port): the model driver (``emq driver --model``,
+  serverless) and the Node port on Valkey (ports/node, in a source checkout with its
+  ``node_modules``; left out otherwise). Ceiling: the machine alone.
+- ``foreign.*``: the foreign port (tests/drivers/foreign.py, a source checkout): seconds
+  to its first difference and to the full report of one run (every distinct difference,
+  each shrunk), ``examples`` x ``steps``, the dev profile.
 - ``scale.*``: claim and complete latency (one call, median) and memory per job
   (100-byte payload) with n jobs pending, for each n; ``scale.*.growth`` is the latency
   at the largest n over the latency at the smallest.
@@ -548,6 +555,48 @@ def check_figures(url: str, params: Params, rtt: dict[str, float]) -> list[Figur
     return out
 
 
+def driver_figures(url: str, params: Params, alone: float) -> list[Figure]:
+    """The model driver and the Node port (each as ``emq check --driver`` opens it), then
+    the foreign port's time to its first difference and to its full report."""
+    import shlex
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from emq_kit.check.machine import Focus
+    from emq_kit.ports.bundle import write
+
+    root = Path(__file__).resolve().parents[1]
+    emq = shlex.quote(str(Path(sys.executable).with_name("emq")))
+    out: list[Figure] = []
+    with tempfile.TemporaryDirectory() as scripts:
+        ports = [("model", f"{emq} driver --model", None)]
+        if (root / "ports" / "node" / "node_modules").is_dir() and shutil.which("node"):
+            write(scripts)
+            ports.append(("node.valkey", f"node {shlex.quote(str(root / 'ports' / 'node' / 'driver.js'))} "
+                                         f"--scripts {shlex.quote(scripts)}", url))
+        for label, command, where in ports:
+            target = open_target(where, None, command)
+            try:
+                out.append(Figure(f"check.driver.{label}", best(params.repeat, lambda: bench_check(target, params)),
+                                  "steps/s", alone, "the machine alone", note=command.split()[0].rsplit("/", 1)[-1]))
+            finally:
+                target.close()
+    foreign = root / "tests" / "drivers" / "foreign.py"
+    if not foreign.is_file():
+        return out
+    target = open_target(None, None, f"{shlex.quote(sys.executable)} {shlex.quote(str(foreign))}", partial=True)
+    try:
+        report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed,
+                           focus=Focus(ops=frozenset(target.offered)))
+    finally:
+        target.close()
+    note = f"{len(report.differences)} distinct differences, {params.examples} x {params.steps}, dev"
+    first = [Figure("foreign.first_difference", min(d.seconds for d in report.differences), "s", note=note)
+             if report.differences else []]  # a run too short to meet one has no first
+    return out + first + [Figure("foreign.full_report", report.seconds, "s", note=note)]
+
+
 def lifecycle_figures(label: str, target: LiveTarget, url: str | None, ids: Ids, params: Params) -> list[Figure]:
     """Single and batched lifecycles on ``target``; with ``url`` (Valkey) next to the
     server replaying the same streams and to valkey-benchmark's ``claim_many``."""
@@ -592,6 +641,8 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         bench.figures += rtt
         say("conformance machine")
         bench.figures += check_figures(url, params, {f.key[4:]: f.value for f in rtt})
+        say("drivers")
+        bench.figures += driver_figures(url, params, next(f.value for f in bench.figures if f.key == "check.model"))
         say("lifecycle")
         bench.figures += lifecycle_figures("fakeredis", fake, None, ids, params)
         bench.figures += lifecycle_figures("valkey", valkey, url, ids, params)

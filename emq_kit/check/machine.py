@@ -184,6 +184,8 @@ class Run:
     """perf_counter() when each difference was first met."""
     op_mix: Counter[str] = field(default_factory=Counter)
     """Calls sent per op (``queue`` for bad queue names, ``spoiled`` for spoiled calls)."""
+    fatal: BaseException | None = None
+    """A failure outside a step (the target's ``reset``): the run ends on it (DP-17)."""
 
 
 @dataclass(frozen=True)
@@ -276,27 +278,50 @@ class Selection(RuleStrategy):
         self.drawn = 0  # rules drawn: the fence test's proof that Hypothesis draws through this
 
     def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
+        if getattr(self.machine, "clock", None) is not None and self.machine.clock.mode != "virtual":
+            return self._draw_steady(data)
         valid = [r for r in self.rules if self._valid(r)]
         if not valid:  # Hypothesis's own "no progress can be made" error (InvalidDefinition)
             return super().do_draw(data)
+        rule = self._weighted(data, valid)
+        return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+
+    def _weighted(self, data: Any, candidates: list[Any]) -> Any:
+        """One of ``candidates`` (the swarm drawn first, once an example), by WEIGHTS."""
         self.drawn += 1
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
-        live = [r for r in valid if r.function.__name__ not in self.off] or valid
+        live = [r for r in candidates if r.function.__name__ not in self.off] or candidates
         weighted = [r for r in live for _ in range(WEIGHTS.get(r.function.__name__, 1))]
-        rule = weighted[data.draw_integer(0, len(weighted) - 1)]
-        return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+        return weighted[data.draw_integer(0, len(weighted) - 1)]
+
+    def _draw_steady(self, data: Any) -> tuple[Any, dict[str, Any]]:
+        """Under the server clock the model's state follows the server's timing (a lease
+        may be due in one run and not in the next), so the draws must not follow the
+        state, or Hypothesis meets other choices when it replays an example (a
+        ``FlakyStrategyDefinition``): the rule is drawn among those the focus allows, its
+        arguments drawn, and a rule whose preconditions do not hold now is a tick of 0."""
+        rule = self._weighted(data, [r for r in self.rules if self._allowed(r)])
+        args = {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
+        if self._valid(rule):
+            return rule, args
+        return next(r for r in self.rules if r.function.__name__ == "tick"), {"delta": 0}
+
+    def _allowed(self, rule: Any) -> bool:
+        """A rule some op of which the focus allows (bad queue names: unless hostile is off)."""
+        focus = self.machine.run.focus
+        ops = RULE_OPS.get(rule.function.__name__, ())
+        if ops and not any(focus.allows(op) for op in ops):
+            return False
+        return not (rule.function.__name__ == "bad_queue" and focus.hostile == "off")
 
     def _valid(self, rule: Any) -> bool:
         """``is_valid`` without its per-call observability bookkeeping (a description of
         every precondition, built for every rule at every step, cost more than the
         preconditions themselves); a rule none of whose ops the focus allows is off."""
         machine = self.machine
-        ops = RULE_OPS.get(rule.function.__name__, ())
-        if ops and not any(machine.run.focus.allows(op) for op in ops):
-            return False
-        if rule.function.__name__ == "bad_queue" and machine.run.focus.hostile == "off":
+        if not self._allowed(rule):
             return False
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
@@ -313,7 +338,11 @@ class Conformance(LaneRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self._rules_strategy = Selection(self)  # see Selection: Hypothesis reads this attribute
-        self.target.reset()
+        try:
+            self.target.reset()
+        except BaseException as exc:  # outside a step: a retry by Hypothesis would meet a restarted target
+            self.run.fatal = exc
+            raise
         self.run.examples += 1
         self.steps: list[Step] = []
         self.now = self.clock.start(START)

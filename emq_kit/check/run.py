@@ -29,6 +29,8 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from emq_kit.check.clock import Clock
 from emq_kit.check.coverage import Coverage
+from emq_kit.check.fence import SIGNATURE as FENCE
+from emq_kit.check.fence import fence_divergence
 from emq_kit.check.machine import Divergence, Focus, Run, Step
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
@@ -192,6 +194,8 @@ def run_check(
                 with with_reporter(lambda _: None):  # the report and the trace say it better
                     run_state_machine_as_test(factory, settings=config)
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
+                if run.fatal is not None:  # whatever Hypothesis made of it (a flaky test, a group)
+                    raise run.fatal from None
                 divergence = first_divergence(exc)
                 bug = first_of(exc, KitBug)
                 if divergence is None and bug is not None:
@@ -222,6 +226,8 @@ def run_check(
     unreached = _unreached(run, focus)
     for d in found:
         d.met = run.met[d.signature]
+    fenced = fence_divergence(target)  # DP-9d: known at init, before any example
+    found += [Difference(FENCE, fenced, [], 0.0)] if fenced is not None else []
     found = [d for s in ordered([d.signature for d in found]) for d in found if d.signature == s]
     divergence = found[0].divergence if found else None
     verdict = ("counterexample" if found else "uncovered" if profile.gate and unreached

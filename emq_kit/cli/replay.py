@@ -28,17 +28,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
         Path(args.pytest).write_text(pytest_source(trace, args.trace), "utf-8")
         out.say(f"wrote {args.pytest}")
     chosen = of_trace(trace.header)
-    if chosen.name == "echomq":
-        target = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver)
+    clock = None
+    if chosen.name == "echomq":  # the trace's driver, scripts, server and clock, each unless a flag says otherwise
+        target, clock = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver,
+                                   clock=args.clock)
     else:  # a layout's target is its own: the trace's server unless --url says otherwise
-        target = chosen.open_target(args.url or trace.header.get("target", {}).get("target"), args.scripts, args.driver)
+        target = chosen.open_target(args.url or trace.header.get("target", {}).get("target"), args.scripts,
+                                    args.driver, clock=args.clock or trace.header.get("clock") or "virtual")
     try:
-        result = chosen.replay(trace.steps, target, None)
+        result = chosen.replay(trace.steps, target, clock)
         described = target.describe()
     finally:
         target.close()
+        if clock is not None:
+            clock.close()
     out.say(f"replaying {args.trace} ({len(trace.steps)} steps) on {described.get('target')} "
-            f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}")
+            f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}, "
+            f"{getattr(clock, 'mode', 'virtual')} clock")
     out.say(step_table(result))
     out.say(explain(result))
     code = EXIT_OK if result.conforms else EXIT_FAIL
@@ -55,7 +61,9 @@ def register(sub: Any) -> None:
     r.add_argument("--url", help="replay on this server (default: the trace's target); with --driver, "
                    "the server the driver uses")
     r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
-    r.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
+    r.add_argument("--driver", metavar="CMD", help="replay through a port's driver (default: the trace's)")
+    r.add_argument("--clock", choices=["virtual", "server"],
+                   help="the clock mode (default: the trace's; server needs a server)")
     r.add_argument("--pytest", metavar="FILE", type=writable_file, help="also write a standalone regression test")
     add_outputs(r, html="the trace's counterexample (steps, keyspaces, the broken rule)")
     r.set_defaults(func=cmd_replay)

@@ -25,11 +25,13 @@ TRACE = Trace.from_json(json.loads(r"""
 
 
 def test_trace_conforms() -> None:
-    target = target_for(TRACE.header, url=os.environ.get("EMQ_URL"), scripts=os.environ.get("EMQ_SCRIPTS"))
+    target, clock = target_for(TRACE.header, url=os.environ.get("EMQ_URL"), scripts=os.environ.get("EMQ_SCRIPTS"))
     try:
-        result = replay(TRACE.steps, target)
+        result = replay(TRACE.steps, target, clock)
     finally:
         target.close()
+        if clock is not None:
+            clock.close()
     assert result.conforms, step_table(result) + "\\n" + explain(result)
 '''
 

@@ -150,10 +150,10 @@ def explain(result: Replayed) -> str:
     return "\n".join(lines)
 
 
-def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
-               driver: str | None = None) -> Target:
-    """The target a trace names in its header, unless ``url``/``scripts``/``driver`` say
-    otherwise (``TargetUnavailable`` when it cannot be had)."""
+def source_of(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
+              driver: str | None = None) -> tuple[str | None, str | None, str | None]:
+    """The (url, scripts, driver) a trace names in its header, unless ``url``/``scripts``/
+    ``driver`` say otherwise (a URL written redacted takes its secret from ``EMQ_URL``)."""
     named = head.get("target", {})
     if driver is not None and url is None:
         url = named.get("url")  # the server the trace's driver ran on, if it had one
@@ -166,7 +166,29 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
             raise BadArgument(f"the trace's server {url} was written without its password: "
                               "give the URL with --url or EMQ_URL")
         url = os.environ["EMQ_URL"]
-    return open_target(url, scripts, driver)
+    return url, scripts, driver
+
+
+def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
+               driver: str | None = None, clock: str | None = None) -> tuple[Target, Clock | None]:
+    """The target a trace names in its header and the clock it ran on (``clock``, the
+    header's ``clock`` when None), unless ``url``/``scripts``/``driver`` say otherwise
+    (``TargetUnavailable`` when it cannot be had). A driver may be partial: a trace only
+    holds the ops it was sent. A server-clock trace needs a server (``BadArgument``)."""
+    from emq_kit.check.clock import ServerClock
+
+    url, scripts, driver = source_of(head, url=url, scripts=scripts, driver=driver)
+    mode = clock or head.get("clock") or "virtual"
+    if mode == "server" and url is None:
+        raise BadArgument("the server clock needs a server: give --url")
+    target = open_target(url, scripts, driver, clock=mode, partial=True)
+    if mode != "server" or url is None:
+        return target, None
+    try:
+        return target, ServerClock.for_url(url)
+    except BaseException:
+        target.close()
+        raise
 
 
 def write_trace(report: "Report", target: Target, directory: Path, clock: Clock | None,
@@ -177,6 +199,9 @@ def write_trace(report: "Report", target: Target, directory: Path, clock: Clock 
     head = header(report.target, seed=report.seed, profile=report.profile,
                   clock=getattr(clock, "mode", "virtual"))
     for d in getattr(report, "differences", None) or []:  # every distinct difference, each its own file
+        if not d.shrunk:  # known before any step (the fence, DP-9d): its evidence is all there is
+            d.trace_text = "\n".join(d.divergence.lines)
+            continue
         trace, result = record(d.shrunk, target, head, clock, replayer)
         d.trace = trace.write(trace_path(directory, trace))
         d.trace_text = step_table(result) + "\n" + explain(result)

@@ -13,7 +13,10 @@ ways, each on unless conformed:
 
 It has no lane ops (optional for a port): its lane cells are not implemented.
 
-    python tests/drivers/foreign.py [--conform all | --conform a,b,...]
+    python tests/drivers/foreign.py [--conform all | --conform a,b,...] [--fence VALUE]
+
+With ``--fence VALUE`` it reports that it runs under ``{emq}:version`` = VALUE (another
+wire version than the contract's: a seventh difference, KS-6).
 
 FOREIGN_CONFORM in the environment is read the same way when there is no flag.
 """
@@ -253,8 +256,13 @@ class ForeignQueue:
 class ForeignStore:
     """The port's whole store: its queues by name."""
 
+    fenced: str | None = None  # the fence it claims (--fence)
+
     def __init__(self) -> None:
         self.queues: dict[str, ForeignQueue] = {}
+
+    def fence(self) -> str | None:
+        return self.fenced
 
     def queue(self, name: Any) -> ForeignQueue:
         if not isinstance(name, str) or len(name.encode("utf-8", "surrogatepass")) > LIMITS["queue_max_bytes"] or (
@@ -280,7 +288,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conform", default=os.environ.get("FOREIGN_CONFORM", ""),
                         help="deviations to turn off, comma-separated, or 'all'")
-    conform = {c for c in parser.parse_args().conform.split(",") if c}
+    parser.add_argument("--fence", help="the {emq}:version value it reports running under (default: none)")
+    given = parser.parse_args()
+    conform = {c for c in given.conform.split(",") if c}
     conform = set(DEVIATIONS) if "all" in conform else conform
     if conform - set(DEVIATIONS):
         parser.error(f"unknown deviations {sorted(conform - set(DEVIATIONS))}; known: {', '.join(DEVIATIONS)}")
@@ -288,6 +298,7 @@ def main() -> None:
     # It has no lanes (lifecycle.md §10 is optional for a port): its lane cells are not implemented.
     missing = {"reprocess"} & ON | set(LANE_OPS)
     ops = [op for op in Driver("", None, serverless=True).offered if op not in missing]
+    ForeignStore.fenced = given.fence
     Driver("foreign", lambda url: ForeignStore(), serverless=True, ops=ops).serve(sys.stdin, sys.stdout)
 
 
