@@ -16,7 +16,7 @@ from emq_kit.check.clock import ServerClock
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import HOSTILE, QUEUES, Focus, Step
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive, seconds
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive, seconds, writable_path
 from emq_kit.cli.progress import Progress
 from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
@@ -169,6 +169,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     expected = expect.load(args.expect) if args.expect else {}
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
+    if args.strict and not args.expect:
+        raise Usage("--strict needs --expect FILE: it fails the run on an expected difference not met")
+    if args.write_expect:  # before the run, not after it
+        writable_path(args.write_expect, "the expectations")
     seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     out = Outputs(args)
     chosen = layout(args.layout)

@@ -38,9 +38,14 @@ def cmd_selftest(args: argparse.Namespace) -> int:
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
         return EXIT_OK
     out = Outputs(args)
-    out.say(HEADER)
+
+    def started(k: int, n: int, mutant: Mutant) -> None:
+        if k == 1:  # the table starts once the server and --only are known good: no header before an error
+            out.say(HEADER)
+        _announce(k, n, mutant)
+
     verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: out.say(row(v), flush=True),
-                            started=_announce)
+                            started=started)
     return _summarize(args, out, verdicts)
 
 
