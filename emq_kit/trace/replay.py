@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
+from emq_kit.check.names import with_names
 from emq_kit.check.run import Report
 from emq_kit.check.target import Target, open_target
 from emq_kit.errors import BadArgument
@@ -166,7 +167,8 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
             raise BadArgument(f"the trace's server {url} was written without its password: "
                               "give the URL with --url or EMQ_URL")
         url = os.environ["EMQ_URL"]
-    return open_target(url, scripts, driver)
+    names = named.get("queues") or None  # the names the run's queues had on its server (emq_kit.check.names)
+    return with_names(open_target(url, scripts, driver, queues=list(names.values()) if names else None), names)
 
 
 def write_trace(report: "Report", target: Target, directory: Path, clock: Clock | None,
