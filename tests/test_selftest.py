@@ -4,9 +4,12 @@ equivalent one, and the list of equivalent mutants names only mutants that exist
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from emq_kit.selftest.mutation import all_mutants, equivalents, judge, mutants_of, summary
+import pytest
+import redis
+
+from emq_kit.selftest.mutation import HANG, OBSERVER, all_mutants, equivalents, judge, mutants_of, summary
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
 if redis.call("EXISTS", k.row) == 0 then
@@ -60,7 +63,7 @@ def test_every_mutant_of_our_scripts_applies_and_has_a_unique_key() -> None:
 
 
 def test_the_equivalent_list_names_only_existing_mutants_with_reasons() -> None:
-    keys = {m.key for m in all_mutants()}
+    keys = {m.key for m in all_mutants(observer=True)}
     for key, reason in equivalents().items():
         assert key in keys, f"stale entry in equivalent_mutants.json: {key}"
         assert len(reason) > 20
@@ -84,6 +87,38 @@ def test_an_equivalent_mutant_survives_its_budget() -> None:
 
 
 @pytest.mark.parametrize("key", sorted(equivalents()))
-def test_listed_equivalents_are_not_killed_quickly(key: str) -> None:
-    mutant = next(m for m in all_mutants() if m.key == key)
-    assert judge(mutant, None, budget=3, seed=0).status == "survived"
+def test_listed_equivalents_are_not_killed_quickly(key: str, request: Any) -> None:
+    mutant = next(m for m in all_mutants(observer=True) if m.key == key)
+    # snapshot.lua runs on a server only (on fakeredis the snapshot is read from memory)
+    url = request.getfixturevalue("valkey").url if mutant.script in OBSERVER else None
+    assert judge(mutant, url, budget=3, seed=0).status == "survived"
+
+
+def test_snapshot_lua_is_mutated_on_a_server_only() -> None:
+    """On fakeredis the kit reads the snapshot from memory: snapshot.lua never runs there."""
+    assert not [m for m in all_mutants() if m.script == "snapshot"]
+    assert len([m for m in all_mutants(observer=True) if m.script == "snapshot"]) > 20
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_snapshot_mutant_that_never_returns_is_killed_and_its_server_freed(where: str, request: Any) -> None:
+    """``until cursor == "1"``: snapshot.lua's SCAN loop never ends and blocks the server;
+    the kit stops the script (SCRIPT KILL) once the budget is spent and calls it a kill,
+    and the server answers again (the next mutant would otherwise fail on BUSY)."""
+    server = request.getfixturevalue(where)
+    mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot" and m.after.strip() == 'until cursor == "1"')
+    verdict = judge(mutant, server.url, budget=3, seed=0)
+    assert verdict.status == "killed" and verdict.rule == HANG, verdict
+    with server.client() as r:
+        assert r.ping()
+        with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+            r.execute_command("SCRIPT", "KILL")
+
+
+def test_selftest_on_fakeredis_says_snapshot_lua_is_not_exercised(capsys: pytest.CaptureFixture[str]) -> None:
+    from emq_kit import cli
+
+    assert cli.main(["selftest", "--only", "delete-write|enqueue|", "--budget", "20"]) == cli.EXIT_OK
+    out, err = capsys.readouterr()
+    assert "snapshot.lua is not mutated on the embedded fakeredis" in err
+    assert "|snapshot|" not in out and "snapshot.lua:" not in out
