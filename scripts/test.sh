@@ -37,7 +37,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 if [ "$floors" -eq 1 ]; then
     # -c pins every dependency named there to its floor; pip fails if a floor is unsatisfiable.
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints/minimum.txt -e '.[test]'
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints/minimum.txt -e '.[test-tools]'
     echo "test.sh: dependencies at their floors:"
     "$venv/bin/python" -m pip freeze --exclude-editable | grep -iE "^($(cut -d= -f1 constraints/minimum.txt | grep -v '^#' | paste -sd'|'))=="
     [ "$#" -gt 0 ] || set -- "${FLOOR_TESTS[@]}"
