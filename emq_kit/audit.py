@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from emq_kit.errors import KitError
 from emq_live import acl
 from emq_live.client import _client
-from emq_live.urls import redact
+from emq_live.urls import check_url, redact
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.invariants import Violation
 from emq_model.snapshot import Snapshot
@@ -326,10 +327,11 @@ def audit(url: str, queues: Iterable[str] = (), *, batch: int = BATCH, keep: int
         if not isinstance(value, int) or isinstance(value, bool) or value < (1 if label == "batch" else 0):
             raise errors.ArgError(f"{label} must be an integer of at least {1 if label == 'batch' else 0}, got {value!r}")
 
+    url = check_url(url)  # not a str, or a scheme we do not serve: UrlError, one line
     try:
         client = _client(url)
-    except (ValueError, redis.RedisError) as exc:
-        raise AuditError(f"cannot connect to {redact(url)}: {exc}") from None
+    except (ValueError, redis.RedisError, RedisClusterException) as exc:  # a cluster client connects at once
+        raise AuditError(f"cannot connect to {redact(url)}: {_reason(exc)}") from None
     try:
         got = client.get(keyspace.VERSION_KEY)
         fence = None if got is None else got.decode("utf-8", "replace")
@@ -338,7 +340,14 @@ def audit(url: str, queues: Iterable[str] = (), *, batch: int = BATCH, keep: int
         run = _Auditor(client, batch, keep, progress, on_violation)
         audits = [run.queue(q) for q in (names or run.discover())]
         return AuditResult(fence, audits, run.listed, run.total)
-    except redis.RedisError as exc:
-        raise AuditError(f"{type(exc).__name__}: {exc}") from None
+    except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.InvalidResponse) as exc:
+        raise AuditError(f"cannot connect to {redact(url)}: {_reason(exc)}") from None
+    except (redis.RedisError, RedisClusterException) as exc:  # an ACL refusal, a cluster gone away ...
+        raise AuditError(f"{redact(url)}: {type(exc).__name__}: {_reason(exc)}") from None
     finally:
         client.close()
+
+
+def _reason(exc: BaseException) -> str:
+    """redis-py's message for ``exc`` on one line, any URL in it redacted."""
+    return redact(" ".join(str(exc).split()) or type(exc).__name__)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 from test_driver import emq
 
-from emq_kit.selftest.mutation import LANE_SCRIPTS, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
+from emq_kit.selftest.mutation import HANG, LANE_SCRIPTS, OBSERVER, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
 if redis.call("EXISTS", k.row) == 0 then
@@ -88,7 +90,7 @@ def test_a_lane_mutant_is_killed_by_emq_check_on_the_copy(tmp_path: Path) -> Non
 
 
 def test_the_equivalent_list_names_only_existing_mutants_with_reasons() -> None:
-    keys = {m.key for m in all_mutants()}
+    keys = {m.key for m in all_mutants(observer=True)}
     for key, reason in equivalents().items():
         assert key in keys, f"stale entry in equivalent_mutants.json: {key}"
         assert len(reason) > 20
@@ -112,6 +114,38 @@ def test_an_equivalent_mutant_survives_its_budget() -> None:
 
 
 @pytest.mark.parametrize("key", sorted(equivalents()))
-def test_listed_equivalents_are_not_killed_quickly(key: str) -> None:
-    mutant = next(m for m in all_mutants() if m.key == key)
-    assert judge(mutant, None, budget=3, seed=0).status == "survived"
+def test_listed_equivalents_are_not_killed_quickly(key: str, request: Any) -> None:
+    mutant = next(m for m in all_mutants(observer=True) if m.key == key)
+    # snapshot.lua runs on a server only (on fakeredis the snapshot is read from memory)
+    url = request.getfixturevalue("valkey").url if mutant.script in OBSERVER else None
+    assert judge(mutant, url, budget=3, seed=0).status == "survived"
+
+
+def test_snapshot_lua_is_mutated_on_a_server_only() -> None:
+    """On fakeredis the kit reads the snapshot from memory: snapshot.lua never runs there."""
+    assert not [m for m in all_mutants() if m.script == "snapshot"]
+    assert len([m for m in all_mutants(observer=True) if m.script == "snapshot"]) > 20
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_snapshot_mutant_that_never_returns_is_killed_and_its_server_freed(where: str, request: Any) -> None:
+    """``until cursor == "1"``: snapshot.lua's SCAN loop never ends and blocks the server;
+    the kit stops the script (SCRIPT KILL) once the budget is spent and calls it a kill,
+    and the server answers again (the next mutant would otherwise fail on BUSY)."""
+    server = request.getfixturevalue(where)
+    mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot" and m.after.strip() == 'until cursor == "1"')
+    verdict = judge(mutant, server.url, budget=3, seed=0)
+    assert verdict.status == "killed" and verdict.rule == HANG, verdict
+    with server.client() as r:
+        assert r.ping()
+        with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+            r.execute_command("SCRIPT", "KILL")
+
+
+def test_selftest_on_fakeredis_says_snapshot_lua_is_not_exercised(capsys: pytest.CaptureFixture[str]) -> None:
+    from emq_kit import cli
+
+    assert cli.main(["selftest", "--only", "delete-write|enqueue|", "--budget", "20"]) == cli.EXIT_OK
+    out, err = capsys.readouterr()
+    assert "snapshot.lua is not mutated on the embedded fakeredis" in err
+    assert "|snapshot|" not in out and "snapshot.lua:" not in out

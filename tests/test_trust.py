@@ -95,6 +95,26 @@ def test_a_server_that_is_not_redis_is_one_line(command: str, not_redis: str, ca
     assert not_redis in one_line(err)
 
 
+@pytest.mark.parametrize("where", ["not_redis", "dead", "cluster-dead", "cluster-valkey"])
+def test_audit_of_a_server_out_of_reach_is_one_line_naming_it(where: str, request: Any, capsys: Any) -> None:
+    url = {"not_redis": lambda: request.getfixturevalue("not_redis"), "dead": dead_url,
+           "cluster-dead": lambda: dead_url().replace("redis://", "redis+cluster://", 1),
+           "cluster-valkey": lambda: request.getfixturevalue("valkey").url.replace("redis://", "redis+cluster://", 1),
+           }[where]()
+    code, out, err = run(["audit", url], capsys)
+    assert code == cli.EXIT_ENV
+    line = one_line(err)  # no blank line first: no progress line was begun
+    assert err.startswith("emq audit: ") and url in line and "emq bug" not in line
+    assert out == ""
+
+
+def test_the_bullmq_layout_on_a_server_that_is_not_redis_is_one_line(not_redis: str, capsys: Any) -> None:
+    code, _, err = run(["check", "--layout", "bullmq", "--url", not_redis], capsys)
+    assert code == cli.EXIT_ENV
+    line = one_line(err)
+    assert not_redis in line and "emq bug" not in line
+
+
 @pytest.mark.parametrize("where", ["valkey", "redis_server", "dead"])
 def test_a_cluster_url_to_a_plain_node_or_a_dead_port_is_one_line(where: str, request: Any, capsys: Any) -> None:
     url = dead_url() if where == "dead" else request.getfixturevalue(where).url
@@ -111,13 +131,20 @@ def test_a_cluster_url_to_a_plain_node_or_a_dead_port_is_one_line(where: str, re
     ["bench", "--json", "/nonexistent-emq-dir/figures.json"],
     ["selftest", "--json", "/nonexistent-emq-dir/verdicts.json"],
     ["replay", "--pytest", "/nonexistent-emq-dir/test_x.py", "x.json"],
+    ["check", "--write-expect", "/nonexistent-emq-dir/expect.toml"],
 ])
 def test_numeric_flags_and_output_files_are_refused_before_any_work(argv: list[str], capsys: Any) -> None:
     code, out, err = run(argv, capsys)
     assert code == cli.EXIT_ENV
     assert out == ""  # nothing ran: no table header, no figures
     # argparse names the flag; the deprecated ``--json FILE`` is the report's own check
-    assert f"argument {argv[1]}" in err or "cannot write the report /nonexistent-emq-dir" in err
+    assert f"argument {argv[1]}" in err or "no directory /nonexistent-emq-dir" in err.splitlines()[-1]
+
+
+def test_strict_without_expectations_is_refused(capsys: Any) -> None:
+    code, out, err = run(["check", "--strict"], capsys)
+    assert code == cli.EXIT_ENV and out == ""
+    assert "--strict needs --expect" in one_line(err)
 
 
 def test_a_writable_output_file_is_accepted(tmp_path: Path) -> None:
@@ -183,13 +210,13 @@ def test_the_well_formed_trace_of_the_malformed_ones_replays(tmp_path: Path, cap
 def test_selftest_on_an_unreachable_server_kills_nothing(capsys: Any) -> None:
     code, out, err = run(["selftest", "--url", dead_url(), "--only", "enqueue", "--budget", "5"], capsys)
     assert code == cli.EXIT_ENV
-    assert "killed" not in out
+    assert out == ""  # not even the table's header: nothing was judged
     assert "cannot open a queue connection" in one_line(err)
 
 
 def test_selftest_only_matching_nothing_is_exit_2(capsys: Any) -> None:
-    code, _, err = run(["selftest", "--only", "no-mutant-has-this-key"], capsys)
-    assert code == cli.EXIT_ENV
+    code, out, err = run(["selftest", "--only", "no-mutant-has-this-key"], capsys)
+    assert code == cli.EXIT_ENV and out == ""
     assert "matches no mutant" in one_line(err)
 
 
@@ -272,24 +299,82 @@ def test_finite_seconds_reject_infinity() -> None:
 # -- items 6, 7, 8: nothing left behind, nothing wiped silently, progress -----------------------
 
 
+MINE = ("mine", "mine-too")  # a user's queue names, given with --queue
+
+
 @pytest.mark.parametrize("where", ["valkey", "redis_server"])
 def test_a_run_on_a_server_leaves_no_queue_keys_and_refuses_to_wipe_a_users(where: str, request: Any,
                                                                             capsys: Any) -> None:
     server = request.getfixturevalue(where)
-    argv = ["check", "--url", server.url, "--profile", "dev", "--examples", "3", "--steps", "10", "--seed", "2"]
+    argv = ["check", "--url", server.url, "--profile", "dev", "--examples", "3", "--steps", "10", "--seed", "2",
+            "--queue", MINE[0], "--queue", MINE[1]]
     with server.client() as r:
         code, out, err = run(argv, capsys)
         assert code == cli.EXIT_OK, out + err
-        assert not [k for q in QUEUES for k in r.scan_iter(match=keyspace.pattern(q))]
-        r.hset(keyspace.job_key(QUEUES[1], POOL[0]), "state", "mine")
-        r.zadd(keyspace.queue_keys(QUEUES[1])[0], {"x": 1})
+        assert "queues on the server: alpha as 'mine'" in out
+        assert not [k for q in MINE for k in r.scan_iter(match=keyspace.pattern(q))]
+        r.hset(keyspace.job_key(MINE[1], POOL[0]), "state", "mine")
+        r.zadd(keyspace.queue_keys(MINE[1])[0], {"x": 1})
         code, out, err = run(argv, capsys)
         assert code == cli.EXIT_ENV and out == ""
-        assert "already hold 2 key(s)" in one_line(err) and "--wipe" in err
-        assert r.hget(keyspace.job_key(QUEUES[1], POOL[0]), "state") == b"mine"  # untouched
+        assert "already hold 2 key(s)" in one_line(err) and "'mine-too'" in err and "--wipe" in err
+        assert r.hget(keyspace.job_key(MINE[1], POOL[0]), "state") == b"mine"  # untouched
         code, out, err = run([*argv, "--wipe"], capsys)
         assert code == cli.EXIT_OK, out + err
-        assert not [k for q in QUEUES for k in r.scan_iter(match=keyspace.pattern(q))]
+        assert not [k for q in MINE for k in r.scan_iter(match=keyspace.pattern(q))]
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_run_on_a_server_suffixes_its_queue_names_and_never_meets_a_users(where: str, request: Any,
+                                                                             capsys: Any) -> None:
+    server = request.getfixturevalue(where)
+    argv = ["check", "--url", server.url, "--profile", "dev", "--examples", "3", "--steps", "10", "--seed", "2"]
+    with server.client() as r:
+        for q in QUEUES:  # a user's queues that happen to bear the machine's own names
+            r.hset(keyspace.job_key(q, POOL[0]), "state", "mine")
+        before = sorted(r.scan_iter(match="emq:*"))
+        code, out, err = run(argv, capsys)
+        assert code == cli.EXIT_OK, out + err  # no refusal: the run's names are not these
+        (line,) = [x for x in out.splitlines() if "queues on the server" in x]
+        names = [part.split(" as ")[1].strip("'") for part in line.split(": ", 1)[1].split(", ")]
+        assert [n.rsplit("-", 1)[0] for n in names] == list(QUEUES) and names[0].rsplit("-", 1)[1] == \
+            names[1].rsplit("-", 1)[1]
+        assert sorted(r.scan_iter(match="emq:*")) == before  # the user's keys, and nothing of the run's
+        code, out2, _ = run(argv, capsys)
+        assert code == cli.EXIT_OK and line not in out2  # another run, another suffix
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["--queue", "only-one"], "give --queue 2 times"),
+    (["--queue", "a", "--queue", "a"], "must differ"),
+    (["--queue", "a{b", "--queue", "c"], "--queue 'a{b'"),
+])
+def test_queue_names_are_checked_before_any_work(argv: list[str], why: str, valkey: Any, capsys: Any) -> None:
+    code, out, err = run(["check", "--url", valkey.url, *argv], capsys)
+    assert code == cli.EXIT_ENV and out == ""
+    assert why in one_line(err)
+
+
+def test_queue_names_need_a_server(capsys: Any) -> None:
+    code, out, err = run(["check", "--queue", "a", "--queue", "b"], capsys)
+    assert code == cli.EXIT_ENV and out == ""
+    assert "--queue names the run's queues on a server" in one_line(err)
+
+
+def test_a_trace_replays_on_the_names_its_run_used(valkey: Any, tmp_path: Path, capsys: Any) -> None:
+    scripts = broken_dir(variant("state-not-written"), tmp_path)
+    code, out, _ = run(["check", "--url", valkey.url, "--scripts", str(scripts), "--profile", "dev", "--seed", "1",
+                        "--first", "--traces", str(tmp_path / "traces")], capsys)
+    assert code == cli.EXIT_FAIL, out
+    (path,) = (tmp_path / "traces").glob("*.json")
+    names = json.loads(path.read_text())["target"]["queues"]
+    assert sorted(names) == sorted(QUEUES) and all(v.startswith(k + "-") for k, v in names.items())
+    with valkey.client() as r:
+        r.hset(keyspace.job_key(QUEUES[0], POOL[0]), "state", "mine")  # the machine's plain name: a user's
+        code, out, _ = run(["replay", str(path), "--url", valkey.url, "--scripts", str(scripts)], capsys)
+        assert code == cli.EXIT_FAIL, out  # the counterexample again, on the run's names
+        assert r.hget(keyspace.job_key(QUEUES[0], POOL[0]), "state") == b"mine"
+        r.delete(keyspace.job_key(QUEUES[0], POOL[0]))
 
 
 def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ machine reads of a target is declared here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from emq_kit.errors import BadArgument, ServerUnreachable, TargetUnavailable
 
@@ -52,12 +52,14 @@ class Target(Protocol):
 
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
-                clock: str = "virtual", timeout: float = 10.0, observe: bool = True, partial: bool = False) -> Target:
+                clock: str = "virtual", timeout: float = 10.0, observe: bool = True, partial: bool = False,
+                queues: Sequence[str] | None = None) -> Target:
     """The live client on ``url`` (embedded fakeredis when None) running ``scripts`` (ours
     when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py; with
     ``partial`` a driver may lack ops outside the core, DP-9a). Every way
     it can fail to exist is a ``TargetUnavailable`` (``BadArgument`` for arguments that
-    do not go together); nothing else escapes."""
+    do not go together); nothing else escapes. ``queues``: the run's queue names on the
+    server, for a driver's ``init`` (``emq_kit.check.names``; default the machine's)."""
     import redis
 
     from emq_kit.check.live import LiveTarget
@@ -69,7 +71,8 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
     try:
         if driver is not None:
-            return DriverTarget(driver, url, clock=clock, timeout=timeout, partial=partial)
+            return DriverTarget(driver, url, clock=clock, timeout=timeout, partial=partial,
+                                **({"queues": queues} if queues else {}))
         return LiveTarget(url, scripts, observe=observe)
     except DriverError as exc:
         raise TargetUnavailable(str(exc)) from None

@@ -35,7 +35,11 @@ def cmd_audit(args: Any) -> int:
     deployment could not be read."""
     out = Outputs(args)
 
+    shown = False  # a progress line was printed: end it with a newline
+
     def progress(p: Progress) -> None:
+        nonlocal shown
+        shown = True
         of = f"/{p.total}" if p.total is not None else ""
         print(printable(f"\r{p.queue or '*'} {p.stage}: {p.done}{of}   "), end="", file=sys.stderr, flush=True)
 
@@ -58,7 +62,7 @@ def cmd_audit(args: Any) -> int:
     except errors.ArgError as exc:
         raise Usage(str(exc)) from None
     finally:
-        if not args.quiet:
+        if shown:
             print(file=sys.stderr)
     for q in result.queues:
         counts = " ".join(f"{loc}={n}" for loc, n in q.counts.items())

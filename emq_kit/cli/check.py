@@ -15,8 +15,9 @@ from emq_kit.check import expect
 from emq_kit.check.clock import ServerClock
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import HOSTILE, QUEUES, Focus, Step
+from emq_kit.check.names import named, suffixed, with_names
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive, seconds
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive, seconds, writable_path
 from emq_kit.cli.progress import Progress
 from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
@@ -46,6 +47,8 @@ def format_report(report: Report) -> str:
         f"  cells {report.reached}/{report.total} (op x outcome, {t.get('contract', 'specs/transitions.json')})",
         f"  wall {report.seconds:.2f} s   {report.steps_per_second:,.0f} checked steps/s",
     ]
+    if t.get("queues"):
+        lines.append("  queues on the server: " + ", ".join(f"{k} as {v!r}" for k, v in t["queues"].items()))
     if report.not_implemented:
         ops = sorted({op for op, _ in report.not_implemented})
         lines.append(f"  {len(report.not_implemented)} cells not implemented (ops not sent: {', '.join(ops)})")
@@ -103,7 +106,7 @@ def format_differences(report: Report) -> list[str]:
     return lines
 
 
-RERUN_FLAGS = ("url", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops", "hostile",
+RERUN_FLAGS = ("url", "queue", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops", "hostile",
                "expect", "traces")
 RERUN_SWITCHES = ("first", "strict")
 
@@ -120,8 +123,9 @@ def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str
     defaults = {"timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces"}
     for name in RERUN_FLAGS:
         value = getattr(args, name, None) if args is not None else None
-        if value is not None and value != defaults.get(name):
-            parts += ["--" + name.replace("_", "-"), redact(str(value)) if name == "url" else str(value)]
+        for one in value if isinstance(value, list) else [value]:  # --queue: once per queue
+            if one is not None and one != defaults.get(name):
+                parts += ["--" + name.replace("_", "-"), redact(str(one)) if name == "url" else str(one)]
     parts += ["--" + name for name in RERUN_SWITCHES if args is not None and getattr(args, name, False)]
     return shlex.join(parts)
 
@@ -150,17 +154,29 @@ def _keep_interrupted(progress: Progress, target: Any, args: argparse.Namespace,
     print(f"emq check: the steps so far: {path} (emq replay {path})", file=sys.stderr)
 
 
-def _refuse_held_keys(target: Any, args: argparse.Namespace) -> None:
+def server_names(args: argparse.Namespace, layout_name: str) -> dict[str, str] | None:
+    """The names the run's queues have on the server (``emq_kit.check.names``): the
+    user's (``--queue``), else a per-run suffix on ``--url``; None on the embedded
+    fakeredis or a serverless driver (nobody else's data), and for another layout."""
+    if args.queue and (layout_name != "echomq" or args.url is None):
+        raise Usage("--queue names the run's queues on a server: it needs --url (and the echomq layout)")
+    if args.url is None or layout_name != "echomq":
+        return None
+    return named(QUEUES, args.queue) if args.queue else suffixed(QUEUES)
+
+
+def _refuse_held_keys(target: Any, args: argparse.Namespace, names: dict[str, str] | None) -> None:
     """On a server, the run's queues must be empty unless ``--wipe``: a run deletes
     their keys when it hands them out, and a user's data there is not deleted silently.
     (The built-in client only: a port's driver has already started on the server,
     and what it writes there at start is its own.)"""
-    if args.url is None or args.wipe or not isinstance(target, LiveTarget):
+    if args.url is None or args.wipe or not isinstance(getattr(target, "inner", target), LiveTarget):
         return
     held = target.held(QUEUES)
     if held:
         target.close()
-        raise Usage(f"the run's queues {', '.join(map(repr, QUEUES))} already hold {held} key(s) on "
+        on_server = list((names or {}).values()) or list(QUEUES)
+        raise Usage(f"the run's queues {', '.join(map(repr, on_server))} already hold {held} key(s) on "
                     f"{redact(args.url)}; a run deletes them: give --wipe to allow it")
 
 
@@ -169,12 +185,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     expected = expect.load(args.expect) if args.expect else {}
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
+    if args.strict and not args.expect:
+        raise Usage("--strict needs --expect FILE: it fails the run on an expected difference not met")
+    if args.write_expect:  # before the run, not after it
+        writable_path(args.write_expect, "the expectations")
     seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     out = Outputs(args)
     chosen = layout(args.layout)
+    names = server_names(args, chosen.name)
     target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
-                                partial=True)
-    _refuse_held_keys(target, args)
+                                partial=True, **({"queues": tuple(names.values())} if names else {}))
+    target = with_names(target, names)
+    _refuse_held_keys(target, args, names)
     clock: ServerClock | None = None
     progress = Progress(args.examples or profile.examples)
     unwritten: OSError | None = None
@@ -277,6 +299,9 @@ def register(sub: Any) -> None:
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     c.add_argument("--wipe", action="store_true",
                    help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")
+    c.add_argument("--queue", action="append", default=[], metavar="NAME",
+                   help=f"with --url: the run's queue names on the server, once per queue ({len(QUEUES)} times); "
+                   "default: the machine's names with a per-run suffix, printed and kept in the trace")
     add_outputs(c, html="the counterexample (steps, keyspaces, the broken rule), or the summary")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")

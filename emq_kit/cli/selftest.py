@@ -34,13 +34,21 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     if args.layout == "bullmq":
         return _bullmq(args)
     if args.list:
-        for m in all_mutants():
+        for m in all_mutants(observer=True):  # snapshot.lua's: on a server only
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
         return EXIT_OK
     out = Outputs(args)
-    out.say(HEADER)
+
+    def started(k: int, n: int, mutant: Mutant) -> None:
+        if k == 1:  # the table starts once the server and --only are known good: no header before an error
+            if args.url is None:
+                print("  snapshot.lua is not mutated on the embedded fakeredis (the kit reads the snapshot from "
+                      "memory there, so it never runs); give --url to mutate it too", file=sys.stderr)
+            out.say(HEADER)
+        _announce(k, n, mutant)
+
     verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: out.say(row(v), flush=True),
-                            started=_announce)
+                            started=started)
     return _summarize(args, out, verdicts)
 
 

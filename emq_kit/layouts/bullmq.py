@@ -113,7 +113,8 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
     except LayoutUnavailable as exc:
         raise TargetUnavailable(exc.reason) from None
     except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-            ValueError) as exc:
+            redis.exceptions.InvalidResponse, redis.exceptions.RedisClusterException, ValueError) as exc:
+        # InvalidResponse: a server that does not speak RESP answered (an HTTP server, say)
         raise unavailable(exc, url) from None
 
 

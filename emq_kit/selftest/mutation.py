@@ -23,6 +23,7 @@ from emq_kit.check.run import Profile, run_check
 from emq_kit.errors import BadArgument, ServerUnreachable
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
+from emq_live.urls import redact
 from emq_model import spec
 
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR",
@@ -131,13 +132,19 @@ LANE_SCRIPTS: tuple[str, ...] = tuple(dict.fromkeys(d.get("script", op) for op, 
 like the core's: the machine's lane rules are what kills them."""
 
 
-def all_mutants(source: Path | None = None) -> list[Mutant]:
+OBSERVER = ("snapshot",)
+"""The read script the machine observes a real server through: mutated on a server only
+(on the embedded fakeredis the snapshot is read from memory, emq_kit/check/memory.py, so
+snapshot.lua never runs there and its mutants could not die)."""
+
+
+def all_mutants(source: Path | None = None, *, observer: bool = False) -> list[Mutant]:
     """The mutants of every transition script, the lane scripts and the parts they share
-    (lib.lua, batch.lua); not of the read scripts: those are the observer, not the
-    implementation under test."""
+    (lib.lua, batch.lua), and with ``observer`` of snapshot.lua (a run on a server); not
+    of the other read scripts (counts, state): their answers are compared, not trusted."""
     node = source or resources.files("emq_live").joinpath("lua")
     out: list[Mutant] = []
-    for op in spec.TRANSITIONS + LANE_SCRIPTS + SHARED:
+    for op in spec.TRANSITIONS + LANE_SCRIPTS + SHARED + (OBSERVER if observer else ()):
         out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
     return out
 
@@ -216,12 +223,25 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
             report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout)
         except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
             return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
+        except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead
+            return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, SCRIPT_ERROR,
+                                 " ".join(str(exc).split())[:160])
         finally:
             target.close()
     if report.divergence is None:
         return MutantVerdict(mutant, "survived", report.seconds, report.examples)
     return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
                    len(report.shrunk), report.divergence.rule)
+
+
+SCRIPT_ERROR = "script error"
+"""The rule of a mutant killed because a script the kit reads through raised an error."""
+
+
+def _script_error() -> type[Exception]:
+    import redis
+
+    return redis.exceptions.ResponseError
 
 
 def _lost() -> tuple[type[Exception], ...]:
@@ -249,17 +269,61 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     child.close()
     try:
         if parent.poll(budget) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
-            return parent.recv()
-        if found.value:  # killed; only the shrinking did not finish in time
-            return MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
-        return MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason=f"budget of {budget:g} s spent")
+            verdict: MutantVerdict = parent.recv()
+        elif found.value:  # killed; only the shrinking did not finish in time
+            verdict = MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
+        else:
+            verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1,
+                                    reason=f"budget of {budget:g} s spent")
     except EOFError:
-        return MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
+        verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
     finally:
         if proc.is_alive():
             proc.kill()
         proc.join()
         parent.close()
+    # A mutant whose script never returns (a SCAN loop that never ends) blocks its server,
+    # and the child's death does not stop it: stop it, or every later mutant would fail on
+    # BUSY. A script still running after the budget is the mutant's fault: killed.
+    if url is not None and stop_script(url) and verdict.status == "survived":
+        return MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
+                             "a script was still running when the budget was spent (stopped with SCRIPT KILL)")
+    return verdict
+
+
+HANG = "hang"
+"""The rule of a mutant killed because one of its scripts never returned."""
+
+
+def stop_script(url: str) -> bool:
+    """``SCRIPT KILL`` on every primary of ``url``: whether a script was running (and is
+    now stopped). A script that has written cannot be killed (``UNKILLABLE``): the server
+    is lost to the run, a ``ServerUnreachable``."""
+    import redis
+    from redis.exceptions import RedisClusterException
+
+    from emq_live.client import _client
+
+    client = _client(url)
+    stopped = False
+    try:
+        nodes = ([client.get_redis_connection(n) for n in client.get_primaries()] if hasattr(client, "get_primaries")
+                 else [client])
+        for node in nodes:
+            try:
+                node.execute_command("SCRIPT", "KILL")
+                stopped = True
+            except redis.exceptions.ResponseError as exc:
+                if str(exc).startswith("UNKILLABLE"):
+                    raise ServerUnreachable(f"a mutant's script is still running on {redact(url)} and has written: "
+                                            "SCRIPT KILL cannot stop it (restart the server)") from None
+                # NOTBUSY: nothing was running
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RedisClusterException) as exc:
+        raise ServerUnreachable(f"lost the server {redact(url)}: {exc}") from None
+    finally:
+        client.close()
+    return stopped
+
 
 
 def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
@@ -270,7 +334,7 @@ def run_selftest(url: str | None, budget: float, seed: int, only: str | None = N
     be reached, before or during the run, or ``only`` matching no mutant, is a
     ``KitError`` (``started`` is called with k and n before mutant k of n)."""
     known = equivalents()
-    chosen = [m for m in all_mutants() if not only or only in m.key]
+    chosen = [m for m in all_mutants(observer=url is not None) if not only or only in m.key]
     if not chosen:
         raise BadArgument(f"--only {only!r} matches no mutant (emq selftest --list shows them)")
     layout_named().open_target(url, None, observe=False).close()  # the unmutated scripts on the server: ServerUnreachable

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
+from emq_kit.check.names import with_names
 from emq_kit.check.run import Report
 from emq_kit.check.target import Target, open_target
 from emq_kit.errors import BadArgument
@@ -174,14 +175,18 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
     """The target a trace names in its header and the clock it ran on (``clock``, the
     header's ``clock`` when None), unless ``url``/``scripts``/``driver`` say otherwise
     (``TargetUnavailable`` when it cannot be had). A driver may be partial: a trace only
-    holds the ops it was sent. A server-clock trace needs a server (``BadArgument``)."""
+    holds the ops it was sent. The run's queues keep the names they had on its server
+    (``target.queues``, emq_kit.check.names). A server-clock trace needs a server
+    (``BadArgument``)."""
     from emq_kit.check.clock import ServerClock
 
     url, scripts, driver = source_of(head, url=url, scripts=scripts, driver=driver)
     mode = clock or head.get("clock") or "virtual"
     if mode == "server" and url is None:
         raise BadArgument("the server clock needs a server: give --url")
-    target = open_target(url, scripts, driver, clock=mode, partial=True)
+    names = head.get("target", {}).get("queues") or None
+    target = with_names(open_target(url, scripts, driver, clock=mode, partial=True,
+                                    queues=list(names.values()) if names else None), names)
     if mode != "server" or url is None:
         return target, None
     try:
