@@ -19,11 +19,11 @@ from typing import Any, Callable
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hseed
 from hypothesis.reporting import with_reporter
-from hypothesis.stateful import run_state_machine_as_test
 
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.target import Target
+from emq_kit.check.window import run_machine
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def run_check(
     try:
         round_no, size = 0, per_round
         while size > 0:
-            factory = hseed(seed + round_no)(Conformance.factory(target, run, clock))
+            factory = hseed(seed + round_no)(Conformance.factory(target, run, clock, windowed=True))
             config = settings(
                 max_examples=size,
                 stateful_step_count=steps or profile.steps,
@@ -128,7 +128,7 @@ def run_check(
             )
             try:
                 with with_reporter(lambda _: None):  # the report and the trace say it better
-                    run_state_machine_as_test(factory, settings=config)
+                    run_machine(factory, config)
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
                 divergence = first_divergence(exc)
                 if divergence is None:
