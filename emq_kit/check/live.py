@@ -4,17 +4,15 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from emq_kit.check import memory
+from emq_kit.check.window import BatchReply
 from emq_live.client import Queue
 from emq_model.errors import EmqError
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from emq_kit.ports.driver_client import BatchReply
 
 WINDOW = 64
 """How many steps one window holds on a server (emq_kit/check/window.py): a whole
@@ -120,8 +118,6 @@ class LiveTarget:
         per call, in order, as ``DriverTarget.batch`` answers (DP-20). A call refused
         before any I/O answers its refusal, and its queue's snapshot is read all the same.
         Only on a server with ``observe`` (``batch_max``)."""
-        from emq_kit.ports.driver_client import BatchReply
-
         plan: list[tuple[ObservedQueue, Any]] = []
         wire: list[tuple[str, list[Any], list[Any]]] = []
         for op, name, args in calls:

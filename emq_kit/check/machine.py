@@ -180,6 +180,13 @@ def target_outcome(fn: Callable[[], Any]) -> Any:
         return Crash(exc)
 
 
+def _given(answer: Any) -> Any:
+    """``answer``, raised when it is an exception (a batch reply, for ``target_outcome``)."""
+    if isinstance(answer, BaseException):
+        raise answer
+    return answer
+
+
 def _connection_errors() -> tuple[type[Exception], ...]:
     import redis
 
@@ -347,7 +354,7 @@ class Conformance(RuleBasedStateMachine):
             return
         for done in self.window.flush():
             step = done.pending.step
-            step.target = done.outcome
+            step.target = target_outcome(lambda: _given(done.answer))
             self.judge_answer(step, done.pending.dropped, done.dropped)
             self._prepared = done.pending.prepared
             self.verify(step.queue, step, done.snapshot)

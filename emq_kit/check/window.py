@@ -34,7 +34,7 @@ demands that a choice sequence draw the same whenever it runs, sees one mode per
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from hypothesis import Phase, settings
 from hypothesis.database import InMemoryExampleDatabase
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from emq_kit.check.machine import Step
     from emq_kit.check.target import Target
     from emq_model.invariants import Violation
-    from emq_model.snapshot import Snapshot
+
+from emq_model.snapshot import Snapshot
 
 
 @dataclass
@@ -58,13 +59,23 @@ class Pending:
     prepared: tuple[Snapshot, list[Violation]]
 
 
+class BatchReply(NamedTuple):
+    """One call's reply in a batch (DP-20): its answer as the model's (or the exception
+    it stands for: a refusal's ``EmqError``, a ``DriverError``, a ``ProtocolError``), the
+    orphans a claim dropped, and the queue's snapshot read after it (or ``None``)."""
+
+    answer: Any
+    dropped: tuple[str, ...]
+    snapshot: Snapshot | None
+
+
 @dataclass
 class Judged:
-    """A windowed step with the target's side back: its outcome (as ``target_outcome``
-    makes it), the orphans it dropped, its snapshot."""
+    """A windowed step with the target's side back: its answer (or the exception it
+    stands for), the orphans it dropped, its snapshot."""
 
     pending: Pending
-    outcome: Any
+    answer: Any
     dropped: tuple[str, ...]
     snapshot: Snapshot
 
@@ -121,28 +132,13 @@ class Window:
         return len(self.pending) >= self.size
 
     def flush(self) -> Iterator[Judged]:
-        """Send every held step in one batch and yield them judged-ready, in step order.
-        The window is empty afterwards, whatever the caller does with the rest."""
-        from emq_kit.check.machine import Crash
-        from emq_model.errors import EmqError
-
+        """Send every held step in one batch and yield them with their replies, in step
+        order. The window is empty afterwards, whatever the caller does with the rest."""
         held, self.pending = self.pending, []
         if not held:
             return
         replies = self.target.batch([(p.step.op, p.step.queue, p.step.args) for p in held],  # type: ignore[attr-defined]
                                     snapshots=True)
         for p, reply in zip(held, replies):
-            answer = reply.answer
-            if isinstance(answer, BaseException) and not isinstance(answer, EmqError):
-                _raise_lost(answer)
-                answer = Crash(answer)  # type: ignore[arg-type]
             snap = reply.snapshot if reply.snapshot is not None else self.target.snapshot(p.step.queue)
-            yield Judged(p, answer, tuple(reply.dropped), snap)
-
-
-def _raise_lost(exc: BaseException) -> None:
-    """A lost connection is the environment's problem (``target_outcome``): raise it."""
-    from emq_kit.check.machine import _connection_errors
-
-    if isinstance(exc, (ConnectionError, OSError, *_connection_errors())):
-        raise exc
+            yield Judged(p, reply.answer, tuple(reply.dropped), snap)
