@@ -21,9 +21,12 @@ from hypothesis import seed as hseed
 from hypothesis.reporting import with_reporter
 
 from emq_kit.check.clock import Clock
-from emq_kit.check.machine import Conformance, Divergence, Run, Step
+from emq_kit.check.coverage import Coverage
+from emq_kit.check.machine import Divergence, Run, Step
 from emq_kit.check.target import Target
 from emq_kit.check.window import run_machine
+from emq_kit.layouts import Layout
+from emq_kit.layouts import layout as layout_named
 
 
 @dataclass(frozen=True)
@@ -97,12 +100,14 @@ def run_check(
     seed: int | None = None,
     progress: Callable[[Run], None] | None = None,
     clock: Clock | None = None,
+    layout: Layout | None = None,
 ) -> Report:
-    """Run the machine on ``target`` under ``clock`` (virtual by default) and judge it.
-    Exceptions that are not divergences (a server that went away, a bug in the kit)
-    propagate."""
+    """Run the ``layout``'s machine (the default layout's when None) on ``target`` under
+    ``clock`` (virtual by default) and judge it. Exceptions that are not divergences (a
+    server that went away, a bug in the kit) propagate."""
     seed = random.randrange(2**32) if seed is None else seed
-    run = Run(progress=progress)
+    layout = layout or layout_named()
+    run = Run(progress=progress, coverage=Coverage(layout.cells()))
     budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
     per_round = examples or profile.examples
     divergence: Divergence | None = None
@@ -113,7 +118,7 @@ def run_check(
     try:
         round_no, size = 0, per_round
         while size > 0:
-            factory = hseed(seed + round_no)(Conformance.factory(target, run, clock, windowed=True))
+            factory = hseed(seed + round_no)(layout.machine(target, run, clock))
             config = settings(
                 max_examples=size,
                 stateful_step_count=steps or profile.steps,
