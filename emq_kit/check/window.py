@@ -25,7 +25,7 @@ DP-20 batch requests (``DriverTarget.batch``).
 Shrinking verifies step by step (``run_machine``). The search runs in windows without
 shrinking and keeps its failing example in a database held in memory; a second run,
 step by step, replays that example (it stops at the divergence) and shrinks it. Why:
-the shrunk counterexample is then the one step-by-step verification finds (a windowed
+the shrunk counterexample is then one step-by-step verification finds (a windowed
 example draws the steps after its divergence until its window is sent, which leads the
 shrinker elsewhere), each shrink attempt stops at its divergence, and Hypothesis, which
 demands that a choice sequence draw the same whenever it runs, sees one mode per run.
