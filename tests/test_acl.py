@@ -16,6 +16,7 @@ from livekit import J
 
 import emq_live
 from emq_kit import cli
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
 from emq_kit.server import ServerProcess
 from emq_live import acl
@@ -58,7 +59,7 @@ def refused(admin: Any) -> set[tuple[str, str]]:
 def workload(target_url: str, admin: Any) -> None:
     """Everything the client and ``emq check`` do, once each: connect (fence, script
     loads), a target's reset and its forget_row fault, every transition on the server
-    clock, the batch ops, every read, a NOSCRIPT reload."""
+    clock, the batch ops, the lane ops, every read, a NOSCRIPT reload."""
     target = LiveTarget(target_url)
     try:
         q = target.queue("acl")
@@ -81,6 +82,15 @@ def workload(target_url: str, admin: Any) -> None:
         assert q.enqueue_many([(J(4), b"d"), (J(5), b"e")]) == ["enqueued", "enqueued"]
         got = q.claim_many(2, 60_000)
         assert q.complete_many([(c.id, c.token) for c in got]) == ["ok", "ok"]
+        assert [q.lane_enqueue(J(n), b"l", "p") for n in (6, 7)] == ["enqueued", "enqueued"]
+        assert q.lane_pause("p") == "ok" and q.snapshot().paused == ("p",)
+        assert q.lane_resume("p") == "ok" and q.snapshot().ring == ("p",)
+        assert q.lane_weight("p", 2) == "ok" and q.lane_limit("p", 3) == "ok"
+        lane = q.lane_wclaim(60_000)
+        assert q.lane_enqueue(J(8), b"l", "p") == "enqueued"
+        lane.append(q.lane_claim(60_000))
+        assert q.complete_many([(c.id, c.token) for c in lane]) == ["ok"] * 3
+        assert q.lane_limit("p", 0) == "ok" and q.lane_weight("p", 1) == "ok"
         q.enqueue(J(3), b"c")
         target.forget_row("acl", J(3))
         assert q.snapshot().pending == ((J(3), 0),)
@@ -183,7 +193,7 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     admin.set("emq:{βyx}:pending", "a queue whose name the unescaped glob of 'β*[x]' matches")
     assert cli.main(["check", "--url", url(server, "emq"), "--seed", "8"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    cells = len(spec.cells())
+    cells = len(spec.cells()) + len(LANE_CELLS)
     assert "CONFORMS" in out and f"cells {cells}/{cells}" in out
     assert refused(admin) == set()
     assert admin.get("other-app:keep") == b"1" and admin.exists("emq:{βyx}:pending")

@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 from emq_kit import cli
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget, ModelTarget
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_model.spec import cells
+
+# A target with the lane ops (ours, the model) must also reach the lane cells.
+EVERY = cells() + LANE_CELLS
 
 
 @pytest.mark.slow
@@ -25,7 +29,7 @@ def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytes
     finally:
         target.close()
     assert report.verdict == "conforms", report.divergence
-    assert report.unreached == [] and report.reached == len(cells())
+    assert report.unreached == [] and report.reached == len(EVERY)
     assert report.examples >= PROFILES["ci"].examples
     assert report.checks >= 8 * report.steps  # INV-1..7 and INV-8 after every step
 
@@ -34,12 +38,12 @@ def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:
     tiny = Profile("tiny", examples=1, steps=2, gate=True)
     report = run_check(ModelTarget(), tiny, seed=1)
     assert report.verdict == "uncovered" and not report.ok
-    assert set(report.unreached) == set(cells()) - {tuple(k.split("/")) for k in report.hits}
+    assert set(report.unreached) == set(EVERY) - {tuple(k.split("/")) for k in report.hits}
 
 
 def test_without_the_gate_unreached_cells_are_reported_not_failed() -> None:
     report = run_check(ModelTarget(), Profile("tiny", examples=1, steps=2, gate=False), seed=1)
-    assert report.verdict == "conforms" and report.unreached
+    assert report.verdict == "no-divergence" and report.ok and report.unreached
 
 
 def test_the_same_seed_gives_the_same_run() -> None:
@@ -50,7 +54,7 @@ def test_the_same_seed_gives_the_same_run() -> None:
 def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    assert out.startswith("emq check: CONFORMS")
+    assert out.startswith("emq check: NO-DIVERGENCE") and "not a conformance verdict" in out
     for word in ("examples", "steps", "invariant checks", "cells", "checked steps/s", "seed 3"):
         assert word in out
 
@@ -58,14 +62,15 @@ def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[
 def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3", "--json"]) == cli.EXIT_OK
     data = json.loads(capsys.readouterr().out)
-    assert data["verdict"] == "conforms" and data["seed"] == 3 and data["profile"] == "dev"
-    assert data["cells"]["total"] == len(cells()) and data["divergence"] is None
-    assert data["steps"] > 0 and data["target"]["target"] == "fakeredis"
+    body = data["check"]
+    assert data["verdict"] == "no-divergence" and data["seed"] == 3 and body["profile"] == "dev"
+    assert body["cells"]["total"] == len(EVERY) and body["differences"] == []
+    assert body["steps"] > 0 and body["target"]["target"] == "fakeredis" == data["target"]
 
 
 @pytest.mark.parametrize("argv, words", [
     (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
-    (["--url", "foo://nowhere"], "bad URL"),
+    (["--url", "foo://nowhere"], "foo://nowhere: the scheme must be one of"),
     (["--scripts", "/nonexistent/dir"], "no script directory"),
 ])
 def test_environment_errors_are_one_line_and_exit_2(argv: list[str], words: str,

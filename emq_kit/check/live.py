@@ -4,11 +4,12 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from emq_kit.check import memory
 from emq_kit.check.window import BatchReply
-from emq_live.client import Queue
+from emq_live.client import BadReply, Queue
+from emq_live.urls import redact
 from emq_model.errors import EmqError
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
@@ -24,6 +25,7 @@ class ModelTarget:
     checks the machine itself (and serves ``emq driver --model``)."""
 
     batches = True
+    lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueModel] = {}
@@ -71,6 +73,7 @@ class LiveTarget:
     ``batch_max``): deferred verification, emq_kit/check/window.py."""
 
     batches = True
+    lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
 
     def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False,
                  fence: bool = True) -> None:
@@ -82,6 +85,7 @@ class LiveTarget:
         self.conn = connect(url, scripts=scripts, fence=fence)
         self.queues: dict[str, Any] = {}
         self.batch_max = WINDOW if observe and self.conn.server is None else 0
+        self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
 
     def reset(self) -> None:
         self.queues.clear()
@@ -91,8 +95,13 @@ class LiveTarget:
             # The name is gated before any key is touched.
             queue = (ObservedQueue if self.observe and self.conn.server is None else Queue)(self.conn, name)
             self._wipe(name)
+            self.used.add(name)
             self.queues[name] = queue
         return self.queues[name]
+
+    def held(self, names: Iterable[str]) -> int:
+        """How many keys the queues ``names`` hold now (what handing them out would delete)."""
+        return sum(1 for name in names for _ in self.conn.redis.scan_iter(match=pattern(name), count=1000))
 
     def _wipe(self, name: str) -> None:
         """Delete every key of the queue ``name``."""
@@ -152,14 +161,25 @@ class LiveTarget:
         else:
             server = _server_name(self.conn.redis)
         return {
-            "target": self.url or "fakeredis",
+            "target": redact(self.url) if self.url else "fakeredis",
             "server": server,
             "scripts": self.scripts_dir or "builtin",
             "shas": {name: s.sha for name, s in self.conn.scripts.scripts.items()},
         }
 
     def close(self) -> None:
-        self.conn.close()
+        """Delete the keys of every queue the run used (a run leaves nothing behind on a
+        server), then release the connection. A server already gone keeps them."""
+        import redis
+
+        try:
+            for name in sorted(self.used):
+                self._wipe(name)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError):
+            pass
+        finally:
+            self.used.clear()
+            self.conn.close()
 
 
 class ObservedQueue(Queue):
@@ -190,7 +210,7 @@ class ObservedQueue(Queue):
         self.observed = None if isinstance(snap, Exception) else self.snapshot_answer(snap)
         if isinstance(reply, Exception):
             raise reply
-        return call.answer(reply)
+        return call.read(reply)
 
     def build(self, op: str, args: dict[str, Any]) -> Any:
         """The script call ``op(**args)`` makes, its arguments checked (refusals raise),
@@ -212,8 +232,8 @@ def _answer(call: Any, reply: Any) -> Any:
     if isinstance(reply, Exception):
         return reply
     try:
-        return call.answer(reply)
-    except Exception as exc:  # noqa: BLE001 - a reply of the wrong shape: the machine's Crash
+        return call.read(reply)
+    except BadReply as exc:  # a reply of the wrong shape: the machine's Crash
         return exc
 
 

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Crash
 from emq_kit.check.window import BatchReply
-from emq_kit.errors import KitError
+from emq_kit.errors import KitError, TargetFault
 from emq_kit.ports.protocol import (
     BATCH,
     BATCH_MAX,
@@ -42,6 +42,7 @@ from emq_kit.ports.protocol import (
     decode_answer,
     encode,
 )
+from emq_live.urls import redact
 from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot
 
@@ -49,7 +50,7 @@ STARTUP = 30.0
 """Seconds a driver may take to answer ``init`` (it may be starting a runtime)."""
 
 
-class DriverError(KitError):
+class DriverError(KitError, TargetFault):
     """The driver failed to answer a request as the protocol says."""
 
 
@@ -214,6 +215,9 @@ class DriverTarget:
 
     batches = False
     """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
+    lanes = False
+    """The machine sends no lane op to a driver yet (the kit's driver codec has no lane
+    answers); a port's lane ops are checked by tests/test_node_lanes.py."""
 
     def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,
                  queues: Sequence[str] = QUEUES, partial: bool = False) -> None:
@@ -402,7 +406,7 @@ class DriverTarget:
             "scripts": f"{self.info.get('name', '?')} {self.info.get('version', '?')}",
             "driver": self.command,
             "driver_info": self.info,
-            "url": self.url,
+            "url": redact(self.url) if self.url else None,
             "clock": self.clock,
         }
 
