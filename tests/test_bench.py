@@ -32,6 +32,7 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     assert data["params"]["sizes"] == [10, 100] and data["params"]["batch"] == 20
     figures = {f["key"]: f for f in data["figures"]}
     want = {"model", "rtt.fakeredis", "rtt.valkey", "check.model", "check.fakeredis", "check.valkey",
+            "check.valkey.server_clock", "check.node.valkey",
             "lifecycle.fakeredis.single", "lifecycle.fakeredis.batched", "lifecycle.valkey.single",
             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
     for label, sizes in (("valkey", (10, 100)), ("fakeredis", (10, 40))):
@@ -47,9 +48,11 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
             assert f["ceiling"] > 0 and f["ceiling_by"], key
             assert f["ratio"] == pytest.approx(f["value"] / f["ceiling"]), key
     with_ceiling = {k for k, f in figures.items() if f["ceiling"] is not None}
-    assert with_ceiling == {"rtt.valkey", "check.fakeredis", "check.valkey", "lifecycle.valkey.single",
-                            "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
+    assert with_ceiling == {"rtt.valkey", "check.fakeredis", "check.valkey", "check.valkey.server_clock",
+                            "check.node.valkey", "lifecycle.valkey.single", "lifecycle.valkey.batched",
+                            "lifecycle.valkey.claim_many"}
     assert {k for k, f in figures.items() if f["goal"]} == set(bench.GOALS)
+    assert {k: f["goal_ratio"] for k, f in figures.items() if f["goal_ratio"]} == bench.GOAL_RATIOS
     table = capsys.readouterr().out
     assert all(key in table for key in figures) and "ceiling" in table and "valkey" in table
 

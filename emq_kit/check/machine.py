@@ -505,7 +505,8 @@ class Conformance(LaneRules, RuleBasedStateMachine):
                 # As ``_absorb`` does step by step: the window goes on while both
                 # keyspaces agree after the step; otherwise the example ends here, and
                 # the steps generated after it are never judged.
-                if isinstance(step.target, Crash) or done.pending.prepared[0] != done.snapshot:
+                theirs = done.snapshot if done.snapshot is not None else self.target.snapshot(step.queue)
+                if isinstance(step.target, Crash) or done.pending.prepared[0] != theirs:
                     self.stopped = True
                     return
 

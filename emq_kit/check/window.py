@@ -40,6 +40,8 @@ from hypothesis import Phase, settings
 from hypothesis.database import InMemoryExampleDatabase
 from hypothesis.stateful import run_state_machine_as_test
 
+from emq_kit.errors import TargetFault
+
 if TYPE_CHECKING:
     from emq_kit.check.machine import Step
     from emq_kit.check.target import Target
@@ -72,12 +74,13 @@ class BatchReply(NamedTuple):
 @dataclass
 class Judged:
     """A windowed step with the target's side back: its answer (or the exception it
-    stands for), the orphans it dropped, its snapshot."""
+    stands for), the orphans it dropped, its snapshot (None: the target did not bring
+    it back; the machine reads it)."""
 
     pending: Pending
     answer: Any
     dropped: tuple[str, ...]
-    snapshot: Snapshot
+    snapshot: Snapshot | None
 
 
 def run_machine(machine: Any, config: settings) -> None:
@@ -137,8 +140,13 @@ class Window:
         held, self.pending = self.pending, []
         if not held:
             return
-        replies = self.target.batch([(p.step.op, p.step.queue, p.step.args) for p in held],  # type: ignore[attr-defined]
-                                    snapshots=True)
+        try:
+            replies = self.target.batch([(p.step.op, p.step.queue, p.step.args) for p in held],  # type: ignore[attr-defined]
+                                        snapshots=True)
+        except TargetFault as exc:
+            # The port failed the batch as a whole (it died, hung, broke the protocol):
+            # which call did is unknown, so the first held step carries the failure.
+            yield Judged(held[0], exc, (), None)
+            return
         for p, reply in zip(held, replies):
-            snap = reply.snapshot if reply.snapshot is not None else self.target.snapshot(p.step.queue)
-            yield Judged(p, reply.answer, tuple(reply.dropped), snap)
+            yield Judged(p, reply.answer, tuple(reply.dropped), reply.snapshot)
