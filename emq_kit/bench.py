@@ -1,7 +1,8 @@
 """``emq bench``: how fast the kit verifies and the live implementation runs, measured in
 one run next to the ceilings of the same machine (benchmarks/README.md records a run).
 
-Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the goal):
+Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the goal for
+the value or for the ratio):
 
 - ``model``: transitions per second of ``QueueModel`` (enqueue -> claim -> complete).
 - ``rtt.*``: redis-py round trips per second (EVALSHA of ``return 1``), the unit every
@@ -10,9 +11,12 @@ Figures (a ``Figure``: value, the ceiling it is held against, their ratio, the g
 - ``check.*``: checked steps per second of the conformance machine (the call on both
   sides, the snapshot, the comparison, the invariants), with the model as target (the
   machine alone), on fakeredis and on Valkey. A step reads the target's snapshot as
-  ``emq check`` does: on Valkey it comes back with the call in one round trip, on
-  fakeredis it is read from the server's memory (``LiveTarget``). Ceiling of a live
-  target: the machine alone plus one round trip per step.
+  ``emq check`` does: on Valkey a window of steps goes as one pipeline, each call
+  followed by snapshot.lua's (emq_kit/check/window.py), on fakeredis it is read from the
+  server's memory (``LiveTarget``). Ceiling of a live target: the machine alone; goal,
+  a ratio to it (``goal_ratio``). ``check.valkey.server_clock``: the same on Valkey
+  under ``--clock server``; ``check.node.valkey``: the Node port through its driver
+  (batches on), held against the built-in client on the same server.
 - ``lifecycle.*``: jobs per second through enqueue -> claim -> complete from one Python
   process, one call per op (single) or one script call per op per batch (batched).
   Ceiling on Valkey: the server replaying the identical EVALSHA stream with no client
@@ -49,20 +53,26 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import unquote, urlparse
 
+from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.live import LiveTarget, ModelTarget
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument, ToolMissing
+from emq_kit.ports import bundle
 from emq_model import branded_id, keyspace
 from emq_model.model import QueueModel
 
@@ -70,8 +80,15 @@ PAYLOAD = b"p" * 100
 LEASE_MS = 600_000  # longer than any run: no lease expires while we measure
 NOW = 1_750_000_000_000  # the model's clock
 QUEUE = "emq-bench"
-GOALS = {"check.fakeredis": 1_000, "check.valkey": 1_500, "lifecycle.valkey.batched": 20_000}
-"""The project's goals (issue 7), shown beside the figures they are about."""
+GOALS = {"check.model": 5_000, "check.fakeredis": 1_000, "check.valkey": 1_500, "check.valkey.server_clock": 500,
+         "lifecycle.valkey.batched": 20_000}
+"""The project's goals for figures themselves (issues 7 and 18), shown beside them."""
+GOAL_RATIOS = {"check.fakeredis": 0.6, "check.valkey": 0.9, "check.node.valkey": 0.5}
+"""The project's goals for a figure's ratio to its ceiling (issue 18): a live target's
+checked steps against the machine alone, the Node port's against the built-in client on
+the same server."""
+NODE_DRIVER = Path(__file__).resolve().parent.parent / "ports" / "node" / "driver.js"
+"""The Node port's driver (a source checkout; ``check.node.valkey`` is left out without it)."""
 
 
 @dataclass
@@ -94,8 +111,12 @@ class Figure:
     def goal(self) -> float | None:
         return GOALS.get(self.key)
 
+    @property
+    def goal_ratio(self) -> float | None:
+        return GOAL_RATIOS.get(self.key)
+
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "goal": self.goal}
+        return {**asdict(self), "ratio": self.ratio, "goal": self.goal, "goal_ratio": self.goal_ratio}
 
 
 @dataclass
@@ -231,9 +252,11 @@ def bench_rtt(target: LiveTarget, calls: int) -> float:
     return rate(calls, lambda: [r.evalsha(sha, 0) for _ in range(calls)])
 
 
-def bench_check(target: Any, params: Params) -> float:
-    """Checked steps per second of the conformance machine on ``target``."""
-    report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed)
+def bench_check(target: Any, params: Params, clock: Clock | None = None) -> float:
+    """Checked steps per second of the conformance machine on ``target`` (under
+    ``clock``, the virtual one by default)."""
+    report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed,
+                       clock=clock)
     if not report.ok:
         raise Wrong(f"the conformance run on {report.target.get('target')} did not conform: {report.verdict}")
     return report.steps_per_second
@@ -537,51 +560,55 @@ def rtt_figures(url: str, valkey: LiveTarget, fake: LiveTarget, repeat: int) -> 
     ]
 
 
-def check_figures(url: str, params: Params, rtt: dict[str, float]) -> list[Figure]:
+def check_figures(url: str, params: Params) -> list[Figure]:
     """The machine alone, then on fakeredis and on the Valkey at ``url``, each target
-    built as ``emq check`` builds it (see ``LiveTarget``: a step's snapshot comes back
-    with its call on a server, from memory on fakeredis); each the best of ``repeat``
-    runs of the same seed."""
+    built as ``emq check`` builds it (see ``LiveTarget``: on a server, windows of steps
+    in one pipeline, emq_kit/check/window.py; on fakeredis a step's snapshot read from
+    memory), each held against the machine alone; then on Valkey the server's clock,
+    and the Node port's driver held against the built-in client. Each the best of
+    ``repeat`` runs of the same seed."""
     alone = best(params.repeat, lambda: bench_check(ModelTarget(), params))
     out = [Figure("check.model", alone, "steps/s", note="the machine alone: model vs model")]
     for label, where in (("fakeredis", None), ("valkey", url)):
-        ceiling = 1 / (1 / alone + 1 / rtt[label])
-        target = open_target(where)
-        try:
-            out.append(Figure(f"check.{label}", best(params.repeat, lambda: bench_check(target, params)), "steps/s",
-                              ceiling, "the machine alone + 1 round trip a step"))
-        finally:
-            target.close()
+        out.append(Figure(f"check.{label}", measure_check(params, lambda: open_target(where)), "steps/s",
+                          alone, "the machine alone (check.model)"))
+    builtin = out[-1].value
+    clock = ServerClock.for_url(url)
+    try:
+        out.append(Figure("check.valkey.server_clock", measure_check(params, lambda: open_target(url), clock),
+                          "steps/s", builtin, "the built-in client, virtual clock (check.valkey)",
+                          note="--clock server: step by step, TIME read around each clock op"))
+    finally:
+        clock.close()
+    if NODE_DRIVER.is_file() and shutil.which("node"):
+        with tempfile.TemporaryDirectory() as lua:
+            bundle.write(lua)
+            driver = f"{shlex.quote(shutil.which('node') or 'node')} {shlex.quote(str(NODE_DRIVER))} --scripts {lua}"
+            out.append(Figure("check.node.valkey", measure_check(params, lambda: open_target(url, driver=driver)),
+                              "steps/s", builtin, "the built-in client on the same server (check.valkey)",
+                              note="the Node port (ports/node) through its driver, batches on"))
     return out
 
 
-def driver_figures(url: str, params: Params, alone: float) -> list[Figure]:
-    """The model driver and the Node port (each as ``emq check --driver`` opens it), then
-    the foreign port's time to its first difference and to its full report."""
-    import shlex
-    import sys
-    import tempfile
-    from pathlib import Path
+def measure_check(params: Params, opened: Callable[[], Any], clock: Clock | None = None) -> float:
+    """``bench_check`` on the target ``opened`` returns, closed afterwards."""
+    target = opened()
+    try:
+        return best(params.repeat, lambda: bench_check(target, params, clock))
+    finally:
+        target.close()
 
+
+def driver_figures(params: Params, alone: float) -> list[Figure]:
+    """The model driver (``emq driver --model``, as ``emq check --driver`` opens it) held
+    against the machine alone, then the foreign port's time to its first difference and
+    to its full report (the Node port is ``check.node.valkey``, in ``check_figures``)."""
     from emq_kit.check.machine import Focus
-    from emq_kit.ports.bundle import write
 
     root = Path(__file__).resolve().parents[1]
-    emq = shlex.quote(str(Path(sys.executable).with_name("emq")))
-    out: list[Figure] = []
-    with tempfile.TemporaryDirectory() as scripts:
-        ports = [("model", f"{emq} driver --model", None)]
-        if (root / "ports" / "node" / "node_modules").is_dir() and shutil.which("node"):
-            write(scripts)
-            ports.append(("node.valkey", f"node {shlex.quote(str(root / 'ports' / 'node' / 'driver.js'))} "
-                                         f"--scripts {shlex.quote(scripts)}", url))
-        for label, command, where in ports:
-            target = open_target(where, None, command)
-            try:
-                out.append(Figure(f"check.driver.{label}", best(params.repeat, lambda: bench_check(target, params)),
-                                  "steps/s", alone, "the machine alone", note=command.split()[0].rsplit("/", 1)[-1]))
-            finally:
-                target.close()
+    command = f"{shlex.quote(str(Path(sys.executable).with_name('emq')))} driver --model"
+    out = [Figure("check.driver.model", measure_check(params, lambda: open_target(None, None, command)),
+                  "steps/s", alone, "the machine alone (check.model)", note="emq driver --model")]
     foreign = root / "tests" / "drivers" / "foreign.py"
     if not foreign.is_file():
         return out
@@ -640,9 +667,9 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         rtt = rtt_figures(url, valkey, fake, params.repeat)
         bench.figures += rtt
         say("conformance machine")
-        bench.figures += check_figures(url, params, {f.key[4:]: f.value for f in rtt})
+        bench.figures += check_figures(url, params)
         say("drivers")
-        bench.figures += driver_figures(url, params, next(f.value for f in bench.figures if f.key == "check.model"))
+        bench.figures += driver_figures(params, next(f.value for f in bench.figures if f.key == "check.model"))
         say("lifecycle")
         bench.figures += lifecycle_figures("fakeredis", fake, None, ids, params)
         bench.figures += lifecycle_figures("valkey", valkey, url, ids, params)

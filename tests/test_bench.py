@@ -32,6 +32,7 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     assert data["params"]["sizes"] == [10, 100] and data["params"]["batch"] == 20
     figures = {f["key"]: f for f in data["figures"]}
     want = {"model", "rtt.fakeredis", "rtt.valkey", "check.model", "check.fakeredis", "check.valkey",
+            "check.valkey.server_clock", "check.node.valkey",
             "lifecycle.fakeredis.single", "lifecycle.fakeredis.batched", "lifecycle.valkey.single",
             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
     for label, sizes in (("valkey", (10, 100)), ("fakeredis", (10, 40))):
@@ -40,7 +41,7 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     want |= {f"lanes.valkey.{op}.{n}" for op in ("claim", "enqueue") for n in (3, 30)}
     want |= {"lanes.valkey.claim.growth", "lanes.valkey.enqueue.growth"}
     want |= {"audit.valkey.seconds.30", "audit.valkey.memory.30"}
-    want |= {"check.driver.model", "check.driver.node.valkey", "foreign.full_report"}
+    want |= {"check.driver.model", "foreign.full_report"}
     # 2 examples of 5 steps may meet none of the foreign port's differences: then no first one
     assert set(figures) - {"foreign.first_difference"} == want
     if "foreign.first_difference" in figures:
@@ -53,10 +54,11 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
             assert f["ceiling"] > 0 and f["ceiling_by"], key
             assert f["ratio"] == pytest.approx(f["value"] / f["ceiling"]), key
     with_ceiling = {k for k, f in figures.items() if f["ceiling"] is not None}
-    assert with_ceiling == {"rtt.valkey", "check.fakeredis", "check.valkey", "lifecycle.valkey.single",
-                            "lifecycle.valkey.batched", "lifecycle.valkey.claim_many", "check.driver.model",
-                            "check.driver.node.valkey"}
+    assert with_ceiling == {"rtt.valkey", "check.fakeredis", "check.valkey", "check.valkey.server_clock",
+                            "check.node.valkey", "check.driver.model", "lifecycle.valkey.single",
+                            "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
     assert {k for k, f in figures.items() if f["goal"]} == set(bench.GOALS)
+    assert {k: f["goal_ratio"] for k, f in figures.items() if f["goal_ratio"]} == bench.GOAL_RATIOS
     table = capsys.readouterr().out
     assert all(key in table for key in figures) and "ceiling" in table and "valkey" in table
 

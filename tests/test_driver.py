@@ -135,6 +135,7 @@ def test_every_message_of_a_run_fits_the_schema(tmp_path: Path) -> None:
         if "ok" in reply:
             result[request["op"]].validate(reply["ok"])
         ops.add(request["op"])
+        ops.update(call["op"] for call in request.get("args", {}).get("calls", []))  # a window's batch (DP-20)
     assert {"init", "reset", "claim", "snapshot", "shutdown", "lane_claim", "lane_wclaim"} <= ops
 
 

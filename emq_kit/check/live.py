@@ -4,14 +4,20 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from emq_kit.check import memory
-from emq_live.client import Queue
+from emq_kit.check.window import BatchReply
+from emq_live.client import BadReply, Queue
 from emq_live.urls import redact
+from emq_model.errors import EmqError
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
+
+WINDOW = 64
+"""How many steps one window holds on a server (emq_kit/check/window.py): a whole
+``ci`` example (50 steps), one pipeline of twice as many commands."""
 
 
 class ModelTarget:
@@ -61,7 +67,10 @@ class LiveTarget:
     fakeredis, from the server's memory (``emq_kit/check/memory.py``); on a server with
     ``observe``, every script call of a queue brings back the queue's snapshot in the
     same round trip (``ObservedQueue``), handed out by the next ``snapshot``; otherwise
-    with one snapshot.lua call. All three read the same keyspace (tests/test_memory.py)."""
+    with one snapshot.lua call. All three read the same keyspace (tests/test_memory.py).
+
+    On a server with ``observe`` it also takes a window of steps at once (``batch``,
+    ``batch_max``): deferred verification, emq_kit/check/window.py."""
 
     batches = True
     lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
@@ -75,6 +84,7 @@ class LiveTarget:
         # fence=False: the kit inspecting a port's server leaves {emq}:version to the port.
         self.conn = connect(url, scripts=scripts, fence=fence)
         self.queues: dict[str, Any] = {}
+        self.batch_max = WINDOW if observe and self.conn.server is None else 0
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
 
     def reset(self) -> None:
@@ -110,6 +120,32 @@ class LiveTarget:
         if self.conn.server is not None:
             return memory.snapshot(queue, self.conn.server)
         return queue.take_snapshot() if isinstance(queue, ObservedQueue) else queue.snapshot()
+
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
+        """``calls`` (op, queue, arguments; ops that are script calls) in one pipeline,
+        each call's EVALSHA followed by snapshot.lua's on its queue: one ``BatchReply``
+        per call, in order, as ``DriverTarget.batch`` answers (DP-20). A call refused
+        before any I/O answers its refusal, and its queue's snapshot is read all the same.
+        Only on a server with ``observe`` (``batch_max``)."""
+        plan: list[tuple[ObservedQueue, Any]] = []
+        wire: list[tuple[str, list[Any], list[Any]]] = []
+        for op, name, args in calls:
+            queue = self.queue(name)
+            try:
+                call: Any = queue.build(op, args)
+                wire.append((call.name, call.keys, call.args))
+            except EmqError as exc:
+                call = exc
+            plan.append((queue, call))
+            wire.append(("snapshot", queue.keys, []))
+        results = iter(self.conn.scripts.run_batch(self.conn.redis, wire))
+        out = []
+        for queue, call in plan:
+            answer = call if isinstance(call, EmqError) else _answer(call, next(results))
+            snap = next(results)
+            out.append(BatchReply(answer, queue.last_dropped,
+                                  None if isinstance(snap, Exception) else queue.snapshot_answer(snap)))
+        return out
 
     def forget_row(self, name: str, job_id: str) -> None:
         queue = self.queue(name)
@@ -158,8 +194,11 @@ class ObservedQueue(Queue):
 
     observed: Snapshot | None = None
     meanwhile: Callable[[], None] | None = None
+    building = False  # see ``build``
 
     def _run(self, call: Any) -> Any:
+        if self.building:
+            return call
         receive = self.conn.scripts.send_then(self.conn.redis, (call.name, call.keys, call.args),
                                               ("snapshot", self.keys, []))
         work, self.meanwhile = self.meanwhile, None
@@ -173,10 +212,29 @@ class ObservedQueue(Queue):
             raise reply
         return call.read(reply)
 
+    def build(self, op: str, args: dict[str, Any]) -> Any:
+        """The script call ``op(**args)`` makes, its arguments checked (refusals raise),
+        without running it."""
+        self.building = True
+        try:
+            return getattr(self, op)(**args)
+        finally:
+            self.building = False
+
     def take_snapshot(self) -> Snapshot:
         """The snapshot the last call brought back, or a fresh one."""
         snap, self.observed = self.observed, None
         return snap if snap is not None else self.snapshot()
+
+
+def _answer(call: Any, reply: Any) -> Any:
+    """The answer ``call`` reads from ``reply``, or the exception it stands for."""
+    if isinstance(reply, Exception):
+        return reply
+    try:
+        return call.read(reply)
+    except BadReply as exc:  # a reply of the wrong shape: the machine's Crash
+        return exc
 
 
 def _server_name(r: Any) -> str:

@@ -37,6 +37,7 @@ from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.signature import Signature, signature
+from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
@@ -115,6 +116,11 @@ READS = ("browse", "counts", "state", "job")
 READ = Draw("Read", q=QUEUE, which=READS, job=POOL, n=range(1, 5), spoil=SPOILS, bad=BADS)
 VANDALIZE = Draw("Vandalize", q=QUEUE, pick=range(8))
 Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
+CLAIMS = ("claim", "claim_many", "lane_claim", "lane_wclaim")  # the ops that drop orphans (T-claim-5)
+# The ops a window may hold: the script calls of a queue (browse and job are answered
+# outside scripts by the built-in client: the window is sent before them; the lane ops
+# go step by step, LANE-F judges their answers as they come).
+WINDOWED = frozenset((*spec.TRANSITIONS, *spec.BATCHES, "counts", "state"))
 RULE_OPS: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",), "schedule": ("schedule",), "claim": ("claim",), "settle": SETTLES, "work": SETTLES,
     "enqueue_many": ("enqueue_many",), "claim_many": ("claim_many",), "complete_many": ("complete_many",),
@@ -244,6 +250,13 @@ def target_outcome(fn: Callable[[], Any]) -> Any:
         raise KitBug(exc, "the client") from exc
 
 
+def _given(answer: Any) -> Any:
+    """``answer``, raised when it is an exception (a batch reply, for ``target_outcome``)."""
+    if isinstance(answer, BaseException):
+        raise answer
+    return answer
+
+
 def _connection_errors() -> tuple[type[Exception], ...]:
     import redis
 
@@ -333,6 +346,7 @@ class Conformance(LaneRules, RuleBasedStateMachine):
     target: Target
     run: Run
     clock: Clock
+    windowed: bool = False  # may steps be verified in windows (``emq check``; never replay)
     queues, pool = QUEUES, POOL  # for LaneRules
 
     def __init__(self) -> None:
@@ -356,15 +370,22 @@ class Conformance(LaneRules, RuleBasedStateMachine):
             self.run.coverage.include(LANE_CELLS)
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
         self._aside: BaseException | None = None
+        # Deferred verification (emq_kit/check/window.py), shrinking included.
+        size = window_size(self.target, self.clock.mode) if self.windowed else 0
+        self.window = Window(self.target, size) if size else None
+        self._diverged = False
         self.stopped = False  # a known difference ended this example: no more calls
         if self.run.progress:
             self.run.progress(self.run)
 
     @classmethod
-    def factory(cls, target: Target, run: Run, clock: Clock | None = None) -> Callable[[], "Conformance"]:
+    def factory(cls, target: Target, run: Run, clock: Clock | None = None, *,
+                windowed: bool = False) -> Callable[[], "Conformance"]:
         """A zero-argument factory for ``run_state_machine_as_test`` (the virtual clock
-        unless ``clock`` says otherwise)."""
-        machine = type(cls.__name__, (cls,), {"target": target, "run": run, "clock": clock or VirtualClock()})
+        unless ``clock`` says otherwise; ``windowed``: verify in windows where the target
+        can, see emq_kit/check/window.py)."""
+        machine = type(cls.__name__, (cls,), {"target": target, "run": run, "clock": clock or VirtualClock(),
+                                              "windowed": windowed})
         return machine
 
     # -- the one way a step runs --------------------------------------------------------
@@ -376,7 +397,8 @@ class Conformance(LaneRules, RuleBasedStateMachine):
         now = time.perf_counter()
         if self.run.first_failure is None:
             self.run.first_failure = now
-        found = Divergence(kind, rule, step, lines, self.steps)
+        # The steps after ``step`` were generated while it waited in a window: not part of it.
+        found = Divergence(kind, rule, step, lines, self.steps[:step.index])
         sig = signature(found)
         self.run.seen_at.setdefault(sig, now)
         self.run.met[sig] += 1
@@ -385,6 +407,7 @@ class Conformance(LaneRules, RuleBasedStateMachine):
                 raise Quiet(str(sig))
             if self.run.hunting is None:
                 self.run.hunting, self.run.hunted_at = sig, self.run.examples
+        self._diverged = True
         return found
 
     def _spoil(self, a: Any) -> Spoil:
@@ -443,21 +466,24 @@ class Conformance(LaneRules, RuleBasedStateMachine):
         model = self.models[queue]
         was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
         failed_before = model.failed
+        deferred = self.window is not None and op in WINDOWED
+        if not deferred:
+            self.drain()
+            if self.stopped:  # a known difference in the window ended the example
+                return None
         step = self._record(queue, op, args)
         self._prepared = None
-        step.model, step.target = self.clock.call(
-            op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
-            lambda a, meanwhile=None: target_outcome(lambda: self._call_target(queue, op, a, meanwhile)),
-            lambda: self.target.snapshot(queue))
-        if self._aside is not None:  # the model's side failed while the call was on the wire
-            error, self._aside = self._aside, None
-            raise error
-        if step.model != step.target or type(step.model) is not type(step.target):
-            raise self.diverge("answer", spec.entry(op)["rule"], step,
-                             [f"model answered {step.model!r}", f"target answered {step.target!r}"])
-        if op in ("claim", "claim_many", "lane_claim", "lane_wclaim") and model.last_dropped != self.impls[queue].last_dropped:
-            raise self.diverge("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
-                                                           f"target dropped {self.impls[queue].last_dropped}"])
+        if deferred:
+            step.model = outcome(lambda: getattr(model, op)(**args))
+        else:
+            step.model, step.target = self.clock.call(
+                op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
+                lambda a, meanwhile=None: target_outcome(lambda: self._call_target(queue, op, a, meanwhile)),
+                lambda: self.target.snapshot(queue))
+            if self._aside is not None:  # the model's side failed while the call was on the wire
+                error, self._aside = self._aside, None
+                raise error
+            self.judge_answer(step, model.last_dropped, self.impls[queue].last_dropped)
         if op in spec.TRANSITIONS or op in spec.LANE_OPS:
             names = (lane_outcomes(op, step.model, args, bool(model.last_dropped)) if op in spec.LANE_OPS else
                      classify(op, step.model, was=was, dropped=bool(model.last_dropped) if op == "claim" else False,
@@ -466,8 +492,59 @@ class Conformance(LaneRules, RuleBasedStateMachine):
                 self.run.coverage.add(op, name)
                 if currently_in_test_context():
                     event(f"{op}/{name}")
-        self.verify(queue, step)
+        if deferred:
+            self._defer(step, model.last_dropped if op in CLAIMS else ())
+        else:
+            self.verify(queue, step)
         return step.model
+
+    def judge_answer(self, step: Step, mine: tuple[str, ...], theirs: tuple[str, ...]) -> None:
+        """The step's answers equal (INV-8), and for a claim that ran the orphans it
+        dropped (``mine`` the model's, ``theirs`` the target's; T-claim-5)."""
+        if step.model != step.target or type(step.model) is not type(step.target):
+            raise self.diverge("answer", spec.entry(step.op)["rule"], step,
+                               [f"model answered {step.model!r}", f"target answered {step.target!r}"])
+        if step.op in CLAIMS and not isinstance(step.model, EmqError) and mine != theirs:
+            raise self.diverge("answer", "T-claim-5", step, [f"model dropped {mine}", f"target dropped {theirs}"])
+
+    def _defer(self, step: Step, dropped: tuple[str, ...]) -> None:
+        """Hold the step in the window, its model side judged now (the model's snapshot
+        and its invariants against the previous one); send the window when it is full, or
+        when the model's snapshot breaks an invariant (the verdict is due at this step)."""
+        assert self.window is not None
+        mine = self.models[step.queue].snapshot()
+        judged = check_invariants(mine, self.previous.get(step.queue))
+        self.previous[step.queue] = mine
+        if self.window.add(Pending(step, dropped, (mine, judged))) or judged:
+            self.drain()
+
+    def drain(self) -> None:
+        """Send the window's steps and judge them in order, exactly as step-by-step
+        verification would: the first diverging step raises, a known difference is
+        absorbed (see ``step``)."""
+        if not self.window:
+            return
+        for done in self.window.flush():
+            step = done.pending.step
+            step.target = target_outcome(lambda: _given(done.answer))
+            try:
+                self.judge_answer(step, done.pending.dropped, done.dropped)
+                self._prepared = done.pending.prepared
+                self.verify(step.queue, step, done.snapshot)
+            except Quiet:
+                # As ``_absorb`` does step by step: the window goes on while both
+                # keyspaces agree after the step; otherwise the example ends here, and
+                # the steps generated after it are never judged.
+                theirs = done.snapshot if done.snapshot is not None else self.target.snapshot(step.queue)
+                if isinstance(step.target, Crash) or done.pending.prepared[0] != theirs:
+                    self.stopped = True
+                    return
+
+    def teardown(self) -> None:
+        """The example ended: judge what its window still holds (unless it already
+        diverged)."""
+        if not self._diverged:
+            self.drain()
 
     def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
         """``op`` on the target; ``meanwhile`` (the model's side of the step) handed to a
@@ -492,16 +569,18 @@ class Conformance(LaneRules, RuleBasedStateMachine):
         finally:
             impl.meanwhile = None  # not run when the call was refused before any I/O
 
-    def verify(self, queue: str, step: Step) -> None:
+    def verify(self, queue: str, step: Step, theirs: Snapshot | None = None) -> None:
         """INV-8 (snapshots equal), then INV-1..7 against the previous step. Once the two
         snapshots are equal, one ``check`` judges both sides: it is a pure function of the
         snapshot and the previous one, and the previous ones were equal too. Each call of
         ``verify`` is one checked step of the run. The model's snapshot and its ``check``
-        may have been made while the target's call was on the wire (``_call_target``)."""
+        may have been made while the target's call was on the wire (``_call_target``);
+        ``theirs``, the target's snapshot when a window brought it back."""
         self.run.steps += 1
         prepared, self._prepared = self._prepared, None  # made for this step's queue
         mine = prepared[0] if prepared else self.models[queue].snapshot()
-        theirs = self.target.snapshot(queue)
+        if theirs is None:
+            theirs = self.target.snapshot(queue)
         if mine != theirs:
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         self.orphans[queue] &= {m for _, m, _ in mine.members()}
@@ -632,6 +711,9 @@ class Conformance(LaneRules, RuleBasedStateMachine):
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
         if self.stopped:
             return
+        self.drain()  # the row goes after every call before it
+        if self.stopped:
+            return
         self.run.op_mix["forget_row"] += 1
         step = self._record(queue, "forget_row", {"id": job})
         self._prepared = None
@@ -668,6 +750,9 @@ class Conformance(LaneRules, RuleBasedStateMachine):
         step = self._record("", "queue", {"name": name})
         step.model, step.target = model, target
         if not (isinstance(model, EmqError) and model == target):
+            self.drain()  # a refused name touches no key: only a divergence waits for the window
+            if self.stopped:
+                return
             try:
                 raise self.diverge("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
             except Quiet:

@@ -25,7 +25,6 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hseed
 from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
-from hypothesis.stateful import run_state_machine_as_test
 
 from emq_kit.check.clock import Clock
 from emq_kit.check.coverage import Coverage
@@ -34,6 +33,7 @@ from emq_kit.check.fence import fence_divergence
 from emq_kit.check.machine import Divergence, Focus, Run, Step
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
+from emq_kit.check.window import run_machine
 from emq_kit.errors import KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
@@ -192,7 +192,7 @@ def run_check(
             )
             try:
                 with with_reporter(lambda _: None):  # the report and the trace say it better
-                    run_state_machine_as_test(factory, settings=config)
+                    run_machine(factory, config)
             except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
                 if run.fatal is not None:  # whatever Hypothesis made of it (a flaky test, a group)
                     raise run.fatal from None

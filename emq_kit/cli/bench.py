@@ -33,8 +33,9 @@ def format_bench(bench: Bench) -> str:
     for f in bench.figures:
         ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
         note = "; ".join(x for x in (f.note, f"ceiling: {f.ceiling_by}" if f.ceiling_by else "") if x)
+        goal = f"x{f.goal_ratio:.2f}" if f.goal_ratio is not None else number(f.goal)
         lines.append(f"  {f.key:<34} {number(f.value, f.unit):>12} {f.unit:<13} {number(f.ceiling):>12} "
-                     f"{ratio:>6} {number(f.goal):>8}  {note}")
+                     f"{ratio:>6} {goal:>8}  {note}")
     return "\n".join(lines)
 
 

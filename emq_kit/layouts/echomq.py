@@ -27,12 +27,18 @@ def _replay(steps: list[Any], target: Any, clock: Any = None) -> Any:
     return replay(steps, target, clock)
 
 
+def _windowed(target: Any, run: Any, clock: Any = None) -> Any:
+    """``emq check``'s machine: it verifies in windows where the target can
+    (emq_kit/check/window.py); a replay's is step by step."""
+    return Conformance.factory(target, run, clock, windowed=True)
+
+
 LAYOUT = Layout(
     name="echomq",
     contract="specs/transitions.json",
     cells=cells,
     open_target=open_target,
-    machine=Conformance.factory,
+    machine=_windowed,
     replay=_replay,
     step_args=_step_args,
     queues=tuple(QUEUES),

@@ -21,10 +21,11 @@ import shlex
 import subprocess
 import threading
 from collections import deque
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Crash
+from emq_kit.check.window import BatchReply
 from emq_kit.errors import KitError, TargetFault
 from emq_kit.ports.protocol import (
     BATCH,
@@ -179,16 +180,6 @@ def _raise(error: Any, what: str) -> Any:
         raise errors.from_code(code, message)
     kind = {DRIVER: "the driver failed", PROTO: "the driver refused the request"}.get(code, f"unknown code {code}")
     raise DriverError(f"{kind} at {what}: {message}")
-
-
-class BatchReply(NamedTuple):
-    """One call's reply in a batch (DP-20): its answer as the model's (or the exception
-    it stands for: a refusal's ``EmqError``, a ``DriverError``, a ``ProtocolError``), the
-    orphans a claim dropped, and the queue's snapshot read after it (or ``None``)."""
-
-    answer: Any
-    dropped: tuple[str, ...]
-    snapshot: Snapshot | None
 
 
 class DriverQueue:

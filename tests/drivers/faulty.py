@@ -8,6 +8,10 @@ MODE: ``exit`` (a line on stderr, then exit code 3), ``hang`` (never answers),
 shape) or ``lacking`` (the right answer, without ``reap`` in an op list). With N, only
 the Nth request for OP fails (a driver that times out on its third ``reset``); the
 count is this process's.
+
+It offers no batch (DP-20): every op is a request of its own, so the fault lands at the
+step that sent it. (A batch that fails as a whole is judged at its first call: which
+call failed is unknown, emq_kit/check/window.py.)
 """
 
 import json
@@ -38,7 +42,11 @@ for line in sys.stdin:
         else:
             reply = "this is not JSON" if mode == "garbage" else json.dumps({"id": request["id"], "ok": "sure"})
     else:
-        reply = json.dumps(driver.reply(line))
+        answer = driver.reply(line)
+        if request["op"] == "init" and "ok" in answer:
+            answer["ok"]["ops"] = [o for o in answer["ok"]["ops"] if o != "batch"]
+            answer["ok"].pop("batch_max", None)
+        reply = json.dumps(answer)
     print(reply, flush=True)
     if request["op"] == "shutdown":
         break

@@ -1,0 +1,152 @@
+"""Deferred verification: a window of steps goes to the target as one batch and is judged
+when the replies come back, step by step, in order.
+
+Why it is sound: the model is the oracle, and every argument the machine generates comes
+from the model's state (its answers, its locations, the kept claims it handed out), never
+from the target's. So the machine can run the model's side of a step at once, hand the
+step's target call to the window, and go on generating; the target's answers and
+snapshots are judged later, in step order, with the same checks and the same
+``Divergence`` as step-by-step verification: the first diverging step is the one
+reported, and the steps after it in the window are dropped from the counterexample.
+
+The window is flushed (sent and judged) when it is full, at the end of an example, and
+before any step that is not windowed: a step whose target side must follow the previous
+calls (a row deleted by hand, a queue opened by a refused name, a read the target answers
+outside its scripts) or whose generation depends on the target (the server clock, where
+no window is opened at all).
+
+A target windows through ``batch(calls, snapshots=True)`` (``BatchReply`` per call: the
+answer or the exception it stands for, the orphans a claim dropped, the snapshot after
+it) and says how many calls one window may hold in ``batch_max`` (0: none; the machine
+then verifies step by step). The built-in client sends a window as one pipeline, each
+call's EVALSHA followed by snapshot.lua's (``LiveTarget.batch``); a driver sends it as
+DP-20 batch requests (``DriverTarget.batch``).
+
+Shrinking verifies step by step (``run_machine``). The search runs in windows without
+shrinking and keeps its failing example in a database held in memory; a second run,
+step by step, replays that example (it stops at the divergence) and shrinks it. Why:
+the shrunk counterexample is then one step-by-step verification finds (a windowed
+example draws the steps after its divergence until its window is sent, which leads the
+shrinker elsewhere), each shrink attempt stops at its divergence, and Hypothesis, which
+demands that a choice sequence draw the same whenever it runs, sees one mode per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+
+from hypothesis import Phase, settings
+from hypothesis.database import InMemoryExampleDatabase
+from hypothesis.stateful import run_state_machine_as_test
+
+from emq_kit.errors import TargetFault
+
+if TYPE_CHECKING:
+    from emq_kit.check.machine import Step
+    from emq_kit.check.target import Target
+    from emq_model.invariants import Violation
+
+from emq_model.snapshot import Snapshot
+
+
+@dataclass
+class Pending:
+    """A step whose model side ran and whose target side waits in the window: what the
+    model answered and dropped, and the model's snapshot after it with its invariants
+    judged against the previous one (``prepared``, as ``Conformance.verify`` takes it)."""
+
+    step: Step
+    dropped: tuple[str, ...]
+    prepared: tuple[Snapshot, list[Violation]]
+
+
+class BatchReply(NamedTuple):
+    """One call's reply in a batch (DP-20): its answer as the model's (or the exception
+    it stands for: a refusal's ``EmqError``, a ``DriverError``, a ``ProtocolError``), the
+    orphans a claim dropped, and the queue's snapshot read after it (or ``None``)."""
+
+    answer: Any
+    dropped: tuple[str, ...]
+    snapshot: Snapshot | None
+
+
+@dataclass
+class Judged:
+    """A windowed step with the target's side back: its answer (or the exception it
+    stands for), the orphans it dropped, its snapshot (None: the target did not bring
+    it back; the machine reads it)."""
+
+    pending: Pending
+    answer: Any
+    dropped: tuple[str, ...]
+    snapshot: Snapshot | None
+
+
+def run_machine(machine: Any, config: settings) -> None:
+    """``run_state_machine_as_test(machine, settings=config)``, searching in windows and
+    shrinking step by step (see the module docstring) when ``machine`` (a
+    ``Conformance.factory`` class: its ``windowed`` is set here) opens windows."""
+    if not (getattr(machine, "windowed", False) and window_size(machine.target, machine.clock.mode)):
+        run_state_machine_as_test(machine, settings=config)
+        return
+    found = InMemoryExampleDatabase()
+    try:
+        run_state_machine_as_test(machine, settings=settings(
+            config, database=found, phases=[p for p in config.phases if p is not Phase.shrink]))
+    except BaseException:
+        if Phase.shrink not in config.phases:
+            raise
+        # Kept as secondary examples: a primary one that replays exactly is taken as
+        # shrunk already, and the replay, step by step, may stop exactly where it did.
+        for key, values in list(found.data.items()):
+            found.data[key + b".secondary"] = found.data.pop(key) | values
+        machine.windowed = False
+        try:
+            run_state_machine_as_test(machine, settings=settings(config, database=found,
+                                                                 phases=[Phase.reuse, Phase.shrink]))
+        finally:
+            machine.windowed = True
+        raise  # the failure did not come back step by step: report the windowed one
+
+
+def window_size(target: Target, clock_mode: str) -> int:
+    """How many steps one window holds on ``target`` under a clock of ``clock_mode``: 0
+    (verify step by step) when the target cannot batch or the clock is the server's
+    (generation then waits on the target's clock)."""
+    if clock_mode != "virtual":
+        return 0
+    return int(getattr(target, "batch_max", 0) or 0)
+
+
+class Window:
+    """The steps sent to the target but not yet judged, at most ``size``."""
+
+    def __init__(self, target: Target, size: int) -> None:
+        self.target, self.size = target, size
+        self.pending: list[Pending] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.pending)
+
+    def add(self, pending: Pending) -> bool:
+        """Hold ``pending``; whether the window is now full."""
+        self.pending.append(pending)
+        return len(self.pending) >= self.size
+
+    def flush(self) -> Iterator[Judged]:
+        """Send every held step in one batch and yield them with their replies, in step
+        order. The window is empty afterwards, whatever the caller does with the rest."""
+        held, self.pending = self.pending, []
+        if not held:
+            return
+        try:
+            replies = self.target.batch([(p.step.op, p.step.queue, p.step.args) for p in held],  # type: ignore[attr-defined]
+                                        snapshots=True)
+        except TargetFault as exc:
+            # The port failed the batch as a whole (it died, hung, broke the protocol):
+            # which call did is unknown, so the first held step carries the failure.
+            yield Judged(held[0], exc, (), None)
+            return
+        for p, reply in zip(held, replies):
+            yield Judged(p, reply.answer, tuple(reply.dropped), reply.snapshot)

@@ -1,0 +1,75 @@
+"""Deferred verification (emq_kit/check/window.py): on a server the machine sends windows
+of steps in one pipeline and judges them afterwards, and finds what step-by-step
+verification finds: the same verdict, the same first diverging step, the same shrunk
+counterexample."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broken import VARIANTS, broken_dir
+from livekit import flush_url
+
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.run import PROFILES, Report, run_check
+
+DEV = dataclasses.replace(PROFILES["dev"], gate=False)
+
+
+class Counting(LiveTarget):
+    """A live target that counts the windows it was sent and the calls in them;
+    ``windows=False`` verifies step by step."""
+
+    def __init__(self, url: str, scripts: str | None = None, *, windows: bool = True) -> None:
+        super().__init__(url, scripts, observe=True)
+        self.batch_max = self.batch_max if windows else 0
+        self.sent: list[int] = []
+
+    def batch(self, calls: Any, snapshots: bool = True) -> Any:
+        self.sent.append(len(calls))
+        return super().batch(calls, snapshots)
+
+
+def check(url: str, scripts: str | None, *, windows: bool, seed: int = 1) -> tuple[Report, Counting]:
+    """A run of up to 200 examples: enough to find each variant below whatever else the
+    process imported (Hypothesis draws constants from loaded modules)."""
+    target = Counting(url, scripts, windows=windows)
+    try:
+        return run_check(target, DEV, seed=seed, examples=200 if scripts else None), target
+    finally:
+        target.close()
+
+
+def test_a_conforming_run_is_windowed_and_checks_every_step(valkey) -> None:
+    windowed, target = check(flush_url(valkey), None, windows=True, seed=7)
+    stepwise, plain = check(flush_url(valkey), None, windows=False, seed=7)
+    assert windowed.ok and stepwise.ok
+    assert not plain.sent and target.sent and max(target.sent) > 1  # the window is really used
+    # the same examples and the same checked steps: windowing changes no draw
+    assert (windowed.examples, windowed.steps, windowed.checks) == (stepwise.examples, stepwise.steps, stepwise.checks)
+    assert windowed.hits == stepwise.hits
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.name in ("missing-zrem", "token-not-checked",
+                                                                        "state-not-written")], ids=lambda v: v.name)
+def test_a_window_reports_the_divergence_step_by_step_verification_reports(variant: Any, valkey,
+                                                                           tmp_path: Path) -> None:
+    scripts = str(broken_dir(variant, tmp_path))
+    windowed, target = check(flush_url(valkey), scripts, windows=True)
+    stepwise, _ = check(flush_url(valkey), scripts, windows=False)
+    assert target.sent, "no window was sent"
+    assert windowed.divergence is not None and stepwise.divergence is not None
+    got, want = windowed.divergence, stepwise.divergence
+    assert (got.kind, got.rule) == (want.kind, want.rule)
+    # Shrunk step by step from the same failing example: as short. (Not always the very
+    # same steps: the shrinker's random state differs between one Hypothesis run and a
+    # search followed by a shrink, and it may settle on claim where the other took
+    # claim_many.)
+    assert len(windowed.shrunk) <= len(stepwise.shrunk)
+    assert windowed.shrunk[-1] is got.step and got.steps == windowed.shrunk  # it ends at the diverging step
+    # Every difference of the run: a known one met inside a window is absorbed as step by
+    # step absorbs it, so the rounds search the same examples and find the same ones.
+    assert [d.signature for d in windowed.differences] == [d.signature for d in stepwise.differences]
