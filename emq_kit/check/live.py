@@ -18,6 +18,7 @@ class ModelTarget:
     checks the machine itself (and serves ``emq driver --model``)."""
 
     batches = True
+    raw = False
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueModel] = {}
@@ -62,6 +63,7 @@ class LiveTarget:
     with one snapshot.lua call. All three read the same keyspace (tests/test_memory.py)."""
 
     batches = True
+    raw = True
 
     def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False,
                  fence: bool = True) -> None:

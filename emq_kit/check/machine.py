@@ -32,6 +32,7 @@ from hypothesis.stateful import (
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
+from emq_kit.check.rawrule import RawCalls
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
@@ -117,8 +118,9 @@ class Divergence(AssertionError):
 class Step:
     """One call as it ran on both sides: the machine's record of it and a trace's step
     (emq_kit.trace.format). ``op`` is an op of the spec table, ``forget_row`` (a row
-    deleted by hand) or ``queue`` (opening a queue by a refused name); ``index`` is its
-    place in the example, from 1."""
+    deleted by hand), ``queue`` (opening a queue by a refused name) or ``raw`` (a call
+    past the client, ``emq_kit/check/rawrule.py``); ``index`` is its place in the
+    example, from 1."""
 
     queue: str
     op: str
@@ -143,6 +145,7 @@ class Run:
     progress: Callable[["Run"], None] | None = None
     started: float = field(default_factory=time.perf_counter)
     first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
+    raw_calls: bool = True  # send raw calls past the client (hostile calls) to a target that takes them
 
 
 def outcome(fn: Callable[[], Any]) -> Any:
@@ -217,7 +220,7 @@ class Selection(RuleStrategy):
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 
-class Conformance(RuleBasedStateMachine):
+class Conformance(RawCalls, RuleBasedStateMachine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``."""
 
     target: Target

@@ -21,8 +21,9 @@ from hypothesis import seed as hseed
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from emq_kit.check.clock import Clock
+from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
+from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.target import Target
 
 
@@ -37,12 +38,19 @@ class Profile:
     gate: bool
     extra_examples: int = 0
     round_examples: int = 100
+    sweep: bool = False  # the once-per-run raw sweep (rawrule.RawCalls.raw_sweep) on a target that takes raw calls
 
+
+SERVER_CLOCK = Profile("server-clock", examples=20, steps=25, gate=False)
+"""The server-clock phase of a gated run on a target of our calling convention: its
+calls carry no ``now``, so every clock script takes its ``TIME`` branch (CLK-1), and the
+model runs inside the server's ``TIME`` window (``ServerClock``, as ``--clock server``)."""
 
 PROFILES = {
     "dev": Profile("dev", examples=30, steps=30, gate=False),
-    "ci": Profile("ci", examples=200, steps=50, gate=True, extra_examples=800),
-    "thorough": Profile("thorough", examples=2000, steps=100, gate=True, extra_examples=4000, round_examples=500),
+    "ci": Profile("ci", examples=200, steps=50, gate=True, extra_examples=800, sweep=True),
+    "thorough": Profile("thorough", examples=2000, steps=100, gate=True, extra_examples=4000, round_examples=500,
+                        sweep=True),
 }
 
 
@@ -67,6 +75,11 @@ class Report:
     trace: Path | None = None
     trace_text: str = ""
     first_failure: float | None = None  # perf_counter() at the first divergence
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The once-per-run phases beside the rounds: ``sweep`` (raw calls the draws leave out;
+    its calls count in ``steps``) and ``server_clock`` (its own examples and steps, apart
+    from the figures above: its steps depend on the server's clock)."""
+    clock: Clock | None = None  # the clock the divergence ran under, when not the run's
 
     @property
     def steps_per_second(self) -> float:
@@ -97,12 +110,21 @@ def run_check(
     seed: int | None = None,
     progress: Callable[[Run], None] | None = None,
     clock: Clock | None = None,
+    raw_calls: bool = True,
 ) -> Report:
     """Run the machine on ``target`` under ``clock`` (virtual by default) and judge it.
-    Exceptions that are not divergences (a server that went away, a bug in the kit)
-    propagate."""
+    On a target that takes raw calls (``Target.raw``; ``raw_calls`` False: none), a
+    profile with ``sweep`` first sweeps the raw calls the draws leave out, and a gated
+    one ends with the server-clock phase (``SERVER_CLOCK``). Exceptions that are not divergences (a server that went
+    away, a bug in the kit) propagate."""
     seed = random.randrange(2**32) if seed is None else seed
-    run = Run(progress=progress)
+    run = Run(progress=progress, raw_calls=raw_calls)
+    raw_on = raw_calls and target.raw
+    once = raw_on and profile.sweep
+    if raw_on:
+        run.coverage.total = [*run.coverage.total, *raw_cells(sweep=once)]
+    phases: dict[str, dict[str, Any]] = {}
+    phase_clock: Clock | None = None
     budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
     per_round = examples or profile.examples
     divergence: Divergence | None = None
@@ -111,32 +133,24 @@ def run_check(
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
-        round_no, size = 0, per_round
+        if once:
+            divergence = _sweep(target, run, clock, phases)
+        round_no, size = 0, per_round if divergence is None else 0
         while size > 0:
-            factory = hseed(seed + round_no)(Conformance.factory(target, run, clock))
-            config = settings(
-                max_examples=size,
-                stateful_step_count=steps or profile.steps,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-                verbosity=Verbosity.normal,
-                print_blob=False,
-                # The explain phase re-runs the failing example many times to annotate
-                # which draws matter; our trace says that better, at a fraction of the cost.
-                phases=[p for p in Phase if p is not Phase.explain],
-            )
-            try:
-                with with_reporter(lambda _: None):  # the report and the trace say it better
-                    run_state_machine_as_test(factory, settings=config)
-            except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
-                divergence = first_divergence(exc)
-                if divergence is None:
-                    raise
+            divergence = _search(target, run, clock, seed + round_no, size, steps or profile.steps)
+            if divergence is not None:
                 break
             if not profile.gate or not run.coverage.unreached():
                 break
             round_no, size = round_no + 1, min(profile.round_examples, budget - run.examples)
+        if raw_on and profile.gate and divergence is None and getattr(clock, "mode", "virtual") != "server":
+            phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
+            phase = Run(raw_calls=raw_calls)
+            divergence = _search(target, phase, phase_clock, seed, SERVER_CLOCK.examples, SERVER_CLOCK.steps)
+            phases["server_clock"] = {"examples": phase.examples, "steps": phase.steps,
+                                      "seconds": round(time.perf_counter() - phase.started, 3)}
+            if divergence is not None and run.first_failure is None:
+                run.first_failure = phase.first_failure
     finally:
         quiet.setLevel(level)
     seconds = time.perf_counter() - started
@@ -158,4 +172,50 @@ def run_check(
         divergence=divergence,
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
+        phases=phases,
+        clock=phase_clock if divergence is not None and phase_clock is not None else None,
     )
+
+
+def _search(target: Target, run: Run, clock: Clock | None, seed: int, examples: int, steps: int) -> Divergence | None:
+    """One round of the machine: ``examples`` examples of up to ``steps`` steps from
+    ``seed``; the divergence it found, if any."""
+    factory = hseed(seed)(Conformance.factory(target, run, clock))
+    config = settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.normal,
+        print_blob=False,
+        # The explain phase re-runs the failing example many times to annotate
+        # which draws matter; our trace says that better, at a fraction of the cost.
+        phases=[p for p in Phase if p is not Phase.explain],
+    )
+    try:
+        with with_reporter(lambda _: None):  # the report and the trace say it better
+            run_state_machine_as_test(factory, settings=config)
+    except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
+        divergence = first_divergence(exc)
+        if divergence is None:
+            raise
+        return divergence
+    return None
+
+
+def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict[str, Any]]) -> Divergence | None:
+    """The raw calls the draws leave out (``raw.SWEPT``), once, before the rounds; its
+    calls count as the run's steps, its cells as the run's (the divergence, if any)."""
+    started = time.perf_counter()
+    swept = Run(coverage=run.coverage)
+    machine = Conformance.factory(target, swept, clock)()
+    try:
+        machine.raw_sweep()
+    except Divergence as d:
+        return d
+    finally:
+        run.steps += swept.steps
+        run.first_failure = run.first_failure or swept.first_failure
+        phases["sweep"] = {"calls": swept.steps, "seconds": round(time.perf_counter() - started, 3)}
+    return None

@@ -52,6 +52,8 @@ def format_report(report: Report) -> str:
         f"  cells {report.reached}/{report.total} (op x outcome, specs/transitions.json)",
         f"  wall {report.seconds:.2f} s   {report.steps_per_second:,.0f} checked steps/s",
     ]
+    lines += [f"  {name.replace('_', '-')} phase: " + ", ".join(f"{k} {v}" for k, v in figures.items())
+              for name, figures in report.phases.items()]
     if report.unreached and report.divergence is None:  # a run cut short by a failure is not judged on coverage
         lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
     d = report.divergence
@@ -85,6 +87,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "invariant_checks": report.checks,
         "seconds": round(report.seconds, 3),
         "steps_per_second": round(report.steps_per_second, 1),
+        "phases": report.phases,
         "cells": {"reached": report.reached, "total": report.total,
                   "unreached": [f"{op}/{o}" for op, o in report.unreached], "hits": report.hits},
         "divergence": None if d is None else {
@@ -106,7 +109,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
                            progress=_progress(args.examples or profile.examples), clock=clock)
         if report.divergence is not None:
-            write_trace(report, target, Path(args.traces), clock)
+            write_trace(report, target, Path(args.traces), report.clock or clock)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url}: {exc}") from None
     except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot

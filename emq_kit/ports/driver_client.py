@@ -222,6 +222,7 @@ class DriverTarget:
     only ``offered``); without it such a driver is refused, naming what it lacks."""
 
     batches = False
+    raw = False  # the port's client stands between the kit and its scripts
     """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
 
     def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,

@@ -24,7 +24,7 @@ from emq_kit.check.target import open_target
 from emq_model import spec
 
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
-PROFILE = Profile("selftest", examples=400, steps=50, gate=False)
+PROFILE = Profile("selftest", examples=400, steps=50, gate=False, sweep=True)
 SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take to shrink
 
 
@@ -122,13 +122,13 @@ the pump live in lib.lua, the batch loop in batch.lua (specs/selftest.md)."""
 
 def all_mutants(source: Path | None = None) -> list[Mutant]:
     """The mutants of every transition script and of the parts they share (lib.lua,
-    batch.lua); not of the read scripts: those are the observer, not the implementation
-    under test."""
+    batch.lua), then the ``edit-check`` ones (``check_mutants``); not of the read
+    scripts: those are the observer, not the implementation under test."""
     node = source or resources.files("emq_live").joinpath("lua")
     out: list[Mutant] = []
     for op in spec.TRANSITIONS + SHARED:
         out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
-    return out
+    return out + check_mutants(source)
 
 
 CHECK_OPERATOR = "edit-check"
@@ -138,8 +138,8 @@ def check_mutants(source: Path | None = None) -> list[Mutant]:
     """The ``edit-check`` operator: each one-check edit of lib.lua or batch.lua
     (``raw.CHECK_EDITS``: an id bound, a queue byte bound, the KEYS and ARGV counts,
     the batch limit, the TIME arithmetic, the canonical-decimal test) as a mutant. Only
-    raw calls reach these checks, so ``raw.sweep`` is what kills them
-    (tests/test_rawcalls.py); they join ``all_mutants`` when the machine runs raw calls."""
+    raw calls reach these checks: the machine's raw-call rule and sweep kill them
+    (``emq_kit/check/rawrule.py``; tests/test_rawcalls.py)."""
     from emq_kit.check.raw import CHECK_EDITS
 
     node = source or resources.files("emq_live").joinpath("lua")
