@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from emq_kit import cli
+from emq_kit.check import raw
 from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_model.spec import cells
 
@@ -25,7 +27,7 @@ def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytes
     finally:
         target.close()
     assert report.verdict == "conforms", report.divergence
-    assert report.unreached == [] and report.reached == len(cells())
+    assert report.unreached == [] and report.reached == report.total == len(cells()) + len(raw.KINDS)
     assert report.examples >= PROFILES["ci"].examples
     assert report.checks >= 8 * report.steps  # INV-1..7 and INV-8 after every step
 
@@ -59,7 +61,7 @@ def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3", "--json"]) == cli.EXIT_OK
     data = json.loads(capsys.readouterr().out)
     assert data["verdict"] == "conforms" and data["seed"] == 3 and data["profile"] == "dev"
-    assert data["cells"]["total"] == len(cells()) and data["divergence"] is None
+    assert data["cells"]["total"] == len(cells()) + len(raw_cells(sweep=False)) and data["divergence"] is None
     assert data["steps"] > 0 and data["target"]["target"] == "fakeredis"
 
 

@@ -55,18 +55,21 @@ def _finds(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], url: s
     assert cli.main(["replay", str(path)] + (["--url", url] if url else [])) == cli.EXIT_FAIL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_emq_check_finds_each_one_check_edit_on_fakeredis(name: str, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     _finds(name, tmp_path, capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE)
 def test_emq_check_finds_a_sample_of_the_edits_on_valkey(name: str, tmp_path: Path, valkey: object,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     _finds(name, tmp_path, capsys, valkey.url)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_our_scripts_conform_and_a_ci_run_sends_every_raw_kind() -> None:
     target = LiveTarget()
     try:

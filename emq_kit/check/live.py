@@ -73,6 +73,11 @@ class LiveTarget:
         self.scripts_dir = str(Path(scripts).resolve()) if scripts is not None else None
         # fence=False: the kit inspecting a port's server leaves {emq}:version to the port.
         self.conn = connect(url, scripts=scripts, fence=fence)
+        # A raw call's fingerprint is one SCAN, and a cluster refuses a spoiled call's keys
+        # of two queues (CROSSSLOT) before our scripts see them: no raw calls there.
+        from redis.cluster import RedisCluster
+
+        self.raw = not isinstance(self.conn.redis, RedisCluster)
         self.queues: dict[str, Any] = {}
 
     def reset(self) -> None:

@@ -469,7 +469,7 @@ class Conformance(RawCalls, RuleBasedStateMachine):
 
     @rule(delta=st.integers(0, 25))
     def tick(self, delta: int) -> None:
-        self.now = self.clock.advance(self.now + delta)
+        self.now = self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"]))
 
     # -- rules: hostile callers ----------------------------------------------------------
 
@@ -518,7 +518,9 @@ class Conformance(RawCalls, RuleBasedStateMachine):
         marks = sorted(set(self.models[q].sets[loc].values()))
         if at is not None and marks:
             pick, offset = at
-            self.now = self.clock.advance(max(self.now, marks[pick % len(marks)] + offset))
+            # a raw call's edge may leave a score at the clock's last ms: never step past it
+            to = min(marks[pick % len(marks)] + offset, spec.LIMITS["ms_max"])
+            self.now = self.clock.advance(max(self.now, to))
 
     def _kept(self, pick: int) -> Kept:
         """A kept claim: 0 is the newest."""
