@@ -66,7 +66,7 @@ def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--url", "redis://127.0.0.1:1"], "cannot reach"),
+    (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
     (["--url", "foo://nowhere"], "bad URL"),
     (["--scripts", "/nonexistent/dir"], "no script directory"),
 ])

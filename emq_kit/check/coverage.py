@@ -43,14 +43,15 @@ def classify(
 class Coverage:
     """Counts of every cell reached; the spec's cells are the denominator."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: list[tuple[str, str]] | None = None) -> None:
+        """``total``: the layout's cells (the four-set layout's by default)."""
         self.hits: Counter[tuple[str, str]] = Counter()
-        self.total = cells()
+        self.total = cells() if total is None else total
 
     def add(self, op: str, outcome: str) -> None:
         """Count one reached cell (a cell outside the table is a kit bug, so it raises)."""
         if (op, outcome) not in self.total:
-            raise KeyError(f"outcome {op}/{outcome} is not a cell of specs/transitions.json")
+            raise KeyError(f"outcome {op}/{outcome} is not a cell of the layout's table")
         self.hits[(op, outcome)] += 1
 
     def unreached(self) -> list[tuple[str, str]]:

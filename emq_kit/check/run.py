@@ -22,9 +22,12 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from emq_kit.check.clock import Clock, ServerClock
+from emq_kit.check.coverage import Coverage
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.target import Target
+from emq_kit.layouts import Layout
+from emq_kit.layouts import layout as layout_named
 
 
 @dataclass(frozen=True)
@@ -111,15 +114,18 @@ def run_check(
     progress: Callable[[Run], None] | None = None,
     clock: Clock | None = None,
     raw_calls: bool = True,
+    layout: Layout | None = None,
 ) -> Report:
-    """Run the machine on ``target`` under ``clock`` (virtual by default) and judge it.
-    On a target that takes raw calls (``Target.raw``; ``raw_calls`` False: none), a
-    profile with ``sweep`` first sweeps the raw calls the draws leave out, and a gated
-    one ends with the server-clock phase (``SERVER_CLOCK``). Exceptions that are not divergences (a server that went
-    away, a bug in the kit) propagate."""
+    """Run the ``layout``'s machine (the default layout's when None) on ``target`` under
+    ``clock`` (virtual by default) and judge it. On a target that takes raw calls
+    (``Target.raw``; ``raw_calls`` False: none), a profile with ``sweep`` first sweeps the
+    raw calls the draws leave out, and a gated one ends with the server-clock phase
+    (``SERVER_CLOCK``). Exceptions that are not divergences (a server that went away, a
+    bug in the kit) propagate."""
     seed = random.randrange(2**32) if seed is None else seed
-    run = Run(progress=progress, raw_calls=raw_calls)
-    raw_on = raw_calls and target.raw
+    layout = layout or layout_named()
+    run = Run(progress=progress, coverage=Coverage(layout.cells()), raw_calls=raw_calls)
+    raw_on = raw_calls and getattr(target, "raw", False)
     once = raw_on and profile.sweep
     if raw_on:
         run.coverage.total = [*run.coverage.total, *raw_cells(sweep=once)]
@@ -137,7 +143,7 @@ def run_check(
             divergence = _sweep(target, run, clock, phases)
         round_no, size = 0, per_round if divergence is None else 0
         while size > 0:
-            divergence = _search(target, run, clock, seed + round_no, size, steps or profile.steps)
+            divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps)
             if divergence is not None:
                 break
             if not profile.gate or not run.coverage.unreached():
@@ -145,8 +151,9 @@ def run_check(
             round_no, size = round_no + 1, min(profile.round_examples, budget - run.examples)
         if raw_on and profile.gate and divergence is None and getattr(clock, "mode", "virtual") != "server":
             phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
-            phase = Run(raw_calls=raw_calls)
-            divergence = _search(target, phase, phase_clock, seed, SERVER_CLOCK.examples, SERVER_CLOCK.steps)
+            phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_calls)
+            divergence = _search(layout.machine(target, phase, phase_clock), seed, SERVER_CLOCK.examples,
+                                 SERVER_CLOCK.steps)
             phases["server_clock"] = {"examples": phase.examples, "steps": phase.steps,
                                       "seconds": round(time.perf_counter() - phase.started, 3)}
             if divergence is not None and run.first_failure is None:
@@ -177,10 +184,10 @@ def run_check(
     )
 
 
-def _search(target: Target, run: Run, clock: Clock | None, seed: int, examples: int, steps: int) -> Divergence | None:
-    """One round of the machine: ``examples`` examples of up to ``steps`` steps from
-    ``seed``; the divergence it found, if any."""
-    factory = hseed(seed)(Conformance.factory(target, run, clock))
+def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int) -> Divergence | None:
+    """One round of a machine (a zero-argument factory): ``examples`` examples of up to
+    ``steps`` steps from ``seed``; the divergence it found, if any."""
+    factory = hseed(seed)(machine)
     config = settings(
         max_examples=examples,
         stateful_step_count=steps,

@@ -72,13 +72,21 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         return LiveTarget(url, scripts, observe=observe)
     except DriverError as exc:
         raise TargetUnavailable(str(exc)) from None
-    except FileNotFoundError as exc:
-        raise TargetUnavailable(f"scripts: {exc}") from None
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise TargetUnavailable(f"cannot reach {url}: {exc}") from None
-    except ValueError as exc:
-        raise TargetUnavailable(f"bad URL {url!r}: {exc}") from None
+    except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            ValueError) as exc:
+        raise unavailable(exc, url) from None
     except EmqError as exc:
         raise TargetUnavailable(f"{url}: {exc}") from None
     except redis.exceptions.ResponseError as exc:
         raise TargetUnavailable(f"{url} refused to load the scripts: {exc}") from None
+
+
+def unavailable(exc: Exception, url: str | None) -> TargetUnavailable:
+    """The one line for an environment error met opening a target on ``url``: scripts
+    not found, a server out of reach (redis-py's connection or timeout error, or the
+    client's ``ConnectError``), a bad URL (any other ``ValueError``)."""
+    if isinstance(exc, FileNotFoundError):
+        return TargetUnavailable(f"scripts: {exc}")
+    if isinstance(exc, ValueError):
+        return TargetUnavailable(f"bad URL {url!r}: {exc}")
+    return TargetUnavailable(f"cannot reach {url}: {exc}")

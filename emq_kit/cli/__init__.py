@@ -16,6 +16,7 @@ from typing import Sequence
 from emq_kit.cli import audit, bench, bundle, check, driver, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Usage, positive
 from emq_kit.errors import KitError
+from emq_live.urls import ConnectError
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser", "positive"]
 
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (Usage, KitError) as exc:
+    except (Usage, KitError, ConnectError) as exc:  # ConnectError: the client could not reach a server
         print(f"emq {args.command}: {exc}", file=sys.stderr)
         return EXIT_ENV
     except BrokenPipeError:  # `emq check | head`: the reader left; not an error of ours

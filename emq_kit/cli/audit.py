@@ -9,6 +9,7 @@ from typing import Any
 
 from emq_kit.audit import BATCH, KEEP, Progress, audit
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import printable
 from emq_model import errors
 from emq_model.invariants import Violation
@@ -22,6 +23,9 @@ def register(sub: Any) -> None:
     c.add_argument("--batch", type=positive, default=BATCH, help=f"ids per SCAN page and judged batch (default {BATCH})")
     c.add_argument("--keep", type=int, default=KEEP, help=f"violations listed at most; all are counted (default {KEEP})")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    c.add_argument("--layout", choices=NAMES, default="echomq",
+                   help="the keyspace layout: echomq (default) or bullmq (the queue emq:{q}: of "
+                   "specs/layouts/bullmq.md: location sizes and BQ-INV-1..4)")
     c.set_defaults(func=cmd_audit)
 
 
@@ -35,6 +39,14 @@ def cmd_audit(args: Any) -> int:
     def violation(queue: str, v: Violation) -> None:
         print(printable(f"{queue}: {v}"))
 
+    chosen = layout(args.layout)
+    if chosen.audit is not None:
+        counts, found = chosen.audit(args.url)
+        for line in found:
+            print(printable(line))
+        print(" ".join(f"{loc}={n}" for loc, n in counts.items()))
+        print(f"{chosen.name} layout, {len(found)} violation(s)")
+        return EXIT_FAIL if found else EXIT_OK
     try:
         result = audit(args.url, args.queue, batch=args.batch, keep=args.keep,
                        progress=None if args.quiet else progress, on_violation=violation)

@@ -14,8 +14,8 @@ import redis
 from emq_kit.check.clock import ServerClock
 from emq_kit.check.machine import Run, Step
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.check.target import open_target
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
 from emq_kit.trace.replay import write_trace
 
@@ -49,7 +49,7 @@ def format_report(report: Report) -> str:
         f"emq check: {report.verdict.upper()}  target {t.get('target')} ({t.get('server', '?')}), "
         f"scripts {t.get('scripts', '-')}, profile {report.profile}, seed {report.seed}",
         f"  examples {report.examples}   steps {report.steps}   invariant checks {report.checks}",
-        f"  cells {report.reached}/{report.total} (op x outcome, specs/transitions.json)",
+        f"  cells {report.reached}/{report.total} (op x outcome, {t.get('contract', 'specs/transitions.json')})",
         f"  wall {report.seconds:.2f} s   {report.steps_per_second:,.0f} checked steps/s",
     ]
     lines += [f"  {name.replace('_', '-')} phase: " + ", ".join(f"{k} {v}" for k, v in figures.items())
@@ -102,14 +102,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
-    target = open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
+    chosen = layout(args.layout)
+    target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
     clock: ServerClock | None = None
     try:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
-                           progress=_progress(args.examples or profile.examples), clock=clock)
+                           progress=_progress(args.examples or profile.examples), clock=clock, layout=chosen)
         if report.divergence is not None:
-            write_trace(report, target, Path(args.traces), report.clock or clock)
+            write_trace(report, target, Path(args.traces), report.clock or clock, chosen.replay)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url}: {exc}") from None
     except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot
@@ -139,6 +140,9 @@ def register(sub: Any) -> None:
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "
                    "within the server's TIME window around each call (server; needs --url)")
+    c.add_argument("--layout", choices=NAMES, default="echomq",
+                   help="the keyspace layout: echomq (the four sets, default) or bullmq (BullMQ's own "
+                   "scripts from the pinned bullmq package; needs --url, specs/layouts/bullmq.md)")
     c.add_argument("--examples", type=positive, help="examples per round (default: the profile's)")
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")

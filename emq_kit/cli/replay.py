@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.layouts import of_trace
 from emq_kit.trace.export import pytest_source
 from emq_kit.trace.format import Trace
-from emq_kit.trace.replay import explain, replay, step_table, target_for
+from emq_kit.trace.replay import explain, step_table, target_for
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -23,9 +24,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.pytest:
         Path(args.pytest).write_text(pytest_source(trace, args.trace), "utf-8")
         print(f"wrote {args.pytest}")
-    target = target_for(trace.header, url=args.url, scripts=args.scripts, driver=args.driver)
+    chosen = of_trace(trace.header)
+    if chosen.name == "echomq":
+        target = target_for(trace.header, url=args.url, scripts=args.scripts, driver=args.driver)
+    else:  # a layout's target is its own: the trace's server unless --url says otherwise
+        target = chosen.open_target(args.url or trace.header.get("target", {}).get("target"), args.scripts, args.driver)
     try:
-        result = replay(trace.steps, target)
+        result = chosen.replay(trace.steps, target, None)
         described = target.describe()
     finally:
         target.close()

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.layouts import NAMES
 from emq_kit.selftest.mutation import MutantVerdict, all_mutants, run_selftest, summary
+from emq_live.layouts.bullmq import bullmq_version
 
 
 def row(v: MutantVerdict) -> str:
@@ -24,6 +26,8 @@ HEADER = "| operator | where | original line | verdict | s to kill | shrunk step
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
+    if args.layout == "bullmq":
+        return _bullmq(args)
     if args.list:
         for m in all_mutants():
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
@@ -33,6 +37,29 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: print(row(v), flush=True))
     except Exception as exc:  # noqa: BLE001 - the environment, not a mutant: one line
         raise Usage(f"selftest could not run: {exc}") from None
+    return _summarize(args, verdicts)
+
+
+def _bullmq(args: argparse.Namespace) -> int:
+    """The mutants of BullMQ's scripts, judged by the bullmq layout's machine."""
+    from emq_kit.layouts import layout
+    from emq_kit.selftest import bullmq
+
+    if args.list:
+        for m in bullmq.all_mutants():
+            print(f"{m.key}\n    {m.script}.lua:{m.line} in {bullmq.where(m)}(): {m.before.strip()}  ->  "
+                  f"{m.after.strip() or '(deleted)'}")
+        return EXIT_OK
+    layout("bullmq").open_target(args.url).close()  # no server, no cmsgpack: one line, before any mutant
+    print(f"BullMQ {bullmq_version()} scripts, budget {args.budget:g} s per mutant, seed {args.seed}"
+          + (f", a sample of {args.sample}" if args.sample else ""))
+    print(HEADER)
+    verdicts = bullmq.run_selftest(args.url, args.budget, args.seed, args.sample, args.only,
+                                   report=lambda v: print(row(v), flush=True))
+    return _summarize(args, verdicts)
+
+
+def _summarize(args: argparse.Namespace, verdicts: list[MutantVerdict]) -> int:
     s = summary(verdicts)
     print()
     print(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
@@ -51,6 +78,10 @@ def register(sub: Any) -> None:
     t.add_argument("--budget", type=float, default=60.0, metavar="SECONDS", help="search time per mutant (default 60)")
     t.add_argument("--seed", type=int, default=0, help="the seed of every mutant's run (default 0)")
     t.add_argument("--only", metavar="TEXT", help="only the mutants whose key contains TEXT")
+    t.add_argument("--layout", choices=NAMES, default="echomq",
+                   help="whose scripts to mutate: ours (echomq) or BullMQ's (bullmq; needs --url)")
+    t.add_argument("--sample", type=positive, metavar="N",
+                   help="judge a seeded sample of N mutants (bullmq: its scripts have hundreds)")
     t.add_argument("--list", action="store_true", help="list the mutants and exit")
     t.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
     t.set_defaults(func=cmd_selftest)

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from emq_kit.check.run import Profile, run_check
-from emq_kit.check.target import open_target
+from emq_kit.layouts import Layout
+from emq_kit.layouts import layout as layout_named
 from emq_model import spec
 
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR")
@@ -77,13 +78,16 @@ def _outside_strings(line: str, match: re.Match[str]) -> bool:
     return line[: match.start()].count('"') % 2 == 0
 
 
-def mutants_of(script: str, text: str) -> list[Mutant]:
-    """Every mutant of one script under the six operators of specs/selftest.md."""
+def mutants_of(script: str, text: str, call_pattern: re.Pattern[str] = _CALL,
+               writes: tuple[str, ...] = WRITES) -> list[Mutant]:
+    """Every mutant of one script under the six operators of specs/selftest.md
+    (``call_pattern`` finds a server call and its command in a line, ``writes`` names
+    the commands delete-write removes: another layout's scripts call differently)."""
     out: list[Mutant] = []
     lines = text.split("\n")
     for n, line in _code_lines(text):
-        call = _CALL.match(line)
-        if call and call.group(1) in WRITES:
+        call = call_pattern.match(line)
+        if call and call.group(1) in writes:
             out.append(Mutant("delete-write", script, n, line, ""))
         for i, m in enumerate(m for m in _COMPARE.finditer(line) if _outside_strings(line, m)):
             out.append(Mutant("swap-compare", script, n, line, line[: m.start()] + _SWAP[m.group()] + line[m.end():], i))
@@ -185,7 +189,7 @@ def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], sour
 
 
 def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float,
-           found: Any = None) -> MutantVerdict:
+           found: Any = None, layout: Layout | None = None) -> MutantVerdict:
     """The machine against one mutant, to the end (in a child process of ``judge``);
     ``found`` (a shared double) gets the time of the first divergence as soon as the
     next example starts."""
@@ -196,11 +200,11 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
     with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
         copy_scripts(tmp, mutant.script, mutant.apply, source)
         try:
-            target = open_target(url, tmp, observe=False)
+            target = (layout or layout_named()).open_target(url, tmp, observe=False)
         except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
             return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
         try:
-            report = run_check(target, PROFILE, seed=seed, progress=note)
+            report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout)
         finally:
             target.close()
     if report.divergence is None:
@@ -209,7 +213,8 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
                    len(report.shrunk), report.divergence.rule)
 
 
-def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None) -> MutantVerdict:
+def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None,
+          layout: Layout | None = None) -> MutantVerdict:
     """Check one mutant with the machine within ``budget`` seconds of searching. The
     check runs in a forked child, so a spent budget can stop it anywhere (Hypothesis
     cannot be interrupted cleanly from inside); once a divergence is found, shrinking
@@ -220,7 +225,7 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     started = time.perf_counter()
 
     def work() -> None:
-        child.send(_check(mutant, url, seed, source, started, found))
+        child.send(_check(mutant, url, seed, source, started, found, layout))
 
     proc = ctx.Process(target=work, daemon=True)
     proc.start()

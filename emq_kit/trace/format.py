@@ -148,6 +148,7 @@ def header(target: dict[str, Any], *, seed: int | None, profile: str | None, clo
         "spec_version": spec.SPEC_VERSION,
         "wire_version": spec.WIRE_VERSION,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "layout": target.get("layout", "echomq"),
         "target": target,
         "seed": seed,
         "profile": profile,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
@@ -81,15 +81,20 @@ def _diverged(machine: Conformance, done: list[Step], d: Divergence) -> Replayed
     return Replayed(done, d, len(done), mine, theirs, tuple(check_invariants(theirs, previous)))
 
 
+Replayer = Callable[[list[Step], Any, Clock | None], Replayed]
+
+
 def record(shrunk: list[Step], target: Target, head: dict[str, Any],
-           clock: Clock | None = None) -> tuple[Trace, Replayed]:
+           clock: Clock | None = None, replayer: Replayer | None = None) -> tuple[Trace, Replayed]:
     """The trace of a shrunk counterexample: ids renamed to readable stable names when
     the renamed steps still diverge the same way (they should: renaming keeps byte
-    order), answers and snapshots taken from a fresh replay on the same target."""
+    order), answers and snapshots taken from a fresh replay on the same target (by the
+    layout's ``replayer``; the four-set layout's ``replay`` by default)."""
+    run = replayer or replay
     names = renaming(shrunk)
-    result = replay(renamed(shrunk, names), target, clock)
+    result = run(renamed(shrunk, names), target, clock)
     if result.conforms:  # the target is not deterministic under renaming: keep the originals
-        names, result = {}, replay(shrunk, target, clock)
+        names, result = {}, run(shrunk, target, clock)
     trace = Trace({**head, "renamed": {new: old for old, new in names.items()}}, result.steps)
     if result.divergence is not None:
         trace.divergence = divergence_json(result.divergence, result.index)
@@ -159,11 +164,13 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
     return open_target(url, scripts, driver)
 
 
-def write_trace(report: "Report", target: Target, directory: Path, clock: Clock | None) -> None:
+def write_trace(report: "Report", target: Target, directory: Path, clock: Clock | None,
+                replayer: Replayer | None = None) -> None:
     """Record the shrunk counterexample as a trace file in ``directory`` (ids renamed,
-    replayed once more) and keep its path and printout on the report."""
+    replayed once more by the layout's ``replayer``) and keep its path and printout on
+    the report."""
     head = header(report.target, seed=report.seed, profile=report.profile,
                   clock=getattr(clock, "mode", "virtual"))
-    trace, result = record(report.shrunk, target, head, clock)
+    trace, result = record(report.shrunk, target, head, clock, replayer)
     report.trace = trace.write(trace_path(directory, trace))
     report.trace_text = step_table(result) + "\n" + explain(result)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import redis
@@ -103,9 +104,12 @@ class BullTarget:
         retention: Retention = Retention(),
         max_stalled: int = RUN["max_stalled"],
         lock_ms: int = RUN["lock_ms"],
+        scripts: str | Path | None = None,
     ) -> None:
-        """Load the scripts (SCRIPT LOAD through redis-py's ``register_script``); a server
-        whose Lua lacks cmsgpack raises ``LayoutUnavailable`` before anything is written."""
+        """Load the scripts (SCRIPT LOAD through redis-py's ``register_script``): the
+        package's, or the same files from the directory ``scripts`` (a mutated copy,
+        selftest); a server whose Lua lacks cmsgpack raises ``LayoutUnavailable`` before
+        anything is written."""
         self.version = bullmq_version()
         from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript
 
@@ -116,12 +120,14 @@ class BullTarget:
         self.retention = retention
         self.max_stalled = max_stalled
         self.lock_ms = lock_ms
+        self.scripts_dir = None if scripts is None else str(scripts)
         self._scripts = {}
         self._known: set[str] = set()  # every id named to or by the scripts (projection)
         for name, entry in table()["scripts"].items():
             if entry["file"] not in shipped:
                 raise LayoutUnavailable(f"bullmq layout: bullmq {self.version} ships no {entry['file']}")
-            self._scripts[name] = client.register_script(loadScript(entry["file"]))
+            source = loadScript(entry["file"]) if scripts is None else Path(scripts, entry["file"]).read_text("utf-8")
+            self._scripts[name] = client.register_script(source)
 
     def _call(self, name: str, args: list[Any], **named: str) -> Any:
         """One EVALSHA: the table's key list, ``<name>`` placeholders filled from
@@ -234,7 +240,29 @@ class BullTarget:
         self._known.add(job_id)
         return int(self.client.delete(_key(job_id + ":lock")))
 
+    def wipe(self) -> None:
+        """Delete every key of the queue (SCAN of ``emq:{q}:*``, then DEL): the next
+        call meets an empty queue. Other keys on the server are left alone."""
+        pattern = BASE.replace("{", "\\{").replace("}", "\\}") + "*"
+        keys = list(self.client.scan_iter(match=pattern, count=1000))
+        if keys:
+            self.client.delete(*keys)
+        self._known.clear()
+
     # -- reading ------------------------------------------------------------
+
+    def discover(self) -> None:
+        """Name every job id the queue's keys show (a job hash ``emq:{q}:<id>`` or a
+        lock ``emq:{q}:<id>:lock``) to ``projection``, which then reads their hashes
+        and locks: what an audit of a keyspace this target did not write needs. Read
+        only (SCAN)."""
+        pattern = BASE.replace("{", "\\{").replace("}", "\\}") + "*"
+        named = set(table()["locations"]) | set(table()["auxiliary"])
+        for key in self.client.scan_iter(match=pattern, count=1000):
+            rest = _text(key)[len(BASE):]
+            jid = rest.removesuffix(":lock")
+            if jid and ":" not in jid and jid not in named:
+                self._known.add(jid)
 
     def projection(self) -> Projection:
         """The layout's projection in two pipelined round trips: the locations and

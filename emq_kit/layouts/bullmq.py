@@ -1,0 +1,342 @@
+"""The BullMQ layout (specs/layouts/bullmq.md) behind the kit's layout boundary: its
+target (BullMQ's unmodified scripts on a server, ``emq_live/layouts/bullmq.py``), its
+conformance machine (``BullConformance``: the ``BullModel`` and the scripts side by side,
+after every step equal replies, equal projections and BQ-INV-1..4 on the scripts'
+projection), its coverage cells (op x outcome of bullmq.json) and its replay.
+
+The machine is Hypothesis's, like the four-set one: rules draw their arguments packed
+in one choice (``Draw``) and ``Selection`` picks the rule, so a counterexample shrinks
+field by field; the draws are those of ``emq_model/layouts/bullmq_steps.py`` (ids mostly
+from the location the op needs, tokens mostly the holder's, the no-lock token ``"0"``
+only on a job that holds no lock: on a locked one it is finding F-2, reproduced by its
+own test). The run's retention is drawn per example and recorded as the trace's first
+step (``retention``), so a replay meets the same settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from hypothesis import event
+from hypothesis.control import currently_in_test_context
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from emq_kit.check.coverage import Coverage
+from emq_kit.check.draws import Draw
+from emq_kit.check.machine import Divergence, Run, Selection, Step, outcome, target_outcome
+from emq_kit.check.target import unavailable
+from emq_kit.errors import BadArgument, TargetUnavailable
+from emq_kit.layouts import Layout
+from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check, diff, table
+from emq_model.layouts.bullmq_steps import CUSTOM_LOW, UNKNOWN_ID
+
+QUEUE = table()["queue"]  # the one queue a run drives; every step names it
+START = 1_000_000  # the virtual clock's first reading (ms)
+CONTRACT = "specs/layouts/bullmq.json"
+RETENTION_OP = "retention"  # the pseudo-op that sets the example's retention (a trace step)
+
+# Where a drawn id comes from: the location the op needs (mostly), any id the model
+# knows, or one never added. A token: the holder's (mostly), an old one (a late worker),
+# or the no-lock token, drawn only for a job that holds no lock.
+WHOSE = ("pool",) * 16 + ("known",) * 3 + ("unknown",)
+TOKEN = ("holder",) * 17 + ("old",) * 2 + ("nolock",)
+PICK = range(64)
+KEEP = (-1, 0, 2)
+
+RETAIN = Draw("Retain", completed=KEEP, failed=KEEP, backlog=range(5))
+ADD = Draw("Add", custom=(None,) * 84 + tuple(range(21)), delay=(0, 0, 0, 100, 500), priority=(0, 0, 0, 1, 2),
+           lifo=(False,) * 4 + (True,))
+TAKE = Draw("Take", nolock=(False,) * 32 + (True,))
+SETTLE = Draw("Settle", op=("complete", "fail", "retry", "backoff", "extend"), whose=WHOSE, pick=PICK,
+              token=TOKEN, old=PICK, delay=(0, 100, 500))
+CHOOSE = Draw("Choose", whose=WHOSE, pick=PICK)
+REPROCESS = Draw("Reprocess", state=("failed", "completed"), whose=WHOSE, pick=PICK,
+                 reset=(False,) * 7 + (True,) * 3)
+TICK = Draw("Tick", ms=(0, 1, 50, 400))
+
+
+class BullCheckTarget:
+    """BullMQ's scripts on one server as the kit's target: the ops are ``bull``'s
+    (``BullTarget``), ``reset`` empties the queue's keys, ``describe`` names the server,
+    the layout and the bullmq version (printed in every report and trace header)."""
+
+    raw = False  # another calling convention: no raw calls of ours (emq_kit/check/rawrule.py)
+
+    def __init__(self, url: str, scripts: str | None = None) -> None:
+        import redis
+
+        from emq_live.layouts.bullmq import BullTarget
+
+        self.url = url
+        self.client = redis.Redis.from_url(url)
+        self.bull = BullTarget(self.client, scripts=scripts)
+
+    def reset(self) -> None:
+        self.bull.wipe()
+
+    def describe(self) -> dict[str, Any]:
+        from emq_live.urls import redact
+
+        info = self.client.info("server")
+        name = "valkey" if "valkey_version" in info else "redis"
+        version = info.get("valkey_version") or info.get("redis_version")
+        return {
+            "target": redact(self.url),
+            "server": f"{name} {version}",
+            "layout": "bullmq",
+            "bullmq": self.bull.version,
+            "scripts": f"bullmq {self.bull.version} " + (self.bull.scripts_dir or "(package)"),
+            "contract": CONTRACT,
+        }
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
+                clock: str = "virtual", timeout: float = 10.0, observe: bool = True) -> BullCheckTarget:
+    """BullMQ's scripts on ``url``. No server (the embedded fakeredis) is refused with the
+    reason (its Lua has no cmsgpack, BQ-17), as are a driver and the server clock (BullMQ
+    takes every timestamp as an argument: the virtual clock is the only one). Every way
+    it can fail is a ``TargetUnavailable`` or ``BadArgument``, one line."""
+    import redis
+
+    from emq_live.layouts.bullmq import NO_CMSGPACK, LayoutUnavailable
+
+    if driver is not None:
+        raise BadArgument("the bullmq layout has no driver: it runs BullMQ's scripts itself")
+    if clock != "virtual":
+        raise BadArgument("the bullmq layout runs on the virtual clock only (its scripts take timestamps)")
+    if url is None:
+        raise TargetUnavailable(NO_CMSGPACK)
+    try:
+        return BullCheckTarget(url, scripts)
+    except LayoutUnavailable as exc:
+        raise TargetUnavailable(exc.reason) from None
+    except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            ValueError) as exc:
+        raise unavailable(exc, url) from None
+
+
+def cells() -> list[tuple[str, str]]:
+    """Every (op, outcome) cell of bullmq.json, in table order."""
+    return [(op, o) for op, d in table()["ops"].items() for o in d["outcomes"]]
+
+
+def classify(model: BullModel, op: str, args: dict[str, Any], answer: Any, duplicate: bool) -> str:
+    """The outcome of one call: its cell's name (bullmq.json, ``outcomes``)."""
+    if op == "add":
+        if duplicate:
+            return "duplicate"
+        return ("delayed" if args["delay"] else "prioritized" if args["priority"]
+                else "lifo" if args["lifo"] else "wait")
+    if op == "take":
+        return "empty" if answer[0] is None else "unlocked" if args["token"] == NO_LOCK else "taken"
+    if op == "check_stalled":
+        if not answer:
+            return "none"
+        past = any(int(model.hashes[j].get("stc", "0")) > model.max_stalled for j in answer if j in model.hashes)
+        return "deferred" if past else "moved"
+    return str(answer)
+
+
+class BullConformance(RuleBasedStateMachine):
+    """``BullModel`` vs BullMQ's scripts, step by step. Build with ``factory``."""
+
+    target: BullCheckTarget
+    run: Run
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rules_strategy = Selection(self)
+        self.target.reset()
+        self.run.examples += 1
+        self.steps: list[Step] = []
+        self.now = START
+        self.model = BullModel(max_stalled=table()["run"]["max_stalled"])
+        self.tokens: list[str] = []
+        if self.run.progress:
+            self.run.progress(self.run)
+
+    @classmethod
+    def factory(cls, target: BullCheckTarget, run: Run, clock: Any = None) -> Callable[[], "BullConformance"]:
+        """A zero-argument factory for ``run_state_machine_as_test`` (the clock is always
+        virtual: ``open_target`` refused any other)."""
+        return type(cls.__name__, (cls,), {"target": target, "run": run})
+
+    # -- the one way a step runs ----------------------------------------------------
+
+    def diverge(self, kind: str, rule: str, step: Step, lines: list[str]) -> Divergence:
+        import time
+
+        if self.run.first_failure is None:
+            self.run.first_failure = time.perf_counter()
+        return Divergence(kind, rule, step, lines, self.steps)
+
+    def execute(self, op: str, args: dict[str, Any]) -> Any:
+        """Run ``op`` with exactly ``args`` on the model and the scripts, then check the
+        replies, the projections and the invariants (what ``emq replay`` repeats)."""
+        step = Step(QUEUE, op, args, index=len(self.steps) + 1)
+        self.steps.append(step)
+        if op == RETENTION_OP:
+            self.model.retention = self.target.bull.retention = Retention(**args)
+        else:
+            duplicate = op == "add" and bool(args["job_id"]) and args["job_id"] in self.model.hashes
+            step.model = outcome(lambda: getattr(self.model, op)(**args))
+            step.target = target_outcome(lambda: getattr(self.target.bull, op)(**args))
+            rule_id = table()["ops"][op]["rule"]
+            if step.model != step.target or type(step.model) is not type(step.target):
+                raise self.diverge("answer", rule_id, step,
+                                   [f"model answered {step.model!r}", f"target answered {step.target!r}"])
+            cell = classify(self.model, op, args, step.model, duplicate)
+            self.run.coverage.add(op, cell)
+            if currently_in_test_context():
+                event(f"{op}/{cell}")
+        self.verify(step)
+        return step.model
+
+    def verify(self, step: Step) -> None:
+        """The projections equal, then BQ-INV-1..4 on the scripts' projection."""
+        self.run.steps += 1
+        mine, theirs = self.model.projection(), self.target.bull.projection()
+        if mine != theirs:
+            raise self.diverge("snapshot", "BQ-projection", step, diff(mine, theirs))
+        self.run.checks += 5  # the projection, BQ-INV-1..4
+        bad = check(theirs)
+        if bad:
+            raise self.diverge("invariant", bad[0].split()[0], step, bad)
+
+    # -- rules ------------------------------------------------------------------------
+
+    @initialize(a=RETAIN.strategy)
+    def retention(self, a: Any) -> None:
+        """keepJobs.count of each finished set for the example (keep all, remove, keep 2),
+        then most examples start with work waiting, so takes find jobs early."""
+        self.execute(RETENTION_OP, {"completed": a.completed, "failed": a.failed})
+        for _ in range(a.backlog):
+            self.execute("add", {"job_id": "", "now": self.now, "delay": 0, "priority": 0, "lifo": False})
+
+    @rule(a=ADD.strategy)
+    def add(self, a: Any) -> None:
+        custom = "" if a.custom is None else str(CUSTOM_LOW + a.custom)
+        self.execute("add", {"job_id": custom, "now": self.now, "delay": a.delay, "priority": a.priority,
+                             "lifo": a.lifo})
+
+    @rule(a=TAKE.strategy)
+    def take(self, a: Any) -> None:
+        if a.nolock:
+            token = NO_LOCK
+        else:
+            self.tokens.append(f"t{len(self.tokens) + 1}")
+            token = self.tokens[-1]
+        self.execute("take", {"token": token, "now": self.now})
+
+    @rule(a=SETTLE.strategy)
+    def settle(self, a: Any) -> None:
+        """A worker finishes, fails, retries, backs off or extends: mostly an active job
+        with its holder's token."""
+        job = self._id(a.whose, a.pick, self.model.active)
+        token = self._token(job, a.token, a.old)
+        args: dict[str, Any] = {"job_id": job, "token": token}
+        if a.op != "extend":
+            args["now"] = self.now
+        if a.op == "backoff":
+            args["delay"] = a.delay
+        if a.op in ("complete",):
+            args["value"] = f"{a.op}-{self.now}"
+        elif a.op != "extend":
+            args["reason"] = f"{a.op}-{self.now}"
+        self.execute(a.op, args)
+
+    @rule(a=CHOOSE.strategy)
+    def promote(self, a: Any) -> None:
+        self.execute("promote", {"job_id": self._id(a.whose, a.pick, self._ordered("delayed"))})
+
+    @rule()
+    def check_stalled(self) -> None:
+        self.execute("check_stalled", {"now": self.now})
+
+    @precondition(lambda self: self.model.locks)
+    @rule(a=CHOOSE.strategy)
+    def lapse(self, a: Any) -> None:
+        """A holder dies: its lock's TTL runs out."""
+        self.execute("lapse", {"job_id": self._id(a.whose, a.pick, sorted(self.model.locks))})
+
+    @rule(a=CHOOSE.strategy)
+    def remove(self, a: Any) -> None:
+        self.execute("remove", {"job_id": self._id(a.whose, a.pick, sorted(self.model.hashes))})
+
+    @rule(a=REPROCESS.strategy)
+    def reprocess(self, a: Any) -> None:
+        job = self._id(a.whose, a.pick, self._ordered(a.state))
+        self.execute("reprocess", {"job_id": job, "state": a.state, "reset": a.reset})
+
+    @rule(a=TICK.strategy)
+    def tick(self, a: Any) -> None:
+        self.now += a.ms
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _ordered(self, loc: str) -> list[str]:
+        return sorted(self.model.zsets[loc])
+
+    def _id(self, whose: str, pick: int, pool: list[str]) -> str:
+        """An id of ``pool`` (the location the op needs), else any known id, else one
+        never added."""
+        known = sorted(self.model.hashes)
+        if whose == "pool" and pool:
+            return pool[pick % len(pool)]
+        if whose != "unknown" and known:
+            return known[pick % len(known)]
+        return UNKNOWN_ID
+
+    def _token(self, job: str, how: str, old: int) -> str:
+        held = self.model.locks.get(job)
+        if held is not None and how == "holder":
+            return held
+        if held is None and how == "nolock":
+            return NO_LOCK
+        return self.tokens[-1 - old % len(self.tokens)] if self.tokens else "t0"
+
+
+def replay(steps: list[Step], target: BullCheckTarget, clock: Any = None) -> Any:
+    """Re-run a trace's steps on a fresh model and ``target`` (reset first)."""
+    from emq_kit.trace.replay import Replayed
+
+    machine = BullConformance.factory(target, Run(coverage=Coverage(cells())))()
+    done: list[Step] = []
+    for s in steps:
+        try:
+            machine.execute(s.op, s.args)
+        except Divergence as d:
+            done.append(Step(s.queue, s.op, s.args, d.step.model, d.step.target, index=len(done) + 1))
+            return Replayed(done, d, len(done))
+        last = machine.steps[-1]
+        done.append(Step(s.queue, s.op, s.args, last.model, last.target, index=len(done) + 1))
+    return Replayed(done)
+
+
+def audit(url: str) -> tuple[dict[str, int], list[str]]:
+    """A read-only audit of the layout's queue on ``url``: each location's size and
+    BQ-INV-1..4 on the projection of every job the keys show. Nothing is written (the
+    scripts are never called; only SCAN and reads)."""
+    target = open_target(url)
+    try:
+        target.bull.discover()
+        seen = target.bull.projection()
+    finally:
+        target.close()
+    from emq_model.layouts.bullmq import LOCATIONS
+
+    return {loc: len(seen.location(loc)) for loc in LOCATIONS}, check(seen)
+
+
+LAYOUT = Layout(
+    name="bullmq",
+    contract=CONTRACT,
+    cells=cells,
+    open_target=open_target,
+    machine=BullConformance.factory,
+    replay=replay,
+    audit=audit,
+)
