@@ -79,9 +79,9 @@ class Report:
     trace_text: str = ""
     first_failure: float | None = None  # perf_counter() at the first divergence
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """The once-per-run phases beside the rounds: ``sweep`` (raw calls the draws leave out;
-    its calls count in ``steps``) and ``server_clock`` (its own examples and steps, apart
-    from the figures above: its steps depend on the server's clock)."""
+    """The once-per-run phases beside the rounds, apart from the figures above (their
+    counts depend on the server's clock): ``sweep`` (raw calls the draws leave out) and
+    ``server_clock`` (its own examples and steps)."""
     clock: Clock | None = None  # the clock the divergence ran under, when not the run's
 
     @property
@@ -213,7 +213,8 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int) ->
 
 def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict[str, Any]]) -> Divergence | None:
     """The raw calls the draws leave out (``raw.SWEPT``), once, before the rounds; its
-    calls count as the run's steps, its cells as the run's (the divergence, if any)."""
+    cells count as the run's; its calls are reported apart (``phases``): how many depends
+    on the server's clock (a lease of the server-clock calls may expire between them)."""
     started = time.perf_counter()
     swept = Run(coverage=run.coverage)
     machine = Conformance.factory(target, swept, clock)()
@@ -222,7 +223,6 @@ def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict
     except Divergence as d:
         return d
     finally:
-        run.steps += swept.steps
         run.first_failure = run.first_failure or swept.first_failure
         phases["sweep"] = {"calls": swept.steps, "seconds": round(time.perf_counter() - started, 3)}
     return None
