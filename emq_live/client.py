@@ -41,8 +41,9 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from emq_model import errors, keyspace, spec
+from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
-from emq_model.snapshot import Snapshot, canonical_int, norm_score
+from emq_model.snapshot import LANE_HASHES, Snapshot, canonical_int, norm_score
 
 from . import urls
 from .scripts import ScriptSet
@@ -211,10 +212,17 @@ class Queue:
         return _text(reply)
 
     def _claim_answer(self, reply: Any) -> Claimed | None:
-        tag = _text(reply[0])
+        return self._job_answer(reply, Claimed)
+
+    def _job_answer(self, reply: Any, kind: type[Claimed] | type[LaneClaimed]) -> Any:
+        """``{"job", id, payload, token[, group], dropped...}`` as ``kind`` (``Claimed``
+        or ``LaneClaimed``), or ``{"empty", dropped...}`` as ``None``; records the
+        dropped orphans."""
+        tag, width = _text(reply[0]), len(kind._fields)
         if tag == "job":
-            _, job_id, payload, token, *dropped = reply
-            answer: Claimed | None = Claimed(_text(job_id), bytes(payload), int(token))
+            job_id, payload, token, *rest = reply[1 : 1 + width]
+            answer = kind(_text(job_id), bytes(payload), int(token), *map(_text, rest))
+            dropped = reply[1 + width :]
         elif tag == "empty":
             dropped, answer = list(reply[1:]), None
         else:
@@ -297,6 +305,60 @@ class Queue:
     def _claim_many(self, n: Any, lease_ms: Any, now: Any) -> _Call:
         a = spec.check_args("claim_many", {"n": n, "lease_ms": lease_ms})
         return self._call("claim_many", a, self._claim_many_answer, now)
+
+    # -- lanes (lifecycle.md §10) ----------------------------------------------------
+
+    def _lane_claim_answer(self, reply: Any) -> LaneClaimed | None:
+        return self._job_answer(reply, LaneClaimed)
+
+    def _lane_wclaim_answer(self, reply: Any) -> list[LaneClaimed]:
+        flat, dropped = reply
+        self._dropped(dropped)
+        return [LaneClaimed(_text(flat[i]), bytes(flat[i + 1]), int(flat[i + 2]), _text(flat[i + 3]))
+                for i in range(0, len(flat), 4)]
+
+    def _lane_enqueue(self, id: str, payload: Any, group: Any) -> _Call:
+        a = spec.check_args("lane_enqueue", {"id": id, "payload": payload, "group": group})
+        return self._call("lane_enqueue", a, self._text_answer)
+
+    def _lane_claim(self, op: str, lease_ms: Any, now: Any) -> _Call:
+        a = spec.check_args(op, {"lease_ms": lease_ms})
+        answer = self._lane_claim_answer if op == "lane_claim" else self._lane_wclaim_answer
+        return self._call(op, a, answer, now)
+
+    def _lane_config(self, op: str, values: dict[str, Any]) -> _Call:
+        """lane_pause, lane_resume, lane_limit, lane_weight: the group, then the value."""
+        return self._call(op, spec.check_args(op, values), self._text_answer)
+
+    def lane_enqueue(self, id: str, payload: bytes | str, group: str) -> str:
+        """T-lane_enqueue: ``"enqueued"`` (into the group's lane) or ``"duplicate"``."""
+        return self._run(self._lane_enqueue(id, payload, group))
+
+    def lane_claim(self, lease_ms: int, *, now: int | None = None) -> LaneClaimed | None:
+        """T-lane_claim: ``LaneClaimed(id, payload, token, group)`` from the lane the ring
+        turned to, or ``None``; sets ``last_dropped``."""
+        return self._run(self._lane_claim("lane_claim", lease_ms, now))
+
+    def lane_wclaim(self, lease_ms: int, *, now: int | None = None) -> list[LaneClaimed]:
+        """T-lane_wclaim: up to the lane's weight of its heads, in lane order; sets
+        ``last_dropped``."""
+        return self._run(self._lane_claim("lane_wclaim", lease_ms, now))
+
+    def lane_pause(self, group: str) -> str:
+        """T-lane_pause: ``"ok"``; the lane is not served until resumed."""
+        return self._run(self._lane_config("lane_pause", {"group": group}))
+
+    def lane_resume(self, group: str) -> str:
+        """T-lane_resume: ``"ok"``."""
+        return self._run(self._lane_config("lane_resume", {"group": group}))
+
+    def lane_limit(self, group: str, n: int) -> str:
+        """T-lane_limit: ``"ok"``; at most ``n`` of the lane's jobs active (0: no limit)."""
+        return self._run(self._lane_config("lane_limit", {"group": group, "n": n}))
+
+    def lane_weight(self, group: str, w: int) -> str:
+        """T-lane_weight: ``"ok"``; a weighted claim serves up to ``w`` heads per turn."""
+        return self._run(self._lane_config("lane_weight", {"group": group, "w": w}))
 
     def _run(self, call: _Call) -> Any:
         reply = self.conn.scripts.run(self.conn.redis, call.name, call.keys, call.args)
@@ -423,7 +485,15 @@ class Queue:
                 stray.append(key)  # a counter the grammar does not describe
                 count = b"0" if canonical_int(count) is None else count
             counters.append(int(count))
-        return Snapshot.build(self.name, locations, rows, counters[0], counters[1], stray)
+        lanes = {_text(g): [(_text(m), norm_score(v)) for m, v in _pairs(flat)] for g, flat in _pairs(reply[n + 4])}
+        hashes = {}
+        for name, flat in zip(LANE_HASHES, reply[n + 7 : n + 10]):
+            fields = {_text(f): bytes(v) for f, v in _pairs(flat)}
+            hashes[name] = {g: int(v) for g, v in fields.items() if _integer(v)}
+            if len(hashes[name]) != len(fields):
+                stray.append(keyspace.prefix(self.name) + name)  # a value the grammar does not describe
+        return Snapshot.build(self.name, locations, rows, counters[0], counters[1], stray, lanes,
+                              map(_text, reply[n + 5]), map(_text, reply[n + 6]), hashes)
 
     # -- batches ---------------------------------------------------------------------
 
@@ -437,6 +507,12 @@ def wire(op: str, values: dict[str, Any]) -> list[Any]:
     ``argv`` in transitions.json (CC-2); an absent optional argument is the empty string.
     The trailing ``now`` is the caller's."""
     return ["" if values[a["name"]] is None else values[a["name"]] for a in spec.entry(op)["argv"]]
+
+
+def _integer(value: bytes) -> bool:
+    """A canonical decimal, or one with a minus sign: a lane count read as it is, so a
+    negative ``gactive`` shows as a broken LANE-3 rather than as a stray key."""
+    return canonical_int(value.removeprefix(b"-")) is not None
 
 
 class Batch:

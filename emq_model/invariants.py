@@ -1,4 +1,5 @@
-"""The invariants INV-1..7 of specs/lifecycle.md §7, checked on a snapshot.
+"""The invariants INV-1..7 of specs/lifecycle.md §7 and the lane invariants INV-9..14 of
+§10, checked on a snapshot.
 
 ``check_invariants`` never stops at the first violation: it reports every one, each naming the
 invariant, the id (or key) and what was seen, so a counterexample explains itself.
@@ -9,8 +10,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .branded_id import is_valid
+from .errors import ArgError
 from .snapshot import Snapshot, canonical_int
-from .spec import ROW_FIELDS, STATE_OF
+from .spec import LIMITS, ROW_FIELDS, STATE_OF, check_value
 
 _REQUIRED = ("state", "attempts", "payload")
 
@@ -30,11 +32,15 @@ def _attempts(row: dict[str, bytes]) -> int | None:
     return canonical_int(row.get("attempts"))
 
 
-def check_invariants(snapshot: Snapshot, previous: Snapshot | None = None, *, born: int = 0) -> list[Violation]:
-    """Every violation of INV-1..7 in ``snapshot``; INV-5 and INV-7 also compare with the
-    ``previous`` snapshot of the same queue when it is given. ``born`` bounds how many
-    jobs may have been created since ``previous`` (0 when nothing ran in between but one
-    step): a job created and completed between two snapshots is in neither, yet counts."""
+def check_invariants(
+    snapshot: Snapshot, previous: Snapshot | None = None, *, born: int = 0, one_step: bool = True
+) -> list[Violation]:
+    """Every violation of INV-1..7 and INV-9..14 in ``snapshot``; INV-5, INV-7 and
+    INV-12..14 also compare with the ``previous`` snapshot of the same queue when it is
+    given. ``born`` bounds how many jobs may have been created since ``previous`` (0 when
+    nothing ran in between but one step): a job created and completed between two
+    snapshots is in neither, yet counts. INV-12..14 judge one transition: pass
+    ``one_step=False`` when other calls may have run between the two snapshots."""
     out: list[Violation] = []
     rows = snapshot.row_map()
     held: dict[str, list[str]] = {}
@@ -79,8 +85,103 @@ def check_invariants(snapshot: Snapshot, previous: Snapshot | None = None, *, bo
         if getattr(snapshot, name) < 0:
             out.append(Violation("INV-7", None, f"counter {name} is {getattr(snapshot, name)}"))
 
+    out.extend(_lanes(snapshot, rows))
     if previous is not None:
         out.extend(_against(snapshot, previous, rows, born))
+        if one_step:
+            out.extend(_lane_step(snapshot, previous))
+    return out
+
+
+def _group(raw: bytes | str | None) -> str | None:
+    """A well-formed group name (LANE-2), else ``None``."""
+    try:
+        return check_value("group", "group", raw.decode("ascii") if isinstance(raw, bytes) else raw)
+    except (ArgError, UnicodeDecodeError):
+        return None
+
+
+def serviceable(snapshot: Snapshot) -> set[str]:
+    """LANE-4: the lanes that hold a member, are not paused and are below their limit."""
+    limit, active = dict(snapshot.glimit), dict(snapshot.gactive)
+    return {g for g, entries in snapshot.lanes
+            if entries and g not in snapshot.paused and (g not in limit or active.get(g, 0) < limit[g])}
+
+
+def _lanes(snapshot: Snapshot, rows: dict[str, dict[str, bytes]]) -> list[Violation]:
+    """INV-9 (a grouped job pends in its own lane only), INV-10 (the ring is exactly the
+    serviceable lanes, once each), INV-11 (gactive counts the active jobs of each group;
+    lane hashes hold only canonical non-default values of well-formed groups)."""
+    out: list[Violation] = []
+    for g, entries in snapshot.lanes:
+        for member, _ in entries:
+            said = rows.get(member, {}).get("group")
+            if member in rows and said != g.encode():
+                out.append(Violation("INV-9", member, f"is in lane {g} but its row says group {said!r}"))
+    for member, _ in snapshot.pending:
+        if "group" in rows.get(member, {}):
+            out.append(Violation("INV-9", member, f"is grouped ({rows[member]['group']!r}) but in the plain pending set"))
+    for job_id, row in sorted(rows.items()):
+        if "group" in row and _group(row["group"]) is None:
+            out.append(Violation("INV-9", job_id, f"row group {row['group']!r} is not a well-formed group"))
+
+    ring = list(snapshot.ring)
+    for g in sorted({g for g in ring if ring.count(g) > 1}):
+        out.append(Violation("INV-10", g, f"is on the ring {ring.count(g)} times"))
+    want = serviceable(snapshot)
+    for g in sorted(want - set(ring)):
+        out.append(Violation("INV-10", g, "is serviceable but not on the ring"))
+    for g in sorted(set(ring) - want):
+        out.append(Violation("INV-10", g, "is on the ring but not serviceable (empty, paused or at its limit)"))
+
+    counted: dict[str, int] = {}
+    for member, _ in snapshot.active:
+        raw = rows.get(member, {}).get("group")
+        if raw is not None:
+            counted[raw.decode("latin-1")] = counted.get(raw.decode("latin-1"), 0) + 1
+    gactive = dict(snapshot.gactive)
+    for g in sorted(gactive.keys() | counted.keys()):
+        if gactive.get(g, 0) != counted.get(g, 0):
+            out.append(Violation("INV-11", g, f"gactive is {gactive.get(g, 0)} but {counted.get(g, 0)} of its jobs are active"))
+    bounds = {"glimit": (1, LIMITS["limit_max"]), "gactive": (1, None), "gweight": (2, LIMITS["weight_max"])}
+    for name, (lo, hi) in bounds.items():
+        for g, v in getattr(snapshot, name):
+            if v < lo or (hi is not None and v > hi):
+                out.append(Violation("INV-11", g, f"{name} holds {v}, outside [{lo}, {hi or '...'}]"))
+    named = [*ring, *snapshot.paused, *(g for name in bounds for g, _ in getattr(snapshot, name))]
+    for g in sorted({g for g in named if _group(g) is None}):
+        out.append(Violation("INV-11", g, "a lane key names a group that is not well-formed"))
+    return out
+
+
+def _lane_step(snapshot: Snapshot, previous: Snapshot) -> list[Violation]:
+    """INV-12 (a paused lane is never served), INV-13 (a lane at its limit is never
+    served), INV-14 (one grouped claim is one turn of the ring: it serves the first lane
+    on the ring that held a job with a row, at most its weight)."""
+    out: list[Violation] = []
+    was_in = {m: g for g, entries in previous.lanes for m, _ in entries}
+    active_now = {m for m, _ in snapshot.active}
+    served: dict[str, list[str]] = {}
+    for member in sorted(active_now & was_in.keys()):
+        served.setdefault(was_in[member], []).append(member)
+    if not served:
+        return out
+    limit, active, weight = dict(previous.glimit), dict(previous.gactive), dict(previous.gweight)
+    for g, members in sorted(served.items()):
+        if g in previous.paused:
+            out.append(Violation("INV-12", g, f"paused, yet served {', '.join(members)}"))
+        if g in limit and len(members) > limit[g] - active.get(g, 0):
+            out.append(Violation("INV-13", g, f"limit {limit[g]} with {active.get(g, 0)} active, yet served {len(members)}"))
+        if len(members) > weight.get(g, 1):
+            out.append(Violation("INV-14", g, f"served {len(members)} in one turn, more than its weight {weight.get(g, 1)}"))
+    if len(served) > 1:
+        out.append(Violation("INV-14", None, f"one step served several lanes: {sorted(served)}"))
+        return out
+    rows = previous.row_map()
+    due = next((g for g in previous.ring if any(m in rows for m, _ in dict(previous.lanes).get(g, ()))), None)
+    (g,) = served
+    if g != due:
+        out.append(Violation("INV-14", g, f"was served, but the ring's turn was {due} (ring {list(previous.ring)})"))
     return out
 
 

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 from .branded_id import require
 from .errors import ArgError
-from .spec import LIMITS, SPEC
+from .spec import LIMITS, SPEC, check_value
 
 KINDS: tuple[str, ...] = ("pending", "active", "schedule", "dead", "metrics:completed", "metrics:failed")
 """The fixed keys of one queue, in the order every script declares them as KEYS."""
+
+LANE_KINDS: tuple[str, ...] = ("ring", "paused", "glimit", "gactive", "gweight")
+"""The fixed lane keys of one queue (lifecycle.md §10, LANE-1); derived from the prefix in
+the scripts, like row keys, never passed as KEYS."""
+
+LANE_HEAD, LANE_TAIL = SPEC["keys"]["lane"].removeprefix("emq:{q}:").split("<group>")
+"""A lane's key is ``emq:{q}:`` + ``g:`` + group + ``:pending``."""
 
 KEY_TYPES: dict[str, str] = SPEC["key_types"]
 """The type (as ``TYPE`` names it) of each key of the grammar, by its name in
@@ -61,6 +68,30 @@ def queue_keys(queue: str) -> list[str]:
     """The queue's fixed keys in script KEYS order."""
     p = prefix(queue)
     return [p + kind for kind in KINDS]
+
+
+def lane_keys(queue: str) -> dict[str, str]:
+    """The queue's fixed lane keys by kind (``ring``, ``paused``, ``glimit``...)."""
+    p = prefix(queue)
+    return {kind: p + kind for kind in LANE_KINDS}
+
+
+def lane_key(queue: str, group: str) -> str:
+    """``emq:{queue}:g:<group>:pending`` for a well-formed group (``ArgError`` otherwise)."""
+    return prefix(queue) + LANE_HEAD + check_value("group", "group", group) + LANE_TAIL
+
+
+def group_of(queue: str, key: str) -> str | None:
+    """The group whose lane ``key`` is, or ``None`` when ``key`` is not a lane key of
+    ``queue`` with a well-formed group."""
+    head, tail = prefix(queue) + LANE_HEAD, LANE_TAIL
+    if not (key.startswith(head) and key.endswith(tail)) or len(key) < len(head) + len(tail):
+        return None
+    group = key[len(head) : len(key) - len(tail)]
+    try:
+        return check_value("group", "group", group)
+    except ArgError:
+        return None
 
 
 def job_key(queue: str, branded: str) -> str:

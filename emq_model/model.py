@@ -9,6 +9,7 @@ from typing import Iterable, NamedTuple
 
 from . import errors, spec
 from .keyspace import KEY_TYPES, KINDS, check_queue, prefix
+from .lanes import LaneClaimed, Lanes
 from .snapshot import Snapshot, zset_order
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
@@ -39,21 +40,53 @@ class QueueModel:
         self.completed = 0
         self.failed = 0
         self.last_dropped: tuple[str, ...] = ()
+        self.lanes = Lanes()
         self.spoiled: set[str | tuple[str, str]] = set()
 
     # -- helpers ---------------------------------------------------------------------
 
     def _where(self, job_id: str) -> str | None:
-        return next((loc for loc in spec.LOCATIONS if job_id in self.sets[loc]), None)
+        """The location of the id; a grouped row's id in its lane is ``pending`` (LANE-1).
+        An orphan in a lane is found by no one: its row held its group."""
+        loc = next((loc for loc in spec.LOCATIONS if job_id in self.sets[loc]), None)
+        group = self._group(job_id)
+        if loc is None and group is not None and self.lanes.holds(group, job_id):
+            return PENDING
+        return loc
+
+    def _group(self, job_id: str) -> str | None:
+        row = self.rows.get(job_id)
+        raw = row.get("group") if row is not None else None
+        return raw.decode() if raw is not None else None
+
+    def _vacate(self, job_id: str) -> str | None:
+        """Take the id out of its location (its lane, for a grouped pending job); a grouped
+        job leaving active releases its lane's count. Returns its group."""
+        loc, group = self._where(job_id), self._group(job_id)
+        if group is not None and loc == PENDING:
+            self.lanes.discard(group, job_id)
+        elif loc is not None:
+            del self.sets[loc][job_id]
+        if group is not None and loc == ACTIVE:
+            self.lanes.release(group)
+        return group
 
     def _exists(self, job_id: str) -> bool:
         return job_id in self.rows or self._where(job_id) is not None
 
     def _move(self, job_id: str, to: str, score: int) -> None:
-        for members in self.sets.values():
-            members.pop(job_id, None)
-        self.sets[to][job_id] = score
+        """Move the id to ``to``; a grouped job's pending is its lane, its entering active
+        counts in ``gactive``, and its lane's place on the ring follows (LANE-3, LANE-4)."""
+        group = self._vacate(job_id)
+        if group is not None and to == PENDING:
+            self.lanes.add(group, job_id)
+        else:
+            self.sets[to][job_id] = score
         self.rows[job_id]["state"] = spec.STATE_OF[to].encode()
+        if group is not None:
+            if to == ACTIVE:
+                self.lanes.acquire(group)
+            self.lanes.settle(group)
 
     def _due(self, loc: str, now: int, limit: int) -> list[str]:
         due = [(m, s) for m, s in self.sets[loc].items() if s <= now]
@@ -71,6 +104,13 @@ class QueueModel:
         attempts = int(row["attempts"])
         if token != attempts:
             raise errors.StaleError(f"token {token} does not match attempts {attempts}")
+
+    def _delete(self, job_id: str) -> None:
+        """The id leaves its location and its row goes; its lane's place on the ring follows."""
+        group = self._vacate(job_id)
+        self.rows.pop(job_id, None)
+        if group is not None:
+            self.lanes.settle(group)
 
     def _typed(self, op: str, id: str | None = None, rows: Iterable[str] = ()) -> None:
         """CC-8: refuse with EMQTYPE if a key ``op`` touches is spoiled: its fixed keys in
@@ -171,11 +211,8 @@ class QueueModel:
         self._typed("complete", a["id"])
         if a["id"] not in self.rows:
             return "gone"
-        loc = self._where(a["id"])
         self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
-        assert loc is not None  # _live_attempt refused a row in no location
-        del self.sets[loc][a["id"]]
-        del self.rows[a["id"]]
+        self._delete(a["id"])
         self.completed += 1
         return "ok"
 
@@ -260,9 +297,79 @@ class QueueModel:
             raise errors.LockError(f"{a['id']} is active")
         if not self._exists(a["id"]):
             return "gone"
-        if loc is not None:
-            del self.sets[loc][a["id"]]
-        self.rows.pop(a["id"], None)
+        self._delete(a["id"])
+        return "ok"
+
+    # -- lanes (lifecycle.md §10) ------------------------------------------------------
+
+    def lane_enqueue(self, id: str, payload: bytes | str, group: str) -> str:
+        """T-lane_enqueue: a new job into its group's lane; ``duplicate`` if the id exists
+        (or already sits in that lane)."""
+        a = spec.check_args("lane_enqueue", {"id": id, "payload": payload, "group": group})
+        if self._exists(a["id"]) or self.lanes.holds(a["group"], a["id"]):
+            return "duplicate"
+        self.rows[a["id"]] = {"state": b"", "attempts": b"0", "payload": a["payload"], "group": a["group"].encode()}
+        self._move(a["id"], PENDING, 0)
+        return "enqueued"
+
+    def lane_claim(self, lease_ms: int, *, now: int) -> LaneClaimed | None:
+        """T-lane_claim: the ring turns one step and the head of that lane becomes active;
+        ``None`` when no lane is serviceable. Orphans met go to ``last_dropped``."""
+        a = spec.check_args("lane_claim", {"lease_ms": lease_ms})
+        jobs = self._turn(a["lease_ms"], spec.check_now(now), weighted=False)
+        return jobs[0] if jobs else None
+
+    def lane_wclaim(self, lease_ms: int, *, now: int) -> list[LaneClaimed]:
+        """T-lane_wclaim: the ring turns one step and up to min(weight, depth, headroom)
+        heads of that lane become active, in lane order; ``[]`` when none is serviceable."""
+        a = spec.check_args("lane_wclaim", {"lease_ms": lease_ms})
+        return self._turn(a["lease_ms"], spec.check_now(now), weighted=True)
+
+    def _turn(self, lease_ms: int, now: int, *, weighted: bool) -> list[LaneClaimed]:
+        """One turn of the ring (T-lane_claim-1..4): a lane that yields nothing but orphans
+        is emptied, leaves the ring, and the next turn is taken."""
+        dropped: list[str] = []
+        jobs: list[LaneClaimed] = []
+        while not jobs:
+            group = self.lanes.turn()
+            if group is None:
+                break
+            most = self.lanes.weight(group) if weighted else 1
+            while len(jobs) < most and self.lanes.serviceable(group):
+                job_id = self.lanes.head(group)
+                row = self.rows.get(job_id)
+                if row is None:
+                    self.lanes.discard(group, job_id)
+                    dropped.append(job_id)
+                    continue
+                row["attempts"] = str(int(row["attempts"]) + 1).encode()
+                self._move(job_id, ACTIVE, now + lease_ms)
+                jobs.append(LaneClaimed(job_id, row["payload"], int(row["attempts"]), group))
+            self.lanes.settle(group)
+        self.last_dropped = tuple(dropped)
+        return jobs
+
+    def lane_pause(self, group: str) -> str:
+        """T-lane_pause: the lane is served no more and leaves the ring."""
+        self.lanes.pause(spec.check_args("lane_pause", {"group": group})["group"])
+        return "ok"
+
+    def lane_resume(self, group: str) -> str:
+        """T-lane_resume: the lane may be served again; it joins the ring's tail if it is
+        serviceable."""
+        self.lanes.resume(spec.check_args("lane_resume", {"group": group})["group"])
+        return "ok"
+
+    def lane_limit(self, group: str, n: int) -> str:
+        """T-lane_limit: at most ``n`` jobs of the lane active at once (0: no limit)."""
+        a = spec.check_args("lane_limit", {"group": group, "n": n})
+        self.lanes.limit(a["group"], a["n"])
+        return "ok"
+
+    def lane_weight(self, group: str, w: int) -> str:
+        """T-lane_weight: a weighted claim serves up to ``w`` heads of the lane per turn."""
+        a = spec.check_args("lane_weight", {"group": group, "w": w})
+        self.lanes.set_weight(a["group"], a["w"])
         return "ok"
 
     # -- batches: the per-item loop of the op (lifecycle.md §6, "Batches") -------------
@@ -350,8 +457,11 @@ class QueueModel:
 
     def snapshot(self) -> Snapshot:
         """The whole queue as an immutable value (the type emq_live reads too)."""
+        lanes = self.lanes
         return Snapshot.build(self.queue, {k: v.items() for k, v in self.sets.items()}, self.rows,
-                              self.completed, self.failed, [self._key_name(k) for k in self.spoiled])
+                              self.completed, self.failed, [self._key_name(k) for k in self.spoiled],
+                              {g: m.items() for g, m in lanes.pending.items()}, lanes.ring, lanes.paused,
+                              lanes.hashes())
 
     def __repr__(self) -> str:
         return f"QueueModel({self.queue!r}, counts={self.counts()})"

@@ -17,6 +17,9 @@ from .spec import LOCATIONS
 Score = int | float
 Entries = tuple[tuple[str, Score], ...]
 Row = tuple[tuple[str, bytes], ...]
+Counts = tuple[tuple[str, int], ...]
+"""A lane hash (``glimit``, ``gactive``, ``gweight``): ``(group, value)`` sorted by group."""
+LANE_HASHES: tuple[str, ...] = ("glimit", "gactive", "gweight")
 
 
 def zset_key(entry: tuple[str, Score]) -> tuple[Score, bytes]:
@@ -50,7 +53,12 @@ def canonical_int(raw: bytes | None) -> int | None:
 class Snapshot:
     """A queue's keyspace. ``locations`` maps each of the four sets to its entries in
     Valkey order; ``rows`` maps ids (the row key's suffix) to their fields, sorted;
-    ``stray`` lists keys under ``emq:{q}:`` that the grammar does not name."""
+    ``stray`` lists keys under ``emq:{q}:`` that the grammar does not name.
+
+    Lanes (lifecycle.md §10): ``lanes`` maps each group to its lane's entries (sorted by
+    group; a lane's members count as ``pending`` in ``members``, ``where`` and ``ids``),
+    ``ring`` is the ring in list order, ``paused`` the paused groups sorted, and
+    ``glimit``, ``gactive``, ``gweight`` the lane hashes."""
 
     queue: str
     pending: Entries = ()
@@ -61,6 +69,12 @@ class Snapshot:
     completed: int = 0
     failed: int = 0
     stray: tuple[str, ...] = field(default=())
+    lanes: tuple[tuple[str, Entries], ...] = ()
+    ring: tuple[str, ...] = ()
+    paused: tuple[str, ...] = ()
+    glimit: Counts = ()
+    gactive: Counts = ()
+    gweight: Counts = ()
 
     @classmethod
     def build(
@@ -71,10 +85,23 @@ class Snapshot:
         completed: int = 0,
         failed: int = 0,
         stray: Iterable[str] = (),
+        lanes: Mapping[str, Iterable[tuple[str, Score]]] | None = None,
+        ring: Iterable[str] = (),
+        paused: Iterable[str] = (),
+        hashes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> "Snapshot":
-        """A snapshot from plain mappings, normalised to the canonical order."""
+        """A snapshot from plain mappings, normalised to the canonical order (an empty
+        lane is no key, so it is left out)."""
         sets = {loc: zset_order((m, norm_score(s)) for m, s in locations.get(loc, ())) for loc in LOCATIONS}
+        lane_sets = ((g, zset_order((m, norm_score(s)) for m, s in e)) for g, e in (lanes or {}).items())
+        hashes = hashes or {}
         return cls(
+            lanes=tuple(sorted((g, e) for g, e in lane_sets if e)),
+            ring=tuple(ring),
+            paused=tuple(sorted(paused)),
+            glimit=tuple(sorted(hashes.get("glimit", {}).items())),
+            gactive=tuple(sorted(hashes.get("gactive", {}).items())),
+            gweight=tuple(sorted(hashes.get("gweight", {}).items())),
             queue=queue,
             rows=tuple(sorted((i, tuple(sorted(r.items()))) for i, r in rows.items())),
             completed=completed,
@@ -88,8 +115,9 @@ class Snapshot:
         return getattr(self, name)
 
     def where(self, job_id: str) -> list[str]:
-        """Every location that holds ``job_id`` (one, in a sound keyspace)."""
-        return [loc for loc in LOCATIONS if any(m == job_id for m, _ in self.location(loc))]
+        """Every location that holds ``job_id`` (one, in a sound keyspace); a lane counts
+        as ``pending``."""
+        return [loc for loc, m, _ in self.members() if m == job_id]
 
     def score(self, loc: str, job_id: str) -> Score | None:
         """The score of ``job_id`` in ``loc``, or ``None``."""
@@ -100,6 +128,31 @@ class Snapshot:
         for loc in LOCATIONS:
             for m, s in self.location(loc):
                 yield loc, m, s
+        for _, entries in self.lanes:
+            for m, s in entries:
+                yield "pending", m, s
+
+    def lane_map(self) -> dict[str, dict[str, Score]]:
+        """Every lane's members with their scores, by group."""
+        return {g: dict(e) for g, e in self.lanes}
+
+    def group_of(self, job_id: str) -> str | None:
+        """The group whose lane holds ``job_id``, or ``None``."""
+        return next((g for g, e in self.lanes if any(m == job_id for m, _ in e)), None)
+
+    def lane_json(self) -> dict[str, Any]:
+        """The lane fields that are not empty, JSON-able (absent ones read as empty)."""
+        out: dict[str, Any] = {}
+        if self.lanes:
+            out["lanes"] = {g: [[m, s] for m, s in e] for g, e in self.lanes}
+        if self.ring:
+            out["ring"] = list(self.ring)
+        if self.paused:
+            out["paused"] = list(self.paused)
+        for name in LANE_HASHES:
+            if getattr(self, name):
+                out[name] = dict(getattr(self, name))
+        return out
 
     def row(self, job_id: str) -> dict[str, bytes] | None:
         """The fields of ``job_id``'s row, or ``None``."""
@@ -125,6 +178,7 @@ class Snapshot:
             "completed": self.completed,
             "failed": self.failed,
             "stray": list(self.stray),
+            **self.lane_json(),
         }
 
     @classmethod
@@ -137,6 +191,10 @@ class Snapshot:
             data["completed"],
             data["failed"],
             data.get("stray", ()),
+            {g: [tuple(x) for x in e] for g, e in data.get("lanes", {}).items()},
+            data.get("ring", ()),
+            data.get("paused", ()),
+            {name: data.get(name, {}) for name in LANE_HASHES},
         )
 
     def __str__(self) -> str:
@@ -147,6 +205,11 @@ class Snapshot:
         for i, r in self.rows:
             body = " ".join(f"{f}={v!r}" for f, v in r)
             lines.append(f"  row {i}: {body}")
+        for g, e in self.lanes:
+            lines.append(f"  lane {g:<4} [{', '.join(f'{m}@{s}' for m, s in e)}]")
+        for name, value in self.lane_json().items():
+            if name != "lanes":
+                lines.append(f"  {name}: {value}")
         if self.stray:
             lines.append(f"  stray keys: {', '.join(self.stray)}")
         return "\n".join(lines)
@@ -175,6 +238,13 @@ def diff(expected: Snapshot, seen: Snapshot) -> list[str]:
             for f in sorted(w.keys() | g.keys()):
                 if w.get(f) != g.get(f):
                     out.append(f"row {i} field {f} is {g.get(f)!r}, expected {w.get(f)!r}")
+    want_lanes, got_lanes = expected.lane_map(), seen.lane_map()
+    for group in sorted(want_lanes.keys() | got_lanes.keys()):
+        if want_lanes.get(group) != got_lanes.get(group):
+            out.append(f"lane {group} holds {got_lanes.get(group, {})}, expected {want_lanes.get(group, {})}")
+    for name in ("ring", "paused", *LANE_HASHES):
+        if getattr(expected, name) != getattr(seen, name):
+            out.append(f"{name} is {list(getattr(seen, name))}, expected {list(getattr(expected, name))}")
     for name in ("completed", "failed"):
         if getattr(expected, name) != getattr(seen, name):
             out.append(f"counter {name} is {getattr(seen, name)}, expected {getattr(expected, name)}")

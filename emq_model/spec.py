@@ -26,6 +26,11 @@ LOCATIONS: tuple[str, ...] = tuple(SPEC["locations"])
 STATE_OF: dict[str, str] = {loc: v["state"] for loc, v in SPEC["locations"].items()}
 ROW_FIELDS: tuple[str, ...] = tuple(SPEC["row_fields"])
 TRANSITIONS: tuple[str, ...] = tuple(op for op, d in OPS.items() if d["kind"] == "transition")
+LANE_OPS: dict[str, dict[str, Any]] = SPEC["lane_ops"]
+"""The lane transitions (lifecycle.md §10), in the same form as ``OPS``. Kept apart until
+the conformance machine has rules for them: ``cells()`` is what a run must reach today,
+``lane_cells()`` what the lane rules will add."""
+LANE_TRANSITIONS: tuple[str, ...] = tuple(LANE_OPS)
 BATCHES: dict[str, dict[str, Any]] = SPEC["batches"]
 """Batch forms of transitions (lifecycle.md §6, "Batches"): not in ``OPS``, so they add no
 outcome cell; each is defined as the per-item loop of the op it is ``of``."""
@@ -37,8 +42,8 @@ def bound(value: int | str) -> int:
 
 
 def entry(op: str) -> dict[str, Any]:
-    """The table entry of an op or of a batch op."""
-    return OPS[op] if op in OPS else BATCHES[op]
+    """The table entry of an op, a lane op or a batch op."""
+    return OPS.get(op) or LANE_OPS.get(op) or BATCHES[op]
 
 
 def cells() -> list[tuple[str, str]]:
@@ -46,9 +51,14 @@ def cells() -> list[tuple[str, str]]:
     return [(op, outcome) for op, d in OPS.items() for outcome in d["outcomes"]]
 
 
+def lane_cells() -> list[tuple[str, str]]:
+    """Every (op, outcome) cell of the lane ops, in table order."""
+    return [(op, outcome) for op, d in LANE_OPS.items() for outcome in d["outcomes"]]
+
+
 def rule(op: str) -> str:
     """The spec rule an op's transition is numbered under (``T-claim``)."""
-    return OPS[op]["rule"]
+    return entry(op)["rule"]
 
 
 def check_value(type_name: str, name: str, value: Any) -> Any:
@@ -70,6 +80,8 @@ def check_value(type_name: str, name: str, value: Any) -> Any:
         if "max_bytes" in t and len(value) > bound(t["max_bytes"]):
             raise ArgError(f"{name} is {len(value)} bytes, more than {bound(t['max_bytes'])}")
         return value
+    if "alphabet" in t:
+        return _check_name(t, name, value)
     if "values" in t:
         if value not in t["values"]:
             raise ArgError(f"{name} must be one of {t['values']}, got {value!r}")
@@ -79,6 +91,20 @@ def check_value(type_name: str, name: str, value: Any) -> Any:
     lo, hi = bound(t["min"]), bound(t["max"])
     if not lo <= value <= hi:
         raise ArgError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def _check_name(t: dict[str, Any], name: str, value: Any) -> str:
+    """A name of a closed alphabet (a lane's group, LANE-2): a str of ``min_bytes`` to
+    ``max_bytes`` characters, each in ``alphabet`` (so one byte each)."""
+    if not isinstance(value, str):
+        raise ArgError(f"{name} must be a str, got {type(value).__name__}")
+    lo, hi = t["min_bytes"], bound(t["max_bytes"])
+    if not lo <= len(value) <= hi:
+        raise ArgError(f"{name} must be {lo} to {hi} characters, got {len(value)}")
+    bad = sorted(set(value) - set(t["alphabet"]))
+    if bad:
+        raise ArgError(f"{name} may hold only 0-9 A-Z a-z _ . -, got {bad[0]!r}")
     return value
 
 
@@ -126,5 +152,5 @@ def check_now(now: Any) -> int:
 
 def arg_names(op: str) -> Iterator[str]:
     """The API argument names of ``op``, in order."""
-    return (a["name"] for a in OPS[op]["args"])
+    return (a["name"] for a in entry(op)["args"])
 

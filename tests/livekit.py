@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from typing import Any, Callable, Iterator
 
@@ -95,6 +96,44 @@ class Backend:
 
     def queue(self, name: str = "q") -> "Twin":
         return Twin(self, name)
+
+
+_fresh = itertools.count()
+
+
+def fresh(live: "Backend", prefix: str) -> tuple[str, QueueModel, Any]:
+    """A queue of a name not used before, on the model and on ``live``: one per example of
+    a property whose server is the test's."""
+    name = f"{prefix}{next(_fresh)}"
+    return name, QueueModel(name), live.conn.queue(name)
+
+
+def forget_row(live: "Backend", model: QueueModel, queue: str, job_id: str) -> None:
+    """The operator's fault on both sides: the row of ``job_id`` deleted by hand, its
+    member left an orphan."""
+    model.forget_row(job_id)
+    live.redis.delete(keyspace.job_key(queue, job_id))
+
+
+def lockstep(live: "Backend", prefix: str, program: list[tuple], call: Callable[[Any, tuple], Any],
+             dropping: tuple[str, ...]) -> Iterator[tuple[tuple, Snapshot, set[str]]]:
+    """Run ``program`` on a fresh queue of ``live`` and on its model, step by step:
+    ``call(side, step)`` answers equal (``last_dropped`` too after the ops in
+    ``dropping``), then the snapshots equal; yields each step, the live snapshot and the
+    ids whose rows were deleted by hand so far (a ``("forget_row", id)`` step)."""
+    name, model, queue = fresh(live, prefix)
+    forgotten: set[str] = set()
+    for step in program:
+        if step[0] == "forget_row":
+            forget_row(live, model, name, step[1])
+            forgotten.add(step[1])
+        else:
+            assert call(queue, step) == call(model, step), step
+            if step[0] in dropping:
+                assert queue.last_dropped == model.last_dropped
+        snap = queue.snapshot()
+        assert snap == model.snapshot(), step
+        yield step, snap, forgotten
 
 
 def dump(r: Any) -> dict[bytes, tuple[bytes, int]]:

@@ -59,7 +59,7 @@ def refused(admin: Any) -> set[tuple[str, str]]:
 def workload(target_url: str, admin: Any) -> None:
     """Everything the client and ``emq check`` do, once each: connect (fence, script
     loads), a target's reset and its forget_row fault, every transition on the server
-    clock, the batch ops, every read, a NOSCRIPT reload."""
+    clock, the batch ops, the lane ops, every read, a NOSCRIPT reload."""
     target = LiveTarget(target_url)
     try:
         q = target.queue("acl")
@@ -85,6 +85,15 @@ def workload(target_url: str, admin: Any) -> None:
         assert q.enqueue_many([(J(4), b"d"), (J(5), b"e")]) == ["enqueued", "enqueued"]
         got = q.claim_many(2, 60_000)
         assert q.complete_many([(c.id, c.token) for c in got]) == ["ok", "ok"]
+        assert [q.lane_enqueue(J(n), b"l", "p") for n in (6, 7)] == ["enqueued", "enqueued"]
+        assert q.lane_pause("p") == "ok" and q.snapshot().paused == ("p",)
+        assert q.lane_resume("p") == "ok" and q.snapshot().ring == ("p",)
+        assert q.lane_weight("p", 2) == "ok" and q.lane_limit("p", 3) == "ok"
+        lane = q.lane_wclaim(60_000)
+        assert q.lane_enqueue(J(8), b"l", "p") == "enqueued"
+        lane.append(q.lane_claim(60_000))
+        assert q.complete_many([(c.id, c.token) for c in lane]) == ["ok"] * 3
+        assert q.lane_limit("p", 0) == "ok" and q.lane_weight("p", 1) == "ok"
         q.enqueue(J(3), b"c")
         target.forget_row("acl", J(3))
         assert q.snapshot().pending == ((J(3), 0),)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from livekit import J, dump, live  # noqa: F401  (fixture)
+from livekit import J, dump, live, lockstep  # noqa: F401  (fixture)
 
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.model import QueueModel
@@ -90,30 +90,14 @@ def test_the_models_batches_are_the_loop_of_single_calls(program: list[tuple]) -
         assert batched.snapshot() == looped.snapshot()
 
 
-_programs = 0
-
 
 @given(program=st.lists(steps, min_size=1, max_size=25))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_live_batches_equal_the_model(live, program: list[tuple]) -> None:
     """One script call per batch, checked per item and on the whole snapshot."""
-    global _programs
-    _programs += 1
-    name = f"b{_programs}"  # a fresh queue per example; the server is the test's
-    model, queue = QueueModel(name), live.conn.queue(name)
-    previous, forgotten = None, set()
-    for step in program:
-        if step[0] == "forget_row":
-            model.forget_row(step[1])
-            live.redis.delete(keyspace.job_key(name, step[1]))
-            forgotten.add(step[1])
-        else:
-            want, got = outcome(apply, model, step), outcome(apply, queue, step)
-            assert got == want, step
-            if step[0] in ("claim", "claim_many"):
-                assert queue.last_dropped == model.last_dropped
-        snap = queue.snapshot()
-        assert snap == model.snapshot(), step
+    previous = None
+    for step, snap, forgotten in lockstep(live, "b", program, lambda side, step: outcome(apply, side, step),
+                                       ("claim", "claim_many")):
         made = [v for v in invariants.check_invariants(snap, previous) if not (v.id in forgotten and "orphan member" in v.seen)]
         assert made == [], step
         previous = snap

@@ -75,9 +75,23 @@ def test_vector_file_header():
 
 def test_kinds_match_the_keyspace_table():
     """The fixed keys of §3, as named by specs/transitions.json."""
-    table = {k: v for k, v in SPEC["keys"].items() if k not in ("row", "version")}
+    table = {k: v for k, v in SPEC["keys"].items() if k not in ("row", "version", "lane", *ks.LANE_KINDS)}
     assert sorted(table.values()) == sorted(ks.queue_keys("q"))
     assert ks.job_key("q", "JOB0KHTOWnGLuC") == SPEC["keys"]["row"].replace("<id>", "JOB0KHTOWnGLuC")
+    assert ks.lane_keys("q") == {kind: SPEC["keys"][kind] for kind in ks.LANE_KINDS}
+    assert ks.lane_key("q", "p1") == SPEC["keys"]["lane"].replace("<group>", "p1")
+
+
+def test_lane_vectors():
+    """LANE-1, LANE-2: lane keys, and the group names a lane may and may not have."""
+    assert V["lane_kinds"] == list(ks.LANE_KINDS)
+    for v in V["lane_key"]:
+        assert ks.lane_key(v["queue"], v["group"]) == v["key"]
+        assert ks.group_of(v["queue"], v["key"]) == v["group"]
+    for v in V["refuse_group"]:
+        with pytest.raises(ArgError):
+            ks.lane_key("q", v["group"])
+        assert ks.group_of("q", "emq:{q}:g:" + v["group"] + ":pending") is None, v["why"]
 
 
 def test_queue_keys_in_kinds_order():

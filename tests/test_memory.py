@@ -27,6 +27,13 @@ def hostile(r: redis.Redis, q: emq_live.client.Queue) -> None:
     q.enqueue(J(2), "ü")
     q.schedule(J(3), b"", run_at=5, now=1)
     assert q.claim(lease_ms=10, now=1) is not None
+    q.lane_enqueue(J(6), b"l", "p1")
+    q.lane_enqueue(J(7), b"l", "p1")
+    q.lane_enqueue(J(8), b"l", "p2")
+    assert q.lane_claim(lease_ms=10, now=1) is not None
+    q.lane_pause("p2")
+    q.lane_limit("p1", 3)
+    q.lane_weight("p3", 4)
     head = "emq:{" + Q + "}:"
     r.set(head + "junk", "1")
     r.set(head + "job:" + J(4), "a string, not a row")
@@ -38,6 +45,9 @@ def hostile(r: redis.Redis, q: emq_live.client.Queue) -> None:
     r.set(head + "metrics:completed", "7")  # a counter of the wrong type
     r.hset(head + "metrics:failed", mapping={"count": "02", "extra": "1"})  # non-canonical, foreign field
     r.set("emq:{sa[x]}:junk", "another queue that an unescaped glob would match")
+    r.zadd(head + "g:bad group:pending", {J(9): 0})  # a lane key whose group the grammar refuses
+    r.hset(head + "g:p4:pending", mapping={"x": "1"})  # a lane key of the wrong type
+    r.hset(head + "gweight", mapping={"p5": "two"})  # a lane hash with a value that is no integer
 
 
 def test_memory_reads_what_snapshot_lua_reads_on_a_hostile_keyspace() -> None:
@@ -46,6 +56,8 @@ def test_memory_reads_what_snapshot_lua_reads_on_a_hostile_keyspace() -> None:
     hostile(conn.redis, q)
     by_lua = q.snapshot()
     assert by_lua.stray and by_lua.rows and by_lua.active  # the keyspace has every kind of key
+    assert by_lua.lanes and by_lua.ring and by_lua.paused and by_lua.glimit and by_lua.gactive and by_lua.gweight
+    assert {"emq:{" + Q + "}:g:bad group:pending", "emq:{" + Q + "}:gweight"} <= set(by_lua.stray)
     assert memory.snapshot(q, conn.server) == by_lua
 
 

@@ -21,3 +21,11 @@ def test_every_rule_the_table_cites_is_in_the_prose() -> None:
     document = spec.text("lifecycle.md")
     for d in spec.OPS.values():
         assert d["rule"] in document.split(spec_table.BEGIN)[0], d["rule"]
+
+
+def test_the_lane_table_has_a_row_per_lane_op_citing_its_rule() -> None:
+    rows = spec_table.table(spec.LANE_OPS).splitlines()[2:]
+    assert [r.split(" | ")[0] for r in rows] == [f"| {op}" for op in spec.LANE_OPS]
+    prose = spec.text("lifecycle.md").split(spec_table.BEGIN_LANES)[0]
+    for d in spec.LANE_OPS.values():
+        assert f"`{d['rule']}`" in prose and f"**{d['rule']}-1**" in prose, d["rule"]

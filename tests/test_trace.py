@@ -27,6 +27,7 @@ from emq_kit.trace.format import Trace, decode, encode, header
 from emq_kit.trace.replay import record, replay
 from emq_model import branded_id
 from emq_model.errors import StaleError
+from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
 from emq_model.spec import text
 
@@ -36,7 +37,8 @@ CORPUS = sorted(Path(__file__).parent.joinpath("corpus").glob("*.json"))
 
 values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary(),
-              st.builds(Claimed, st.text(), st.binary(), st.integers(1, 9)), st.just(StaleError("x"))),
+              st.builds(Claimed, st.text(), st.binary(), st.integers(1, 9)),
+              st.builds(LaneClaimed, st.text(), st.binary(), st.integers(1, 9), st.text()), st.just(StaleError("x"))),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
                             st.dictionaries(st.text().filter(lambda k: not k.startswith("$")), inner, max_size=3)),
     max_leaves=8,

@@ -57,6 +57,8 @@ def cases() -> list[tuple[str, str, str | None]]:
     for op, (_, ids) in CALLS.items():
         of = spec.BATCHES[op]["of"] if op in spec.BATCHES else op
         for name in spec.OPS[of]["touches"]:
+            if name == "lanes":
+                continue  # a grouped job's lane keys: test_a_wrong_typed_lane_key_...
             if name in ("row", "rows"):
                 out += [(op, "row", i) for i in ids]
             else:
@@ -112,8 +114,73 @@ def test_a_wrong_typed_key_is_refused_and_changes_nothing(live: Any, op: str, na
     assert model.snapshot() == q.snapshot()  # the spoiled key is stray on both sides
 
 
+# Lanes (lifecycle.md §10), all in lane "g": GA active with token 1, GP pending, GS
+# scheduled (due at NOW + 5), GD dead.
+GA, GP, GS, GD = J(21), J(22), J(23), J(24)
+LANE_KEYS = ("lane", "ring", "paused", "glimit", "gactive")
+"""What "lanes" stands for in an op's touches: the lane of a grouped job the op takes
+and the fixed lane keys its place on the ring depends on."""
+
+LANE_CALLS: dict[str, Callable[[Any], Any]] = {
+    "lane_enqueue": lambda q: q.lane_enqueue(NEW, b"x", "g"),
+    "lane_claim": lambda q: q.lane_claim(100, now=NOW),
+    "lane_wclaim": lambda q: q.lane_wclaim(100, now=NOW),
+    "lane_pause": lambda q: q.lane_pause("g"),
+    "lane_resume": lambda q: q.lane_resume("g"),
+    "lane_limit": lambda q: q.lane_limit("g", 3),
+    "lane_weight": lambda q: q.lane_weight("g", 3),
+    "complete": lambda q: q.complete(GA, 1),
+    "retry": lambda q: q.retry(GA, 1, delay_ms=5, max_attempts=9, error="e", now=NOW),
+    "reap": lambda q: q.reap(now=LATE),
+    "promote": lambda q: q.promote(now=LATE),
+    "reprocess": lambda q: q.reprocess(GD),
+    "remove": lambda q: q.remove(GP),
+    "state": lambda q: q.state(GP),
+}
+
+
+def lane_cases() -> list[tuple[str, str]]:
+    """(op, lane key name) for every lane key a lane op or a group-aware op touches."""
+    out = []
+    for op in LANE_CALLS:
+        touches = spec.entry(op)["touches"]
+        names = [n for n in touches if n in keyspace.KEY_TYPES and n in LANE_KEYS + ("gweight",)]
+        out += [(op, n) for n in (LANE_KEYS if "lanes" in touches else ()) + tuple(names) if (op, n) not in out]
+    return out
+
+
+@pytest.mark.parametrize("op, name", lane_cases())
+def test_a_wrong_typed_lane_key_is_refused_and_changes_nothing(live: Any, op: str, name: str) -> None:
+    """CC-8 for lanes: a lane key of another type refuses the call before any write."""
+    q = live.conn.queue(Q)
+    for job, most in ((GS, 9), (GD, 1)):
+        q.lane_enqueue(job, b"s", "g")
+        q.lane_claim(100, now=0)
+        q.retry(job, 1, delay_ms=NOW, max_attempts=most, error="e", now=5)
+    q.lane_enqueue(GA, b"a", "g")
+    q.lane_claim(100, now=NOW)
+    q.lane_enqueue(GP, b"p", "g")
+    key = keyspace.lane_key(Q, "g") if name == "lane" else keyspace.lane_keys(Q)[name]
+    for kind, make in MAKE.items():
+        if kind == keyspace.KEY_TYPES[name]:
+            continue
+        saved = live.redis.dump(key)
+        live.redis.delete(key)
+        make(live.redis, key)
+        before = dump(live.redis)
+        with pytest.raises(errors.WrongTypeError) as refused:
+            LANE_CALLS[op](q)
+        assert key in str(refused.value)
+        assert dump(live.redis) == before, f"{op} wrote under a {kind} at {key}"
+        live.redis.delete(key)
+        if saved is not None:
+            live.redis.restore(key, 0, saved)
+
+
 def test_every_touched_key_of_every_op_is_covered() -> None:
     assert {op for op, _, _ in cases()} == set(spec.OPS) | set(spec.BATCHES)
+    assert set(spec.LANE_OPS) <= {op for op, _ in lane_cases()}
+    assert {op for op in spec.OPS if "lanes" in spec.OPS[op]["touches"]} <= set(LANE_CALLS)
     assert all(spec.OPS[op]["touches"] for op in spec.OPS)
     assert all(errors.TYPE in spec.OPS[op]["refusals"] for op in spec.OPS)
 

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from emq_model.errors import EmqError
-from emq_model.spec import cells
+from emq_model.spec import cells, lane_cells
 
 
 def classify(
@@ -50,9 +50,13 @@ class Coverage:
 
     def add(self, op: str, outcome: str) -> None:
         """Count one reached cell (a cell outside the table is a kit bug, so it raises)."""
-        if (op, outcome) not in self.total:
+        if (op, outcome) not in self.total and (op, outcome) not in lane_cells():
             raise KeyError(f"outcome {op}/{outcome} is not a cell of the layout's table")
         self.hits[(op, outcome)] += 1
+
+    def include(self, more: list[tuple[str, str]]) -> None:
+        """Add cells to the denominator (the lane cells, for a target with lane ops)."""
+        self.total = self.total + [c for c in more if c not in self.total]
 
     def unreached(self) -> list[tuple[str, str]]:
         """Cells of the table no call reached, in table order."""

@@ -19,6 +19,7 @@ class ModelTarget:
 
     batches = True
     raw = False
+    lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueModel] = {}
@@ -64,6 +65,7 @@ class LiveTarget:
 
     batches = True
     raw = True
+    lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
 
     def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False,
                  fence: bool = True) -> None:

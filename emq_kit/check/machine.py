@@ -32,6 +32,8 @@ from hypothesis.stateful import (
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
+from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.rawrule import RawCalls
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
@@ -220,12 +222,15 @@ class Selection(RuleStrategy):
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 
-class Conformance(RawCalls, RuleBasedStateMachine):
-    """Model vs target, step by step. Build with ``Conformance.factory(target, run)``."""
+class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
+    """Model vs target, step by step. Build with ``Conformance.factory(target, run)``.
+    The lane rules are ``LaneRules``'s (emq_kit/check/lanes.py), the raw calls
+    ``RawCalls``'s (emq_kit/check/rawrule.py)."""
 
     target: Target
     run: Run
     clock: Clock
+    queues, pool = QUEUES, POOL  # for LaneRules
 
     def __init__(self) -> None:
         super().__init__()
@@ -239,6 +244,9 @@ class Conformance(RawCalls, RuleBasedStateMachine):
         self.previous: dict[str, Snapshot] = {}
         self.orphans: dict[str, set[str]] = {q: set() for q in QUEUES}
         self.kept: list[Kept] = []
+        self.turns: dict[str, list[tuple[tuple[str, ...], tuple[str, ...], str]]] = {}  # LANE-F, LaneRules
+        if self._lanes_on():
+            self.run.coverage.include(LANE_CELLS)
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
         self._aside: BaseException | None = None
         if self.run.progress:
@@ -292,12 +300,14 @@ class Conformance(RawCalls, RuleBasedStateMachine):
         if step.model != step.target or type(step.model) is not type(step.target):
             raise self.diverge("answer", spec.entry(op)["rule"], step,
                              [f"model answered {step.model!r}", f"target answered {step.target!r}"])
-        if op in ("claim", "claim_many") and model.last_dropped != self.impls[queue].last_dropped:
+        if op in ("claim", "claim_many", "lane_claim", "lane_wclaim") and model.last_dropped != self.impls[queue].last_dropped:
             raise self.diverge("answer", "T-claim-5", step, [f"model dropped {model.last_dropped}",
                                                            f"target dropped {self.impls[queue].last_dropped}"])
-        if op in spec.TRANSITIONS:
-            for name in classify(op, step.model, was=was, dropped=bool(model.last_dropped) if op == "claim" else False,
-                                 dead_before=failed_before, dead_after=model.failed):
+        if op in spec.TRANSITIONS or op in spec.LANE_OPS:
+            names = (lane_outcomes(op, step.model, args, bool(model.last_dropped)) if op in spec.LANE_OPS else
+                     classify(op, step.model, was=was, dropped=bool(model.last_dropped) if op == "claim" else False,
+                              dead_before=failed_before, dead_after=model.failed))
+            for name in names:
                 self.run.coverage.add(op, name)
                 if currently_in_test_context():
                     event(f"{op}/{name}")
@@ -544,7 +554,7 @@ class Conformance(RawCalls, RuleBasedStateMachine):
 def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int]) -> dict[str, Any]:
     """``args`` with one argument (the clock counts as one) replaced by a value outside
     its type from the spec table: the refusal must be that type's code."""
-    table = spec.OPS[op]["args"] + ([{"name": "now", "type": "time", "optional": True}] if "now" in args else [])
+    table = spec.entry(op)["args"] + ([{"name": "now", "type": "time", "optional": True}] if "now" in args else [])
     if not table:
         return args
     victim = table[spoil[0] % len(table)]
@@ -557,6 +567,8 @@ def _bad_values(arg: dict[str, Any]) -> list[Any]:
     t = spec.TYPES[arg["type"]]
     if arg["type"] == "job_id":
         return list(BAD_IDS)
+    if arg["type"] == "group":
+        return list(BAD_GROUPS)
     if arg["type"] in ("payload", "text"):
         too_long = [b"x" * (spec.bound(t["max_bytes"]) + 1)] if "max_bytes" in t else []
         return [7, 1.5, ["list"]] + too_long

@@ -46,13 +46,17 @@ def _hash(value: Any) -> list[Any]:
 
 def reply(db: Any, queue: str) -> list[Any]:
     """What snapshot.lua answers for ``queue`` on the database ``db`` (a fakeredis
-    ``Database``): the four locations, the rows, the two counters, the stray keys."""
+    ``Database``): the four locations, the rows, the two counters, the stray keys, the
+    lanes, the ring, the paused set and the three lane hashes."""
     fixed = [k.encode() for k in keyspace.queue_keys(queue)]
+    lane_fixed = [k.encode() for k in keyspace.lane_keys(queue).values()]
     head = keyspace.prefix(queue).encode()
     row_head = head + b"job:"
     expected = dict(zip(fixed, [b"zset"] * len(spec.LOCATIONS) + [b"hash", b"hash"]))
+    expected.update(zip(lane_fixed, [b"list", b"set", b"hash", b"hash", b"hash"]))
     values: dict[bytes, Any] = {}
     rows: list[Any] = []
+    lanes: list[Any] = []
     stray: list[bytes] = []
     for key in list(db):
         if not key.startswith(head):
@@ -72,12 +76,22 @@ def reply(db: Any, queue: str) -> list[Any]:
                 rows += [key[len(row_head):], _hash(value)]
             else:
                 stray.append(key)
+        elif (group := keyspace.group_of(queue, key.decode("utf-8", "surrogateescape"))) is not None:
+            if kind == b"zset":
+                lanes += [group.encode(), _zset(value)]
+            else:
+                stray.append(key)
         else:
             stray.append(key)
     out: list[Any] = [_zset(values[k]) if k in values else [] for k in fixed[: len(spec.LOCATIONS)]]
     out.append(rows)
     out += [_hash(values[k]) if k in values else [] for k in fixed[len(spec.LOCATIONS):]]
     out.append(stray)
+    out.append(lanes)
+    ring, paused, *hashes = lane_fixed
+    out.append(list(values[ring]) if ring in values else [])
+    out.append(list(values[paused]) if paused in values else [])
+    out += [_hash(values[k]) if k in values else [] for k in hashes]
     return out
 
 

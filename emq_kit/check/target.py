@@ -30,6 +30,11 @@ class Target(Protocol):
     them past the client (``emq_kit/check/raw.py``) and runs a server-clock phase. Not a
     driver (a port's own client is in between), not the model."""
 
+    @property
+    def lanes(self) -> bool:
+        """Whether the target has the lane ops (lifecycle.md §10): the machine draws none
+        when it does not."""
+
     def reset(self) -> None:
         """Forget every queue: each queue handed out afterwards starts empty."""
 

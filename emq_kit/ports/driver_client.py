@@ -224,6 +224,9 @@ class DriverTarget:
     batches = False
     raw = False  # the port's client stands between the kit and its scripts
     """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
+    lanes = False
+    """The machine sends no lane op to a driver yet (the kit's driver codec has no lane
+    answers); a port's lane ops are checked by tests/test_node_lanes.py."""
 
     def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,
                  queues: Sequence[str] = QUEUES, partial: bool = False) -> None:

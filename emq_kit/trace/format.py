@@ -25,6 +25,7 @@ from emq_kit.check.machine import Crash, Divergence, Step
 from emq_kit.ports.protocol import bytes_json, is_bytes_json, json_bytes
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError, from_code
+from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
 
@@ -43,6 +44,8 @@ def encode(value: Any) -> Any:
         return bytes_json(value)
     if isinstance(value, Claimed):
         return {"$claimed": [value.id, encode(value.payload), value.token]}
+    if isinstance(value, LaneClaimed):
+        return {"$lane_claimed": [value.id, encode(value.payload), value.token, value.group]}
     if isinstance(value, EmqError):
         return {"$refused": value.code}
     if isinstance(value, Crash):
@@ -72,6 +75,8 @@ def decode(value: Any) -> Any:
             return float(inner)
         if tag == "$claimed":
             return Claimed(inner[0], decode(inner[1]), inner[2])
+        if tag == "$lane_claimed":
+            return LaneClaimed(inner[0], decode(inner[1]), inner[2], inner[3])
         if tag == "$refused":
             return from_code(inner)
         if tag == "$crash":

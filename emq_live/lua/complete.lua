@@ -21,6 +21,11 @@ if err then return err end
 local k = a.keys
 
 local function complete()
+  -- a grouped job's pending is its lane (LANE-1)
+  local lane, bad = emq.lane_bind(a)
+  if bad then
+    return bad
+  end
   local loc, refused = emq.live_attempt(a, {"active", "pending"}, "gone")
   if not loc then
     return refused
@@ -28,6 +33,10 @@ local function complete()
   redis.call("ZREM", k[loc], a.id)
   redis.call("DEL", k.row)
   redis.call("HINCRBY", k.completed, "count", 1)
+  if loc == "active" then
+    emq.lane_leave(lane)
+  end
+  emq.lane_settle(lane)
   return "ok"
 end
 

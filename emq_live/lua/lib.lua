@@ -137,6 +137,10 @@ function emq.argument(a, v)
   local t = emq.types[a.type]
   if a.optional and v == "" then
     return true, nil
+  elseif t.pattern then
+    if not emq.is_group(v) then
+      return false, emq.refuse(ARG, a.name .. " must be 1 to " .. t.max_bytes .. " characters of 0-9 A-Z a-z _ . -")
+    end
   elseif t.max_bytes then
     if #v > t.max_bytes then
       return false, emq.refuse(ARG, a.name .. " is longer than " .. t.max_bytes .. " bytes")
@@ -203,7 +207,9 @@ function emq.check_types(spec, args)
   args.present = {}
   for _, name in ipairs(spec.touches) do
     local want = emq.key_types[name]
-    local keys = {args.keys[name]}
+    -- a lane key (lifecycle.md §10) hangs off the prefix: "lane" is the group's own
+    local keys = {args.keys[name] or (name == "lane" and emq.lane_key(args.prefix, args.group))
+      or args.prefix .. name}
     if name == "row" and args.items then
       keys = {}
       for i, item in ipairs(args.items) do
@@ -217,6 +223,8 @@ function emq.check_types(spec, args)
         return bad
       end
       args.present[name] = t ~= "none"
+      args.typed = args.typed or {}
+      args.typed[key] = true
     end
   end
 end
@@ -334,11 +342,16 @@ end
 -- first (CC-8: a row of another type refuses the call before any write); then each
 -- member leaves `from`, and `move(id, row)` moves each one that has a row. Returns the
 -- count moved (members without a row are removed and not counted), or the refusal.
+-- The lane of every due grouped row is typed in the first pass too (CC-8, "lanes").
 function emq.pump(a, from, move)
   local due = redis.call("ZRANGE", a.keys[from], "-inf", emq.int(a.now), "BYSCORE", "LIMIT", 0, a.limit)
   local rows = {}
   for i, id in ipairs(due) do
     local row, bad = emq.member_row(a, id)
+    local group = row and emq.group_of(row)
+    if group then
+      bad = emq.lane_types(a, group)
+    end
     if bad then
       return bad
     end
@@ -353,4 +366,144 @@ function emq.pump(a, from, move)
     end
   end
   return moved
+end
+
+-- Lanes (lifecycle.md §10) ---------------------------------------------------------------
+-- A lane's keys hang off the queue prefix, as the rows of popped ids do (LANE-1):
+-- <prefix>g:<group>:pending (ZSET), <prefix>ring (LIST), <prefix>paused (SET),
+-- <prefix>glimit, <prefix>gactive, <prefix>gweight (HASH group -> canonical integer).
+-- A lane object is {group, key (its pending set), lk (the fixed lane keys), was (whether
+-- it was serviceable, i.e. on the ring, before the script wrote)}. A script that moves a
+-- grouped job takes the lane before its first write and calls emq.lane_settle after the
+-- last: that is how the ring holds exactly the serviceable lanes (LANE-4).
+
+-- A well-formed group name (LANE-2).
+function emq.is_group(s)
+  local t = emq.group
+  return type(s) == "string" and #s >= t.min_bytes and #s <= t.max_bytes and not string.find(s, t.pattern)
+end
+
+function emq.lane_key(prefix, group)
+  return prefix .. emq.lane_head .. group .. emq.lane_tail
+end
+
+local function lane_fixed(prefix)
+  local lk = {}
+  for _, kind in ipairs(emq.lane_kinds) do
+    lk[kind] = prefix .. kind
+  end
+  return lk
+end
+
+-- LANE-4: not empty, not paused, and fewer active jobs than its limit (if it has one).
+local function serviceable(lane)
+  local lk, group = lane.lk, lane.group
+  if redis.call("ZCARD", lane.key) == 0 or redis.call("SISMEMBER", lk.paused, group) == 1 then
+    return false
+  end
+  local limit = redis.call("HGET", lk.glimit, group)
+  return not limit or tonumber(redis.call("HGET", lk.gactive, group) or "0") < tonumber(limit)
+end
+emq.lane_serviceable = serviceable
+
+-- CC-8 for a lane: its pending set and the fixed lane keys its serviceability reads
+-- (ring, paused, glimit, gactive) are of their grammar types or absent. Each key is
+-- typed once per call (a.typed); returns the refusal, or nil.
+function emq.lane_types(a, group)
+  a.typed = a.typed or {}
+  local key = emq.lane_key(a.prefix, group)
+  for _, name in ipairs({"lane", "ring", "paused", "glimit", "gactive"}) do
+    local k = name == "lane" and key or a.prefix .. name
+    if not a.typed[k] then
+      local bad = emq.wrong_type(k, emq.key_type(k), emq.key_types[name])
+      if bad then
+        return bad
+      end
+      a.typed[k] = true
+    end
+  end
+end
+
+-- The lane of `group` (typed first, CC-8), with `was` read now: call it before the
+-- script's first write. Returns the lane, or nil and the refusal.
+function emq.lane(a, group)
+  local bad = emq.lane_types(a, group)
+  if bad then
+    return nil, bad
+  end
+  local lane = {group = group, key = emq.lane_key(a.prefix, group), lk = lane_fixed(a.prefix)}
+  lane.was = serviceable(lane)
+  return lane
+end
+
+-- The group of the job whose row is `row`, or nil for a plain job (no `group` field).
+function emq.group_of(row)
+  return redis.call("HGET", row, "group") or nil
+end
+
+-- Route `keys.pending` for the job whose row is `row`: to its lane when the row is
+-- grouped, else to the queue's own pending set (kept in `keys.plain`), so the script's
+-- pending reads and writes are the lane's (LANE-1, LANE-8). Returns the lane (nil for a
+-- plain job), or nil and the refusal of a wrong-typed lane key (CC-8). Scripts that
+-- loop over ids (promote, reap, batches) route each id in turn.
+function emq.lane_route(a, row)
+  local k = a.keys
+  k.plain = k.plain or k.pending
+  local group = emq.group_of(row)
+  if not group then
+    k.pending = k.plain
+    return nil
+  end
+  local lane, bad = emq.lane(a, group)
+  if bad then
+    return nil, bad
+  end
+  k.pending = lane.key
+  a.present.pending = nil -- the lane's existence is not the queue's: locate asks
+  return lane
+end
+
+-- For a script about one id: route by its row, KEYS[7] (a job without a row is plain).
+function emq.lane_bind(a)
+  if not a.present.row then
+    a.keys.pending = a.keys.plain or a.keys.pending
+    return nil
+  end
+  return emq.lane_route(a, a.keys.row)
+end
+
+-- A grouped job entered active (lane_enter) or left it (lane_leave): gactive follows,
+-- and a count that reaches 0 is no field (LANE-3). No-ops for a plain job (lane nil).
+local function count(lane, delta)
+  if lane and redis.call("HINCRBY", lane.lk.gactive, lane.group, delta) <= 0 then
+    redis.call("HDEL", lane.lk.gactive, lane.group)
+  end
+end
+
+function emq.lane_enter(lane)
+  count(lane, 1)
+end
+
+function emq.lane_leave(lane)
+  count(lane, -1)
+end
+
+-- After the writes: the lane joins the ring's tail the moment it became serviceable and
+-- leaves it the moment it stopped (LANE-4). `at_tail`: the lane is known to be the
+-- ring's last element (a claim just turned it there), so leaving is RPOP, not a scan.
+function emq.lane_settle(lane, at_tail)
+  if not lane then
+    return
+  end
+  local now = serviceable(lane)
+  if now and not lane.was then
+    redis.call("RPUSH", lane.lk.ring, lane.group)
+  elseif lane.was and not now then
+    if at_tail then
+      redis.call("RPOP", lane.lk.ring)
+    else
+      redis.call("LREM", lane.lk.ring, 1, lane.group)
+    end
+  end
+  lane.was = now
 end

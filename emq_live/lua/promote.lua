@@ -14,6 +14,8 @@ if err then return err end
 local k = a.keys
 
 return emq.pump(a, "schedule", function(id, row)
+  local lane = emq.lane_route(a, row) -- a grouped job returns to its lane (LANE-1); typed by the pump
   redis.call("ZADD", k.pending, "0", id)
   redis.call("HSET", row, "state", emq.states.pending)
+  emq.lane_settle(lane)
 end)

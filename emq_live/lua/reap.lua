@@ -17,6 +17,7 @@ if err then return err end
 local k = a.keys
 
 return emq.pump(a, "active", function(id, row)
+  local lane = emq.lane_route(a, row) -- a grouped job returns to its lane (LANE-1); typed by the pump
   local attempts = tonumber(redis.call("HGET", row, "attempts"))
   if a.max_attempts and attempts and attempts >= a.max_attempts then
     redis.call("ZADD", k.dead, "0", id)
@@ -26,4 +27,6 @@ return emq.pump(a, "active", function(id, row)
     redis.call("ZADD", k.pending, "0", id)
     redis.call("HSET", row, "state", emq.states.pending)
   end
+  emq.lane_leave(lane)
+  emq.lane_settle(lane)
 end)

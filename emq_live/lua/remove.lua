@@ -14,6 +14,9 @@ local a, err = emq.begin(emq.op)
 if err then return err end
 local k, id = a.keys, a.id
 
+-- a grouped job's pending is its lane (LANE-1)
+local lane, bad = emq.lane_bind(a)
+if bad then return bad end
 if redis.call("ZSCORE", k.active, id) then
   return emq.refuse(emq.code.LOCK, "the job is active: it is held under a lease")
 end
@@ -24,4 +27,5 @@ redis.call("ZREM", k.pending, id)
 redis.call("ZREM", k.schedule, id)
 redis.call("ZREM", k.dead, id)
 redis.call("DEL", k.row)
+emq.lane_settle(lane)
 return "ok"

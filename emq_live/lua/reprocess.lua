@@ -14,10 +14,14 @@ local a, err = emq.begin(emq.op)
 if err then return err end
 local k, id = a.keys, a.id
 
+-- a grouped job returns to its lane (LANE-1)
+local lane, bad = emq.lane_bind(a)
+if bad then return bad end
 if not a.present.row or not redis.call("ZSCORE", k.dead, id) then
   return emq.refuse(emq.code.STATE, "the job is not dead")
 end
 redis.call("ZREM", k.dead, id)
 redis.call("ZADD", k.pending, "0", id)
 redis.call("HSET", k.row, "state", emq.states.pending)
+emq.lane_settle(lane)
 return "ok"

@@ -17,17 +17,25 @@ local a, err = emq.begin("retry")
 if err then return err end
 local k, id = a.keys, a.id
 
+-- a grouped job's pending is its lane (LANE-1)
+local lane, bad = emq.lane_bind(a)
+if bad then return bad end
 local loc, attempts = emq.live_attempt(a, {"active", "pending"})
 if not loc then
   return attempts -- the refusal
 end
 redis.call("ZREM", k[loc], id)
+if loc == "active" then
+  emq.lane_leave(lane)
+end
 if attempts < a.max_attempts then
   redis.call("ZADD", k.schedule, emq.int(a.now + a.delay_ms), id)
   redis.call("HSET", k.row, "state", emq.states.schedule, "last_error", a.error)
+  emq.lane_settle(lane)
   return "scheduled"
 end
 redis.call("ZADD", k.dead, "0", id)
 redis.call("HSET", k.row, "state", emq.states.dead, "last_error", a.error)
 redis.call("HINCRBY", k.failed, "count", 1)
+emq.lane_settle(lane)
 return "dead"

@@ -13,6 +13,9 @@ local a, err = emq.begin(emq.op)
 if err then return err end
 local id = a.id
 
+-- a grouped job's pending is its lane (LANE-1)
+local _, bad = emq.lane_bind(a)
+if bad then return bad end
 local loc = emq.locate(a, id)
 if loc then
   return loc

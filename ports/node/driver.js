@@ -47,6 +47,19 @@ const QUEUE_OPS = {
   browse: (q, a) => q.browse(a.n),
   counts: (q) => q.counts(),
   state: (q, a) => q.state(a.id),
+  lane_enqueue: (q, a) => q.laneEnqueue(a.id, a.payload, a.group),
+  lane_claim: async (q, a) => {
+    const job = await q.laneClaim(a.lease_ms, { now: a.now });
+    return { job: job && { ...job, payload: b64(job.payload) }, dropped: q.lastDropped };
+  },
+  lane_wclaim: async (q, a) => {
+    const jobs = await q.laneWclaim(a.lease_ms, { now: a.now });
+    return { jobs: jobs.map((job) => ({ ...job, payload: b64(job.payload) })), dropped: q.lastDropped };
+  },
+  lane_pause: (q, a) => q.lanePause(a.group),
+  lane_resume: (q, a) => q.laneResume(a.group),
+  lane_limit: (q, a) => q.laneLimit(a.group, a.n),
+  lane_weight: (q, a) => q.laneWeight(a.group, a.w),
   job: async (q, a) => {
     const row = await q.job(a.id);
     return row && Object.fromEntries(Object.entries(row).map(([field, value]) => [field, b64(value)]));

@@ -43,7 +43,8 @@ export function loadBundle(dir) {
   const spec = JSON.parse(text);
   // snowflake_max is 2^63-1, beyond a double: read it from the text, exactly.
   spec.snowflakeMax = BigInt(/"snowflake_max":\s*(\d+)/.exec(text)[1]);
-  const names = Object.keys(spec.ops).filter((op) => spec.ops[op].kind === 'transition').concat(READ_SCRIPTS);
+  const names = Object.keys(spec.ops).filter((op) => spec.ops[op].kind === 'transition')
+    .concat(READ_SCRIPTS, Object.keys(spec.lane_ops ?? {}));
   const scripts = {};
   for (const name of names) {
     const source = readFileSync(join(dir, `${name}.lua`));
@@ -80,6 +81,15 @@ function checkValue(spec, type, name, value) {
     }
     return bytes;
   }
+  if (t.alphabet) {
+    // a group name (LANE-2): 1 to max_bytes characters of the alphabet, one byte each
+    const hi = bound(spec, t.max_bytes);
+    if (typeof value !== 'string' || value.length < t.min_bytes || value.length > hi
+        || [...value].some((ch) => !t.alphabet.includes(ch))) {
+      refuse('EMQARG', `${name} must be ${t.min_bytes} to ${hi} characters of 0-9 A-Z a-z _ . -`);
+    }
+    return value;
+  }
   if (t.values) {
     if (!t.values.includes(value)) refuse('EMQARG', `${name} must be one of ${t.values.join(', ')}`);
     return value;
@@ -96,7 +106,7 @@ function checkValue(spec, type, name, value) {
  * an optional argument may be null or undefined (absent). */
 function checkArgs(spec, op, values) {
   const out = {};
-  for (const arg of spec.ops[op].args) {
+  for (const arg of (spec.ops[op] ?? spec.lane_ops[op]).args) {
     const value = values[arg.name] === undefined ? (arg.default ?? undefined) : values[arg.name];
     out[arg.name] = arg.optional && value == null ? null : checkValue(spec, arg.type, arg.name, value);
   }
@@ -113,6 +123,7 @@ export function checkQueue(spec, name) {
 }
 
 const text = (b) => (Buffer.isBuffer(b) ? b.toString('utf8') : String(b));
+const laneJob = ([id, payload, token, group]) => ({ id: text(id), payload, token: Number(token), group: text(group) });
 
 /** Connect to `url` (redis:// or valkey://), fence (KS-6) and load the scripts of `scripts`. */
 export async function connect(url, { scripts }) {
@@ -260,6 +271,53 @@ export class Queue {
   async remove(id) {
     const a = checkArgs(this.spec, 'remove', { id });
     return text(await this.transition('remove', a, [a.id]));
+  }
+
+  // -- lanes (lifecycle.md §10) --
+
+  async laneEnqueue(id, payload, group) {
+    const a = checkArgs(this.spec, 'lane_enqueue', { id, payload, group });
+    return text(await this.transition('lane_enqueue', a, [a.id, a.payload, a.group]));
+  }
+
+  /** T-lane_claim: {id, payload, token, group} or null; `lastDropped` lists the orphans dropped. */
+  async laneClaim(leaseMs, { now } = {}) {
+    const a = checkArgs(this.spec, 'lane_claim', { lease_ms: leaseMs });
+    const reply = await this.transition('lane_claim', a, [a.lease_ms], now, false);
+    const job = text(reply[0]) === 'job';
+    this.lastDropped = reply.slice(job ? 5 : 1).map(text);
+    return job ? laneJob(reply.slice(1, 5)) : null;
+  }
+
+  /** T-lane_wclaim: the jobs of one lane's turn, [{id, payload, token, group}, ...]. */
+  async laneWclaim(leaseMs, { now } = {}) {
+    const a = checkArgs(this.spec, 'lane_wclaim', { lease_ms: leaseMs });
+    const [flat, dropped] = await this.transition('lane_wclaim', a, [a.lease_ms], now, false);
+    this.lastDropped = dropped.map(text);
+    const jobs = [];
+    for (let i = 0; i < flat.length; i += 4) jobs.push(laneJob(flat.slice(i, i + 4)));
+    return jobs;
+  }
+
+  async lanePause(group) {
+    return this.laneConfig('lane_pause', { group });
+  }
+
+  async laneResume(group) {
+    return this.laneConfig('lane_resume', { group });
+  }
+
+  async laneLimit(group, n) {
+    return this.laneConfig('lane_limit', { group, n });
+  }
+
+  async laneWeight(group, w) {
+    return this.laneConfig('lane_weight', { group, w });
+  }
+
+  async laneConfig(op, values) {
+    const a = checkArgs(this.spec, op, values);
+    return text(await this.transition(op, a, Object.values(a), undefined, false));
   }
 
   /** R-browse: the n newest pending ids, newest first. */
