@@ -17,6 +17,7 @@ from livekit import J
 import emq_live
 from emq_kit import cli
 from emq_kit.check import raw
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
 from emq_kit.server import ServerProcess
 from emq_live import acl
@@ -196,7 +197,7 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     admin.set("emq:{βyx}:pending", "a queue whose name the unescaped glob of 'β*[x]' matches")
     assert cli.main(["check", "--url", url(server, "emq"), "--seed", "8"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    cells = len(spec.cells()) + len(raw.KINDS)  # and a cell per raw kind (rawrule.raw_cells)
+    cells = len(spec.cells()) + len(LANE_CELLS) + len(raw.KINDS)  # lanes, and a cell per raw kind
     assert "CONFORMS" in out and f"cells {cells}/{cells}" in out
     assert refused(admin) == set()
     assert admin.get("other-app:keep") == b"1" and admin.exists("emq:{βyx}:pending")
