@@ -17,6 +17,7 @@ import pytest
 
 from emq_kit import cli
 from emq_kit.check import raw
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget, ModelTarget
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_kit.selftest.mutation import check_mutants, copy_scripts
@@ -77,7 +78,7 @@ def test_our_scripts_conform_and_a_ci_run_sends_every_raw_kind() -> None:
     finally:
         target.close()
     assert report.verdict == "conforms", report.divergence
-    assert report.total == len(cells()) + len(raw.KINDS) and report.reached == report.total
+    assert report.total == len(cells()) + len(LANE_CELLS) + len(raw.KINDS) and report.reached == report.total
     assert all(report.hits[f"raw/{kind}"] > 0 for kind in raw.KINDS)
     assert report.phases["sweep"]["calls"] > len(raw.SWEPT)
     clocked = report.phases["server_clock"]
@@ -94,9 +95,9 @@ def test_the_same_seed_gives_the_same_figures_with_raw_calls() -> None:
 def test_raw_calls_off_sends_none() -> None:
     report = run_check(LiveTarget(), PROFILES["dev"], seed=3, raw_calls=False)
     assert not any(k.startswith("raw/") for k in report.hits)
-    assert report.total == len(cells()) and report.phases == {}
+    assert report.total == len(cells()) + len(LANE_CELLS) and report.phases == {}
 
 
 def test_the_model_takes_no_raw_calls() -> None:
     report = run_check(ModelTarget(), PROFILES["dev"], seed=3)
-    assert report.total == len(cells()) and not any(k.startswith("raw/") for k in report.hits)
+    assert report.total == len(cells()) + len(LANE_CELLS) and not any(k.startswith("raw/") for k in report.hits)
