@@ -66,8 +66,11 @@ class RawCalls:
             raise self.diverge("answer" if finding.what == "answer" else "snapshot", rule_id, step,
                                list(finding.lines))
         if queue in self.impls:  # an accepted edge changed a machine queue: check it as a step
-            if hasattr(self.impls[queue], "observed"):
-                self.impls[queue].observed = None  # the raw call went past the observing queue
+            impl = self.impls[queue]
+            if hasattr(impl, "observed"):
+                impl.observed = None  # the raw call went past the observing queue
+            if hasattr(impl, "last_dropped"):  # and past the client's record of a claim's drops
+                impl.last_dropped = self.models[queue].last_dropped
             self.verify(queue, step)
         else:
             self.run.steps += 1
