@@ -187,6 +187,21 @@ class _Call:
     def __init__(self, name: str, keys: list[str], args: list[Any], answer: Callable[[Any], Any]) -> None:
         self.name, self.keys, self.args, self.answer = name, keys, args, answer
 
+    def read(self, reply: Any) -> Any:
+        """The op's answer in ``reply``; a reply of another shape is a ``BadReply`` (the
+        server's or the scripts' fault, not the client's)."""
+        try:
+            return self.answer(reply)
+        except errors.EmqError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the shape broke in reading it
+            raise BadReply(f"{self.name}: cannot read the reply {reply!r:.200}: {type(exc).__name__}: {exc}") from exc
+
+
+class BadReply(ValueError):
+    """A script's reply that is not the shape of its op's answer: what a wrong script or
+    server sends, as opposed to an exception in the client's own code."""
+
 
 class Queue:
     """One queue: the model's methods, keyword-only arguments and answers, on a server."""
@@ -362,7 +377,7 @@ class Queue:
 
     def _run(self, call: _Call) -> Any:
         reply = self.conn.scripts.run(self.conn.redis, call.name, call.keys, call.args)
-        return call.answer(reply)
+        return call.read(reply)
 
     # -- transitions ---------------------------------------------------------------
 
@@ -564,7 +579,7 @@ class Batch:
         calls, self.calls = self.calls, []
         conn = self.queue.conn
         replies = conn.scripts.run_batch(conn.redis, [(c.name, c.keys, c.args) for c in calls])
-        out = [r if isinstance(r, Exception) else c.answer(r) for c, r in zip(calls, replies)]
+        out = [r if isinstance(r, Exception) else c.read(r) for c, r in zip(calls, replies)]
         if raise_on_error:
             for r in out:
                 if isinstance(r, Exception):

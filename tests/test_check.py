@@ -45,7 +45,7 @@ def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:
 
 def test_without_the_gate_unreached_cells_are_reported_not_failed() -> None:
     report = run_check(ModelTarget(), Profile("tiny", examples=1, steps=2, gate=False), seed=1)
-    assert report.verdict == "conforms" and report.unreached
+    assert report.verdict == "no-divergence" and report.ok and report.unreached
 
 
 def test_the_same_seed_gives_the_same_run() -> None:
@@ -56,7 +56,7 @@ def test_the_same_seed_gives_the_same_run() -> None:
 def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    assert out.startswith("emq check: CONFORMS")
+    assert out.startswith("emq check: NO-DIVERGENCE") and "not a conformance verdict" in out
     for word in ("examples", "steps", "invariant checks", "cells", "checked steps/s", "seed 3"):
         assert word in out
 
@@ -64,14 +64,14 @@ def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[
 def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3", "--json"]) == cli.EXIT_OK
     data = json.loads(capsys.readouterr().out)
-    assert data["verdict"] == "conforms" and data["seed"] == 3 and data["profile"] == "dev"
+    assert data["verdict"] == "no-divergence" and data["seed"] == 3 and data["profile"] == "dev"
     assert data["cells"]["total"] == len(EVERY) + len(raw_cells(sweep=False)) and data["divergence"] is None
     assert data["steps"] > 0 and data["target"]["target"] == "fakeredis"
 
 
 @pytest.mark.parametrize("argv, words", [
     (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
-    (["--url", "foo://nowhere"], "bad URL"),
+    (["--url", "foo://nowhere"], "foo://nowhere: the scheme must be one of"),
     (["--scripts", "/nonexistent/dir"], "no script directory"),
 ])
 def test_environment_errors_are_one_line_and_exit_2(argv: list[str], words: str,

@@ -163,7 +163,8 @@ def test_no_script_crosses_a_slot(cluster: ClusterProcess) -> None:
 
 
 def test_emq_check_passes_on_the_cluster(cluster: ClusterProcess, capsys) -> None:
-    assert cli.main(["check", "--url", cluster.url, "--seed", "5"]) == cli.EXIT_OK
+    # --wipe: the session's cluster is shared with tests that use the run's queue names
+    assert cli.main(["check", "--url", cluster.url, "--seed", "5", "--wipe"]) == cli.EXIT_OK
     out = capsys.readouterr().out
     cells = len(spec.cells())
     assert "CONFORMS" in out and "cluster" in out and f"cells {cells}/{cells}" in out

@@ -97,7 +97,7 @@ def test_the_model_driver_speaks_version_2_and_an_old_driver_version_1() -> None
     finally:
         old.close()
     done = check(python_driver(protocol=1), "--profile", "dev")
-    assert done.returncode == 0 and "CONFORMS" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_driver_without_the_core_is_refused_in_one_line_naming_it() -> None:
@@ -340,9 +340,10 @@ def test_each_deviation_of_the_foreign_port_shows_on_its_own(deviation: str) -> 
         assert deviating[-1]["job"]["id"] == J1 and deviating[-1]["dropped"] == []
 
 
-def test_the_foreign_port_conforms_with_every_deviation_off_and_is_refused_only_for_reprocess() -> None:
+def test_the_foreign_port_conforms_with_every_deviation_off_and_reports_reprocess_not_implemented() -> None:
     done = check(f"{FOREIGN} --conform all", "--profile", "dev")
-    assert done.returncode == 0 and "CONFORMS" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
     surface_and_lifecycle = ",".join(d for d in FOREIGN_DEVIATIONS if d != "reprocess")
     done = check(f"{FOREIGN} --conform {surface_and_lifecycle}", "--profile", "dev")
-    assert done.returncode == 2 and "the driver lacks ops reprocess" in done.stderr, done.stdout + done.stderr
+    assert done.returncode == 0 and "3 cells not implemented (ops not sent: reprocess)" in done.stdout, \
+        done.stdout + done.stderr

@@ -94,6 +94,19 @@ class LaneRules:
         value = {"lane_limit": {"n": a.n}, "lane_weight": {"w": a.w}}.get(a.op, {})
         self.step(self.queues[a.q], a.op, {"group": a.group, **value}, spoil=a.spoil)
 
+    @precondition(lambda self: self._lanes_on())
+    @rule(a=Draw("LaneBacklog", q=ON, n=(2, 3, 4), w=(2, 3)).strategy)
+    def lane_backlog(self: Any, a: Any) -> None:
+        """A deep, weighted lane: ``n`` jobs onto lane "g", then its weight ``w``, so a
+        weighted turn can serve several heads (``lane_wclaim/several``): a state the
+        one-call rules reach only by a long lucky run (an id already queued is refused,
+        as any enqueue of it would be)."""
+        q, pool = self.queues[a.q], self.pool
+        for i in range(a.n):
+            job = pool[(len(self.steps) + i) % len(pool)]
+            self.step(q, "lane_enqueue", {"id": job, "payload": b"lane", "group": "g"})
+        self.step(q, "lane_weight", {"group": "g", "w": a.w})
+
     def _turn(self: Any, q: str, before: tuple[str, ...], served: str | None) -> None:
         """LANE-F on the queue's stable run of turns (see the module doc)."""
         after = tuple(self.models[q].lanes.ring)

@@ -4,10 +4,11 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from emq_kit.check import memory
 from emq_live.client import Queue
+from emq_live.urls import redact
 from emq_model.keyspace import check_queue, job_key, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
@@ -81,6 +82,7 @@ class LiveTarget:
 
         self.raw = not isinstance(self.conn.redis, RedisCluster)
         self.queues: dict[str, Any] = {}
+        self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
 
     def reset(self) -> None:
         self.queues.clear()
@@ -90,8 +92,13 @@ class LiveTarget:
             # The name is gated before any key is touched.
             queue = (ObservedQueue if self.observe and self.conn.server is None else Queue)(self.conn, name)
             self._wipe(name)
+            self.used.add(name)
             self.queues[name] = queue
         return self.queues[name]
+
+    def held(self, names: Iterable[str]) -> int:
+        """How many keys the queues ``names`` hold now (what handing them out would delete)."""
+        return sum(1 for name in names for _ in self.conn.redis.scan_iter(match=pattern(name), count=1000))
 
     def _wipe(self, name: str) -> None:
         """Delete every key of the queue ``name``."""
@@ -125,14 +132,25 @@ class LiveTarget:
         else:
             server = _server_name(self.conn.redis)
         return {
-            "target": self.url or "fakeredis",
+            "target": redact(self.url) if self.url else "fakeredis",
             "server": server,
             "scripts": self.scripts_dir or "builtin",
             "shas": {name: s.sha for name, s in self.conn.scripts.scripts.items()},
         }
 
     def close(self) -> None:
-        self.conn.close()
+        """Delete the keys of every queue the run used (a run leaves nothing behind on a
+        server), then release the connection. A server already gone keeps them."""
+        import redis
+
+        try:
+            for name in sorted(self.used):
+                self._wipe(name)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError):
+            pass
+        finally:
+            self.used.clear()
+            self.conn.close()
 
 
 class ObservedQueue(Queue):
@@ -160,7 +178,7 @@ class ObservedQueue(Queue):
         self.observed = None if isinstance(snap, Exception) else self.snapshot_answer(snap)
         if isinstance(reply, Exception):
             raise reply
-        return call.answer(reply)
+        return call.read(reply)
 
     def take_snapshot(self) -> Snapshot:
         """The snapshot the last call brought back, or a fresh one."""

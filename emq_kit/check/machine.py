@@ -14,6 +14,7 @@ step's (README, "What a step is").
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -35,6 +36,8 @@ from emq_kit.check.draws import Draw
 from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.rawrule import RawCalls
+from emq_kit.check.signature import Signature, signature
+from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
@@ -59,6 +62,10 @@ BAD_IDS = (
     42, None, b"JOB0KHTOWnGLuC",
 )
 BAD_QUEUES = ("", "a{b", "a}b", "a b", "tab\tq", "nl\n", "nul\x00", "del\x7f", "x" * 129, 7)
+BADS = range(len(BAD_IDS))  # the longest list of bad values an argument has
+HOSTILE = ("both", "off", "only")
+"""``--hostile``: spoiled arguments, bad ids and bad queue names sent among valid calls
+(both), never (off: a lifecycle-only run), or on every call that can carry one (only)."""
 
 START = 1_750_000_000_000  # the virtual clock's first reading (ms)
 
@@ -76,33 +83,51 @@ DELAYS = range(21)
 PICKS = range(64)  # which kept claim, newest first, modulo how many are kept
 MAYBE_PICK = (None, *range(8))  # None: use the drawn id, whatever its location
 # A spoil makes one argument (or the clock) of a call bad: (which argument, which bad
-# value), both taken modulo what the op has. Three calls in four are unspoiled.
+# value), both taken modulo what the op has. Two fields of a draw carry it: ``spoil``
+# (whether, and which argument: three calls in four are unspoiled) and ``bad`` (which
+# value), each ranging over the largest count any op has, so every bad value of every
+# argument is reachable (the bad index is not tied to the argument index).
 Spoil = tuple[int, int] | None
-SPOILS: tuple[Spoil, ...] = (None,) * 96 + tuple((i % 8, i // 8) for i in range(32))
+ARGS_MAX = max(len(d["args"]) for d in spec.OPS.values()) + 1  # the clock counts as one
+SPOILS: tuple[tuple[bool, int], ...] = tuple((s, v) for s in (False, False, False, True) for v in range(ARGS_MAX))
 # A pump may first move the clock to a boundary of the location it pumps: (which score,
 # offset -1/0/+1). None runs it at the current clock.
 At = tuple[int, int] | None
 ATS: tuple[At, ...] = (None,) * 16 + tuple((i // 3, i % 3 - 1) for i in range(32))
 
 BACKLOG = Draw("Backlog", n=range(5), first=range(len(POOL)))
-ENQUEUE = Draw("Enqueue", q=QUEUE, job=POOL, payload=PAYLOADS, spoil=SPOILS)
-SCHEDULE = Draw("Schedule", q=QUEUE, job=POOL, payload=PAYLOADS, when=WHEN, spoil=SPOILS,
+ENQUEUE = Draw("Enqueue", q=QUEUE, job=POOL, payload=PAYLOADS, spoil=SPOILS, bad=BADS)
+SCHEDULE = Draw("Schedule", q=QUEUE, job=POOL, payload=PAYLOADS, when=WHEN, spoil=SPOILS, bad=BADS,
                 how=("delay_ms", "run_at", "delay_ms", "run_at", "both", "neither"))
-CLAIM = Draw("Claim", q=QUEUE, lease=LEASES, spoil=SPOILS)
+CLAIM = Draw("Claim", q=QUEUE, lease=LEASES, spoil=SPOILS, bad=BADS)
 SETTLE = Draw("Settle", pick=PICKS, op=SETTLES, foreign=(False, False, False, True), delay=DELAYS,
-              cap=(1, 2), lease=LEASES, spoil=SPOILS)
+              cap=(1, 2), lease=LEASES, spoil=SPOILS, bad=BADS)
 WORK = Draw("Work", pick=range(16), op=SETTLES, skew=(0, 0, 0, -1, 1), delay=DELAYS, cap=(1, 2),
-            lease=LEASES, spoil=SPOILS)
+            lease=LEASES, spoil=SPOILS, bad=BADS)
 ENQUEUE_MANY = Draw("EnqueueMany", q=QUEUE, n=range(1, 5), item0=ITEMS, item1=ITEMS, item2=ITEMS, item3=ITEMS)
 CLAIM_MANY = Draw("ClaimMany", q=QUEUE, n=range(1, 5), lease=LEASES)
 COMPLETE_MANY = Draw("CompleteMany", n=range(1, 4), pick0=PICKS, pick1=PICKS, pick2=PICKS)
-PROMOTE = Draw("Promote", q=QUEUE, limit=LIMITS, at=ATS, spoil=SPOILS)
-REAP = Draw("Reap", q=QUEUE, limit=LIMITS, cap=(None, 1, 2, 3), at=ATS, spoil=SPOILS)
-REPROCESS = Draw("Reprocess", q=QUEUE, job=POOL, pick=MAYBE_PICK, spoil=SPOILS)
-REMOVE = Draw("Remove", q=QUEUE, job=POOL, pick=MAYBE_PICK, where=spec.LOCATIONS, spoil=SPOILS)
-READ = Draw("Read", q=QUEUE, which=("browse", "counts", "state", "job"), job=POOL, n=range(1, 5), spoil=SPOILS)
+PROMOTE = Draw("Promote", q=QUEUE, limit=LIMITS, at=ATS, spoil=SPOILS, bad=BADS)
+REAP = Draw("Reap", q=QUEUE, limit=LIMITS, cap=(None, 1, 2, 3), at=ATS, spoil=SPOILS, bad=BADS)
+REPROCESS = Draw("Reprocess", q=QUEUE, job=POOL, pick=MAYBE_PICK, spoil=SPOILS, bad=BADS)
+REMOVE = Draw("Remove", q=QUEUE, job=POOL, pick=MAYBE_PICK, where=spec.LOCATIONS, spoil=SPOILS, bad=BADS)
+READS = ("browse", "counts", "state", "job")
+READ = Draw("Read", q=QUEUE, which=READS, job=POOL, n=range(1, 5), spoil=SPOILS, bad=BADS)
 VANDALIZE = Draw("Vandalize", q=QUEUE, pick=range(8))
 Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
+RULE_OPS: dict[str, tuple[str, ...]] = {
+    "enqueue": ("enqueue",), "schedule": ("schedule",), "claim": ("claim",), "settle": SETTLES, "work": SETTLES,
+    "enqueue_many": ("enqueue_many",), "claim_many": ("claim_many",), "complete_many": ("complete_many",),
+    "promote": ("promote",), "reap": ("reap",), "reprocess": ("reprocess",), "remove": ("remove",),
+    "read": READS, "vandalize": ("forget_row",), "bad_queue": ("queue",), "raw_call": ("raw",),
+}
+"""The ops each rule may send: a rule none of whose ops the focus allows is off."""
+WEIGHTS = {"claim": 10, "settle": 8, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
+           "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 2, "enqueue_many": 2, "claim_many": 2,
+           "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "raw_call": 3}
+"""How often ``Selection`` picks each rule among those on: the lifecycle (claim, the
+settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
+often enough that a lane grows deep under a weight (``lane_wclaim/several``)."""
 
 
 class Divergence(AssertionError):
@@ -148,6 +173,40 @@ class Run:
     started: float = field(default_factory=time.perf_counter)
     first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
     raw_calls: bool = True  # send raw calls past the client (hostile calls) to a target that takes them
+    current: list["Step"] = field(default_factory=list)  # the steps of the latest example that made one (an interrupt's trace)
+    focus: Focus = field(default_factory=lambda: Focus())
+    known: set[Signature] = field(default_factory=set)
+    """Differences already found and shrunk: meeting one again ends the example quietly."""
+    hunting: Signature | None = None
+    """The new difference this round is shrinking: any other one ends its example quietly."""
+    hunted_at: int = 0  # examples run when the round met its new difference
+    met: Counter[Signature] = field(default_factory=Counter)
+    """How many examples met each difference (found, known or set aside)."""
+    seen_at: dict[Signature, float] = field(default_factory=dict)
+    """perf_counter() when each difference was first met."""
+    op_mix: Counter[str] = field(default_factory=Counter)
+    """Calls sent per op (``queue`` for bad queue names, ``spoiled`` for spoiled calls)."""
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What the machine generates: ``ops`` the target may be sent (None: every op),
+    ``absent`` arguments never drawn ({op: names}), ``hostile`` (HOSTILE) and
+    ``report`` (go on after a difference, collecting every distinct one; off: the first
+    divergence of any signature fails the example)."""
+
+    ops: frozenset[str] | None = None
+    absent: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    hostile: str = "both"
+    report: bool = True
+
+    def allows(self, op: str) -> bool:
+        return self.ops is None or op in self.ops
+
+
+class Quiet(Exception):
+    """A known difference (or one set aside while another is shrunk) ended the example:
+    not a failure, the rest of the example runs no calls."""
 
 
 def outcome(fn: Callable[[], Any]) -> Any:
@@ -170,20 +229,36 @@ class Crash:
 
 
 def target_outcome(fn: Callable[[], Any]) -> Any:
-    """``outcome`` for the target side: unexpected exceptions become a ``Crash``, except
-    a lost connection, which is the environment's problem and propagates."""
+    """``outcome`` for the target side. What the target raised (an error reply of the
+    server or a script, a reply of the wrong shape, a port's driver error) becomes a
+    ``Crash``; a lost connection is the environment's problem and propagates; anything
+    else was raised in the kit's own code (a ``TypeError`` in our client, a redis-py API
+    mismatch) and is a ``KitBug``: never a verdict on the target."""
     try:
         return outcome(fn)
     except (ConnectionError, OSError, *_connection_errors()):
         raise
-    except Exception as exc:  # noqa: BLE001 - anything a broken implementation raises
+    except _target_errors() as exc:
         return Crash(exc)
+    except Exception as exc:  # noqa: BLE001 - ours, by elimination
+        raise KitBug(exc, "the client") from exc
 
 
 def _connection_errors() -> tuple[type[Exception], ...]:
     import redis
 
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def _target_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that carry the target's behaviour, not the kit's: a server's or
+    script's error reply, a reply of the wrong shape, a port's driver breaking the
+    protocol or failing."""
+    import redis
+
+    from emq_live.client import BadReply
+
+    return (redis.exceptions.ResponseError, BadReply, TargetFault)
 
 
 class Selection(RuleStrategy):
@@ -211,14 +286,20 @@ class Selection(RuleStrategy):
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
         live = [r for r in valid if r.function.__name__ not in self.off] or valid
-        rule = live[data.draw_integer(0, len(live) - 1)]
+        weighted = [r for r in live for _ in range(WEIGHTS.get(r.function.__name__, 1))]
+        rule = weighted[data.draw_integer(0, len(weighted) - 1)]
         return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
 
     def _valid(self, rule: Any) -> bool:
         """``is_valid`` without its per-call observability bookkeeping (a description of
         every precondition, built for every rule at every step, cost more than the
-        preconditions themselves)."""
+        preconditions themselves); a rule none of whose ops the focus allows is off."""
         machine = self.machine
+        ops = RULE_OPS.get(rule.function.__name__, ())
+        if ops and not any(machine.run.focus.allows(op) for op in ops):
+            return False
+        if rule.function.__name__ in ("bad_queue", "raw_call") and machine.run.focus.hostile == "off":
+            return False
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 
@@ -249,6 +330,7 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
             self.run.coverage.include(LANE_CELLS)
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
         self._aside: BaseException | None = None
+        self.stopped = False  # a known difference ended this example: no more calls
         if self.run.progress:
             self.run.progress(self.run)
 
@@ -262,24 +344,71 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
     # -- the one way a step runs --------------------------------------------------------
 
     def diverge(self, kind: str, rule: str, step: Step, lines: list[str]) -> Divergence:
-        """The divergence to raise; the run notes when it first saw one."""
+        """The divergence to raise; the run notes when it first saw one. When the run
+        reports every difference, a known one (or one met while another is being
+        shrunk) raises ``Quiet`` instead: the caller ends the example without failing."""
+        now = time.perf_counter()
         if self.run.first_failure is None:
-            self.run.first_failure = time.perf_counter()
-        return Divergence(kind, rule, step, lines, self.steps)
+            self.run.first_failure = now
+        found = Divergence(kind, rule, step, lines, self.steps)
+        sig = signature(found)
+        self.run.seen_at.setdefault(sig, now)
+        self.run.met[sig] += 1
+        if self.run.focus.report:
+            if sig in self.run.known or (self.run.hunting is not None and sig != self.run.hunting):
+                raise Quiet(str(sig))
+            if self.run.hunting is None:
+                self.run.hunting, self.run.hunted_at = sig, self.run.examples
+        return found
+
+    def _spoil(self, a: Any) -> Spoil:
+        """The spoil a draw asks for under the run's focus (HOSTILE)."""
+        hostile = self.run.focus.hostile
+        spoiled, victim = a.spoil
+        if hostile == "off" or (hostile == "both" and not spoiled):
+            return None
+        return (victim, a.bad)
 
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
         argument spoiled if asked), then check answers, snapshots and invariants."""
+        if self.stopped:
+            return None
+        absent = self.run.focus.absent.get(op, ())
+        args = {k: v for k, v in args.items() if k not in absent}
         if spec.entry(op)["clock"]:
             args = self.clock.stamp(args, self.now)
         if spoil is not None:
-            args = _spoiled(op, args, spoil)
-        return self.execute(queue, op, args)
+            args = _spoiled(op, args, spoil, absent)
+            self.run.op_mix["spoiled"] += 1
+        self.run.op_mix[op] += 1
+        try:
+            return self.execute(queue, op, args)
+        except Quiet:
+            return self._absorb(queue)
+
+    def _absorb(self, queue: str) -> Any:
+        """After a known difference: when both keyspaces still agree (an answer that
+        differed and changed nothing, a bad value accepted without a write) the example
+        goes on from the model's answer; otherwise it ends, quietly, with no more calls."""
+        step = self.steps[-1]
+        if step.op == "queue":
+            return None
+        if isinstance(step.target, Crash):  # a driver that died has no keyspace to compare
+            self.stopped = True
+            return None
+        mine = self.models[queue].snapshot()
+        if mine != self.target.snapshot(queue):
+            self.stopped = True
+            return None
+        self.previous[queue] = mine
+        return step.model
 
     def _record(self, queue: str, op: str, args: dict[str, Any]) -> Step:
         """A new step of this example's trace."""
         step = Step(queue, op, args, index=len(self.steps) + 1)
         self.steps.append(step)
+        self.run.current = self.steps
         return step
 
     def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:
@@ -371,14 +500,18 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
 
     @rule(a=ENQUEUE.strategy)
     def enqueue(self, a: Any) -> None:
-        self.step(a.q, "enqueue", {"id": a.job, "payload": a.payload}, spoil=a.spoil)
+        self.step(a.q, "enqueue", {"id": a.job, "payload": a.payload}, spoil=self._spoil(a))
 
     @rule(a=SCHEDULE.strategy)
     def schedule(self, a: Any) -> None:
         """Both and neither of run_at and delay_ms are refused (T-schedule-1)."""
+        how = a.how
+        absent = self.run.focus.absent.get("schedule", ())
+        if how in absent or (how in ("both", "neither") and (absent or self.run.focus.hostile == "off")):
+            how = "run_at" if "run_at" not in absent else "delay_ms"  # the form the port has
         at = {"delay_ms": {"delay_ms": max(a.when, 0)}, "run_at": {"run_at": max(self.now + a.when, 0)},
-              "both": {"delay_ms": 1, "run_at": self.now}, "neither": {}}[a.how]
-        self.step(a.q, "schedule", {"id": a.job, "payload": a.payload, **at}, spoil=a.spoil)
+              "both": {"delay_ms": 1, "run_at": self.now}, "neither": {}}[how]
+        self.step(a.q, "schedule", {"id": a.job, "payload": a.payload, **at}, spoil=self._spoil(a))
 
     # -- rules: workers ----------------------------------------------------------------
     # A claim is kept forever (``self.kept``), so its token comes back stale after reaps,
@@ -386,7 +519,7 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
 
     @rule(a=CLAIM.strategy)
     def claim(self, a: Any) -> None:
-        got = self.step(a.q, "claim", {"lease_ms": a.lease}, spoil=a.spoil)
+        got = self.step(a.q, "claim", {"lease_ms": a.lease}, spoil=self._spoil(a))
         if isinstance(got, Claimed):
             self.kept.append((a.q, got.id, got.token))
 
@@ -396,7 +529,8 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         """A worker settles a claim it kept, maybe long after it went stale, maybe
         against the other queue."""
         q, job, token = self._kept(a.pick)
-        self.step(self._other(q) if a.foreign else q, a.op, self._settle_args(a, job, token), spoil=a.spoil)
+        op = self._offered(a.op, SETTLES)
+        self.step(self._other(q) if a.foreign else q, op, self._settle_args(op, a, job, token), spoil=self._spoil(a))
 
     @precondition(lambda self: self._any_holder())
     @rule(a=WORK.strategy)
@@ -406,7 +540,8 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         handed out (+1): both must be refused while the job is live (EMQSTALE)."""
         holders = self._holders()
         q, job, token = holders[a.pick % len(holders)]
-        self.step(q, a.op, self._settle_args(a, job, max(token + a.skew, 1)), spoil=a.spoil)
+        op = self._offered(a.op, SETTLES)
+        self.step(q, op, self._settle_args(op, a, job, max(token + a.skew, 1)), spoil=self._spoil(a))
 
     # -- rules: batches (one script call for many items; the model's loop is the oracle) -
     # A target without them (``batches = False``: a port's driver, B-4) never gets them.
@@ -436,25 +571,26 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
     @rule(a=PROMOTE.strategy)
     def promote(self, a: Any) -> None:
         self._advance(a.q, "schedule", a.at)
-        self.step(a.q, "promote", {"limit": a.limit}, spoil=a.spoil)
+        self.step(a.q, "promote", {"limit": a.limit}, spoil=self._spoil(a))
 
     @rule(a=REAP.strategy)
     def reap(self, a: Any) -> None:
         self._advance(a.q, "active", a.at)
-        self.step(a.q, "reap", {"limit": a.limit, "max_attempts": a.cap}, spoil=a.spoil)
+        self.step(a.q, "reap", {"limit": a.limit, "max_attempts": a.cap}, spoil=self._spoil(a))
 
     @rule(a=REPROCESS.strategy)
     def reprocess(self, a: Any) -> None:
-        self.step(a.q, "reprocess", {"id": self._pick(a.q, "dead", a.pick, a.job)}, spoil=a.spoil)
+        self.step(a.q, "reprocess", {"id": self._pick(a.q, "dead", a.pick, a.job)}, spoil=self._spoil(a))
 
     @rule(a=REMOVE.strategy)
     def remove(self, a: Any) -> None:
-        self.step(a.q, "remove", {"id": self._pick(a.q, a.where, a.pick, a.job)}, spoil=a.spoil)
+        self.step(a.q, "remove", {"id": self._pick(a.q, a.where, a.pick, a.job)}, spoil=self._spoil(a))
 
     @rule(a=READ.strategy)
     def read(self, a: Any) -> None:
-        args = {"browse": {"n": a.n}, "counts": {}, "state": {"id": a.job}, "job": {"id": a.job}}[a.which]
-        self.step(a.q, a.which, args, spoil=a.spoil)
+        which = self._offered(a.which, READS)
+        args = {"browse": {"n": a.n}, "counts": {}, "state": {"id": a.job}, "job": {"id": a.job}}[which]
+        self.step(a.q, which, args, spoil=self._spoil(a))
 
     @precondition(lambda self: any(m.sets["pending"] for m in self.models.values()))
     @rule(a=VANDALIZE.strategy)
@@ -468,17 +604,25 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
 
     def forget(self, queue: str, job: str) -> None:
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
+        if self.stopped:
+            return
+        self.run.op_mix["forget_row"] += 1
         step = self._record(queue, "forget_row", {"id": job})
         self._prepared = None
         self.models[queue].forget_row(job)
         self.target.forget_row(queue, job)
         self.orphans[queue].add(job)
-        self.verify(queue, step)
+        try:
+            self.verify(queue, step)
+        except Quiet:
+            self.stopped = True  # the keyspaces disagree
 
     # -- rules: the clock ----------------------------------------------------------------
 
     @rule(delta=st.integers(0, 25))
     def tick(self, delta: int) -> None:
+        if self.stopped:
+            return
         self.now = self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"]))
 
     # -- rules: hostile callers ----------------------------------------------------------
@@ -490,12 +634,18 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
 
     def open_queue(self, name: Any) -> None:
         """Open a queue by a name KS-3 refuses: both sides must refuse it (a trace step too)."""
+        if self.stopped:
+            return
+        self.run.op_mix["queue"] += 1
         model = outcome(lambda: QueueModel(name))
         target = target_outcome(lambda: self.target.queue(name))
         step = self._record("", "queue", {"name": name})
         step.model, step.target = model, target
         if not (isinstance(model, EmqError) and model == target):
-            raise self.diverge("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
+            try:
+                raise self.diverge("answer", "KS-3", step, [f"model: {model!r}", f"target: {target!r}"])
+            except Quiet:
+                self._absorb("")
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -526,7 +676,7 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         """Move the clock forward to a score of ``loc`` (a lease deadline or a run-at)
         minus one, on it, or one past it: the boundaries where `<` and `<=` differ."""
         marks = sorted(set(self.models[q].sets[loc].values()))
-        if at is not None and marks:
+        if at is not None and marks and not self.stopped:
             pick, offset = at
             # a raw call's edge may leave a score at the clock's last ms: never step past it
             to = min(marks[pick % len(marks)] + offset, spec.LIMITS["ms_max"])
@@ -536,11 +686,17 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         """A kept claim: 0 is the newest."""
         return self.kept[-1 - pick % len(self.kept)]
 
+    def _offered(self, op: str, family: tuple[str, ...]) -> str:
+        """``op``, or the op of its family the focus allows in its place (a rule with
+        no allowed op of its family is off, see ``Selection``)."""
+        allowed = [o for o in family if self.run.focus.allows(o)]
+        return op if op in allowed else allowed[family.index(op) % len(allowed)]
+
     @staticmethod
-    def _settle_args(a: Any, job: str, token: int) -> dict[str, Any]:
-        """The arguments of the settle ``a.op`` (``a`` carries its delay, cap and lease)."""
+    def _settle_args(op: str, a: Any, job: str, token: int) -> dict[str, Any]:
+        """The arguments of the settle ``op`` (``a`` carries its delay, cap and lease)."""
         extra = {"complete": {}, "retry": {"delay_ms": a.delay, "max_attempts": a.cap, "error": "boom"},
-                 "extend": {"lease_ms": a.lease}}[a.op]
+                 "extend": {"lease_ms": a.lease}}[op]
         return {"id": job, "token": token, **extra}
 
     def _other(self, q: str) -> str:
@@ -551,10 +707,12 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         assert 0 <= self.now <= spec.LIMITS["ms_max"]
 
 
-def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int]) -> dict[str, Any]:
+def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int], absent: tuple[str, ...] = ()) -> dict[str, Any]:
     """``args`` with one argument (the clock counts as one) replaced by a value outside
-    its type from the spec table: the refusal must be that type's code."""
-    table = spec.entry(op)["args"] + ([{"name": "now", "type": "time", "optional": True}] if "now" in args else [])
+    its type from the spec table: the refusal must be that type's code. An argument the
+    target declared ``absent`` is never sent, so never spoiled."""
+    table = [a for a in spec.entry(op)["args"] if a["name"] not in absent]
+    table += [{"name": "now", "type": "time", "optional": True}] if "now" in args else []
     if not table:
         return args
     victim = table[spoil[0] % len(table)]

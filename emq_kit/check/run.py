@@ -5,6 +5,11 @@ The ``ci`` and ``thorough`` profiles gate on coverage: they keep running rounds 
 examples (fresh seeds) until every (op, outcome) cell of the spec table is reached, up to
 a budget; a cell still unreached then fails the run, so a rule whose precondition never
 holds cannot hide.
+
+A run reports every difference (``emq_kit/check/signature.py``): once a divergence is
+found and shrunk, its signature is *known*, later examples that meet it end quietly, and
+the search goes on in rounds of fresh seeds until the profile's budget of examples is
+spent, shrinking each new signature on its own. ``first=True`` stops at the first.
 """
 
 from __future__ import annotations
@@ -18,16 +23,23 @@ from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hseed
+from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
-from emq_kit.check.machine import Conformance, Divergence, Run, Step
+from emq_kit.check.machine import Conformance, Divergence, Focus, Run, Step
 from emq_kit.check.rawrule import raw_cells
+from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
+from emq_kit.errors import KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
+
+REFUSALS_OF_ARGUMENTS = ("EMQKIND", "EMQARG")
+"""The outcomes only hostile calls reach: out of focus under ``--hostile off``, the only
+ones in focus under ``--hostile only``."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +70,26 @@ PROFILES = {
 
 
 @dataclass
+class Difference:
+    """One distinct difference: its signature, the shrunk divergence, how many times
+    examples met it, seconds from the run's start to the first meeting, and (once
+    written) its trace file and printout."""
+
+    signature: Signature
+    divergence: Divergence
+    shrunk: list[Step]
+    seconds: float
+    met: int = 1
+    trace: Path | None = None
+    trace_text: str = ""
+    expected: str | None = None  # the reason an expectations file gives, when it lists it
+
+
+@dataclass
 class Report:
-    """What a run found. ``verdict`` is ``conforms``, ``counterexample`` or ``uncovered``."""
+    """What a run found. ``verdict`` is ``conforms`` (a gated profile, every cell in
+    focus reached, no difference), ``no-divergence`` (dev: not a conformance verdict),
+    ``counterexample`` or ``uncovered``."""
 
     verdict: str
     profile: str
@@ -83,22 +113,44 @@ class Report:
     counts depend on the server's clock): ``sweep`` (raw calls the draws leave out) and
     ``server_clock`` (its own examples and steps)."""
     clock: Clock | None = None  # the clock the divergence ran under, when not the run's
+    differences: list[Difference] = field(default_factory=list)  # lifecycle first, then surface
+    not_implemented: list[tuple[str, str]] = field(default_factory=list)  # cells of ops not sent
+    out_of_focus: list[tuple[str, str]] = field(default_factory=list)  # cells --hostile leaves out
+    op_mix: dict[str, int] = field(default_factory=dict)
+    focus: Focus = field(default_factory=Focus)
+    fixed: list[tuple[Signature, str]] = field(default_factory=list)  # expected, not met
+    expect_file: str | None = None
+    rerun: str = ""  # the command that repeats the run (the CLI fills it in)
+    gate: bool = False  # whether the profile gates on coverage
 
     @property
     def steps_per_second(self) -> float:
         return self.steps / self.seconds if self.seconds else 0.0
 
     @property
+    def new(self) -> list[Difference]:
+        """The differences no expectations file excuses."""
+        return [d for d in self.differences if d.expected is None]
+
+    @property
     def ok(self) -> bool:
-        return self.verdict == "conforms"
+        """No new difference, and the coverage the profile demands."""
+        return self.verdict in ("conforms", "no-divergence") or (
+            self.verdict == "counterexample" and not self.new and not (self.gate and self.unreached))
 
 
 def first_divergence(exc: BaseException) -> Divergence | None:
     """The divergence inside what Hypothesis raised (it may group several failures)."""
-    if isinstance(exc, Divergence):
+    found = first_of(exc, Divergence)
+    return found if isinstance(found, Divergence) else None
+
+
+def first_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in what Hypothesis raised (maybe a group)."""
+    if isinstance(exc, kind):
         return exc
     for inner in getattr(exc, "exceptions", ()):
-        found = first_divergence(inner)
+        found = first_of(inner, kind)
         if found is not None:
             return found
     return None
@@ -115,54 +167,81 @@ def run_check(
     clock: Clock | None = None,
     raw_calls: bool = True,
     layout: Layout | None = None,
+    focus: Focus | None = None,
 ) -> Report:
     """Run the ``layout``'s machine (the default layout's when None) on ``target`` under
-    ``clock`` (virtual by default) and judge it. On a target that takes raw calls
-    (``Target.raw``; ``raw_calls`` False: none), a profile with ``sweep`` first sweeps the
-    raw calls the draws leave out, and a gated one ends with the server-clock phase
-    (``SERVER_CLOCK``). Exceptions that are not divergences (a server that went away, a
-    bug in the kit) propagate."""
+    ``clock`` (virtual by default) and ``focus`` (every op, hostile calls mixed in, every
+    difference reported: the default) and judge it. On a target that takes raw calls
+    (``Target.raw``; ``raw_calls`` False, ``--hostile off`` or a focus without ``raw``:
+    none), a profile with ``sweep`` first sweeps the raw calls the draws leave out, and a
+    gated one ends with the server-clock phase (``SERVER_CLOCK``); a difference either
+    finds is one of the run's. Exceptions that are not divergences (a server that went
+    away, a bug in the kit) propagate."""
     seed = random.randrange(2**32) if seed is None else seed
     layout = layout or layout_named()
-    run = Run(progress=progress, coverage=Coverage(layout.cells()), raw_calls=raw_calls)
-    raw_on = raw_calls and getattr(target, "raw", False)
+    focus = focus or Focus()
+    raw_on = bool(raw_calls and focus.hostile != "off" and focus.allows("raw") and getattr(target, "raw", False))
+    run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus, raw_calls=raw_on)
     once = raw_on and profile.sweep
     if raw_on:
         run.coverage.total = [*run.coverage.total, *raw_cells(sweep=once)]
     phases: dict[str, dict[str, Any]] = {}
     phase_clock: Clock | None = None
+    phase_found: set[Signature] = set()
     budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
     per_round = examples or profile.examples
-    divergence: Divergence | None = None
+    found: list[Difference] = []
+    searched = 0  # examples generated, not counting those spent shrinking
     started = time.perf_counter()
     quiet = logging.getLogger("emq_live")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
         if once:
-            divergence = _sweep(target, run, clock, phases)
-        round_no, size = 0, per_round if divergence is None else 0
+            swept = _sweep(target, run, clock, phases)
+            if swept is not None:
+                _record(run, found, swept, started)
+        round_no, size = 0, per_round if focus.report or not found else 0
         while size > 0:
+            before, run.hunting = run.examples, None
             divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps)
             if divergence is not None:
-                break
-            if not profile.gate or not run.coverage.unreached():
-                break
-            round_no, size = round_no + 1, min(profile.round_examples, budget - run.examples)
-        if raw_on and profile.gate and divergence is None and getattr(clock, "mode", "virtual") != "server":
+                _record(run, found, divergence, started)
+                searched += max(run.hunted_at - before, 1)
+                if not focus.report:
+                    break
+            else:
+                searched += run.examples - before
+            # The profile's examples are all searched (past any difference found); its
+            # extra examples only while a cell in focus is unreached (a gated profile).
+            left = per_round - searched
+            if profile.gate and _unreached(run, focus):
+                left = budget - searched
+            round_no, size = round_no + 1, min(profile.round_examples, left)
+        if (raw_on and profile.gate and (focus.report or not found)
+                and getattr(clock, "mode", "virtual") != "server"):
             phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
-            phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_calls)
+            phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known)
             divergence = _search(layout.machine(target, phase, phase_clock), seed, SERVER_CLOCK.examples,
                                  SERVER_CLOCK.steps)
             phases["server_clock"] = {"examples": phase.examples, "steps": phase.steps,
                                       "seconds": round(time.perf_counter() - phase.started, 3)}
-            if divergence is not None and run.first_failure is None:
-                run.first_failure = phase.first_failure
+            if divergence is not None:
+                run.met.update(phase.met)
+                run.seen_at = {**phase.seen_at, **run.seen_at}
+                phase_found.add(_record(run, found, divergence, started))
+                if run.first_failure is None:
+                    run.first_failure = phase.first_failure
     finally:
         quiet.setLevel(level)
     seconds = time.perf_counter() - started
-    unreached = run.coverage.unreached()
-    verdict = "counterexample" if divergence else ("uncovered" if profile.gate and unreached else "conforms")
+    unreached = _unreached(run, focus)
+    for d in found:
+        d.met = run.met[d.signature]
+    found = [d for s in ordered([d.signature for d in found]) for d in found if d.signature == s]
+    divergence = found[0].divergence if found else None
+    verdict = ("counterexample" if found else "uncovered" if profile.gate and unreached
+               else "conforms" if profile.gate else "no-divergence")
     return Report(
         verdict=verdict,
         profile=profile.name,
@@ -172,21 +251,37 @@ def run_check(
         steps=run.steps,
         checks=run.checks,
         seconds=seconds,
-        reached=run.coverage.reached(),
-        total=len(run.coverage.total),
+        reached=len([c for c in run.coverage.total if _in_focus(c, focus) and run.coverage.hits[c]]),
+        total=len([c for c in run.coverage.total if _in_focus(c, focus)]),
         unreached=unreached,
         hits={f"{op}/{outcome}": n for (op, outcome), n in run.coverage.hits.items()},
         divergence=divergence,
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
         phases=phases,
-        clock=phase_clock if divergence is not None and phase_clock is not None else None,
+        clock=phase_clock if divergence is not None and signature(divergence) in phase_found else None,
+        differences=found,
+        not_implemented=[c for c in run.coverage.total if not focus.allows(c[0])],
+        out_of_focus=[c for c in run.coverage.total if focus.allows(c[0]) and not _in_focus(c, focus)],
+        op_mix=dict(run.op_mix.most_common()),
+        focus=focus,
+        gate=profile.gate,
     )
+
+
+def _record(run: Run, found: list[Difference], divergence: Divergence, started: float) -> Signature:
+    """Make ``divergence`` one of the run's differences (known from now on): its signature."""
+    sig = signature(divergence)
+    run.known.add(sig)
+    run.met[sig] = max(run.met[sig], 1)
+    found.append(Difference(sig, divergence, list(divergence.steps), run.seen_at.get(sig, time.perf_counter()) - started))
+    return sig
 
 
 def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int) -> Divergence | None:
     """One round of a machine (a zero-argument factory): ``examples`` examples of up to
-    ``steps`` steps from ``seed``; the divergence it found, if any."""
+    ``steps`` steps from ``seed``; the divergence it found, if any. A kit bug is raised
+    as itself, a failed search as ``SearchFailed``."""
     factory = hseed(seed)(machine)
     config = settings(
         max_examples=examples,
@@ -205,6 +300,12 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int) ->
             run_state_machine_as_test(factory, settings=config)
     except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
         divergence = first_divergence(exc)
+        bug = first_of(exc, KitBug)
+        if divergence is None and bug is not None:
+            raise bug from None
+        if divergence is None and isinstance(exc, HypothesisException):
+            raise SearchFailed(f"the search failed: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
         if divergence is None:
             raise
         return divergence
@@ -216,7 +317,7 @@ def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict
     cells count as the run's; its calls are reported apart (``phases``): how many depends
     on the server's clock (a lease of the server-clock calls may expire between them)."""
     started = time.perf_counter()
-    swept = Run(coverage=run.coverage)
+    swept = Run(coverage=run.coverage, focus=run.focus, raw_calls=run.raw_calls)
     machine = Conformance.factory(target, swept, clock)()
     try:
         machine.raw_sweep()
@@ -226,3 +327,17 @@ def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict
         run.first_failure = run.first_failure or swept.first_failure
         phases["sweep"] = {"calls": swept.steps, "seconds": round(time.perf_counter() - started, 3)}
     return None
+
+
+def _in_focus(cell: tuple[str, str], focus: Focus) -> bool:
+    """Whether the focus can reach ``cell`` at all (its op allowed, its outcome one the
+    hostile setting sends calls for; raw calls are hostile)."""
+    if not focus.allows(cell[0]):
+        return False
+    hostile = cell[0] == "raw" or cell[1] in REFUSALS_OF_ARGUMENTS
+    return {"both": True, "off": not hostile, "only": hostile}[focus.hostile]
+
+
+def _unreached(run: Run, focus: Focus) -> list[tuple[str, str]]:
+    """Cells in focus no call reached."""
+    return [c for c in run.coverage.unreached() if _in_focus(c, focus)]

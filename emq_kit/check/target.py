@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from emq_kit.errors import BadArgument, TargetUnavailable
+from emq_kit.errors import BadArgument, ServerUnreachable, TargetUnavailable
 
 if TYPE_CHECKING:
     from emq_model.snapshot import Snapshot
@@ -58,22 +58,24 @@ class Target(Protocol):
 
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
-                clock: str = "virtual", timeout: float = 10.0, observe: bool = True) -> Target:
+                clock: str = "virtual", timeout: float = 10.0, observe: bool = True, partial: bool = False) -> Target:
     """The live client on ``url`` (embedded fakeredis when None) running ``scripts`` (ours
-    when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py). Every way
+    when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py; with
+    ``partial`` a driver may lack ops outside the core, DP-9a). Every way
     it can fail to exist is a ``TargetUnavailable`` (``BadArgument`` for arguments that
     do not go together); nothing else escapes."""
     import redis
 
     from emq_kit.check.live import LiveTarget
     from emq_kit.ports.driver_client import DriverError, DriverTarget
+    from emq_live.urls import redact
     from emq_model.errors import EmqError
 
     if driver is not None and scripts is not None:
         raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
     try:
         if driver is not None:
-            return DriverTarget(driver, url, clock=clock, timeout=timeout)
+            return DriverTarget(driver, url, clock=clock, timeout=timeout, partial=partial)
         return LiveTarget(url, scripts, observe=observe)
     except DriverError as exc:
         raise TargetUnavailable(str(exc)) from None
@@ -81,17 +83,24 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
             ValueError) as exc:
         raise unavailable(exc, url) from None
     except EmqError as exc:
-        raise TargetUnavailable(f"{url}: {exc}") from None
+        raise TargetUnavailable(f"{redact(str(url))}: {exc}") from None
     except redis.exceptions.ResponseError as exc:
-        raise TargetUnavailable(f"{url} refused to load the scripts: {exc}") from None
+        raise TargetUnavailable(f"{redact(str(url))} refused to load the scripts: {exc}") from None
 
 
 def unavailable(exc: Exception, url: str | None) -> TargetUnavailable:
-    """The one line for an environment error met opening a target on ``url``: scripts
-    not found, a server out of reach (redis-py's connection or timeout error, or the
-    client's ``ConnectError``), a bad URL (any other ``ValueError``)."""
+    """The one line for an environment error met opening a target on ``url`` (redacted):
+    scripts not found, a URL the client does not serve, a server out of reach
+    (``ServerUnreachable``: the client's ``ConnectError``, redis-py's connection or
+    timeout error), a bad URL (any other ``ValueError``)."""
+    from emq_live.urls import ConnectError, UrlError, redact
+
     if isinstance(exc, FileNotFoundError):
         return TargetUnavailable(f"scripts: {exc}")
+    if isinstance(exc, UrlError):
+        return TargetUnavailable(str(exc))
+    if isinstance(exc, ConnectError):  # already names the URL, redacted
+        return ServerUnreachable(str(exc))
     if isinstance(exc, ValueError):
-        return TargetUnavailable(f"bad URL {url!r}: {exc}")
-    return TargetUnavailable(f"cannot reach {url}: {exc}")
+        return TargetUnavailable(f"bad URL {redact(str(url))!r}: {exc}")
+    return ServerUnreachable(f"cannot reach {redact(str(url))}: {exc}")

@@ -10,12 +10,13 @@ and ``main`` prints it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
 from emq_kit.cli import audit, bench, bundle, check, driver, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Usage, positive
-from emq_kit.errors import KitError
+from emq_kit.errors import KitBug, KitError
 from emq_live.urls import ConnectError
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser", "positive"]
@@ -43,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print(f"emq {args.command}: interrupted", file=sys.stderr)
+        return EXIT_ENV
+    except Exception as exc:  # noqa: BLE001 - ours: one line saying what to report
+        if os.environ.get("EMQ_DEBUG"):
+            raise
+        print(f"emq {args.command}: {KitBug(exc)}", file=sys.stderr)
         return EXIT_ENV
 
 

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from emq_kit.bench import Bench, Params, Wrong, run_bench
-from emq_kit.cli.common import EXIT_OK, Usage, positive
+from emq_kit.cli.common import EXIT_OK, Usage, at_most, positive, writable_file
+from emq_model import spec
 
 
 def number(value: float | None, unit: str = "") -> str:
@@ -52,6 +53,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import redis
 
     from emq_kit.server import ServerError, ServerProcess
+    from emq_live.urls import ConnectError, redact
 
     given = {k: v for k, v in vars(args).items() if k in Params.__dataclass_fields__ and v is not None}
     params = Params(**given)
@@ -67,8 +69,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             except ServerError as exc:
                 raise Usage(str(exc)) from None
         bench = run_bench(args.url or server.url, params, say)
+    except ConnectError as exc:  # names the URL, redacted
+        raise Usage(str(exc)) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
+        raise Usage(f"lost the server {redact(args.url) if args.url else '(throwaway)'}: {exc}") from None
     except Wrong as exc:
         print(f"emq bench: {exc}", file=sys.stderr)
         return 1
@@ -91,14 +95,15 @@ def register(sub: Any) -> None:
     d = Params()
     b = sub.add_parser("bench", help="measure the model, the kit and the live queue next to the machine's ceilings")
     b.add_argument("--url", help="a Valkey server (redis://, valkey://, unix://); default: a throwaway valkey-server")
-    b.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
+    b.add_argument("--json", metavar="FILE", type=writable_file, help="also write the figures to FILE as JSON")
     b.add_argument("--examples", type=positive, help=f"conformance examples per target (default {d.examples})")
     b.add_argument("--steps", type=positive, help=f"steps per example (default {d.steps})")
     b.add_argument("--jobs", type=positive, help=f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; "
                                                  "fakeredis a tenth, the model a fifth)")
     b.add_argument("--single-jobs", dest="single_jobs", type=positive,
                    help=f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
-    b.add_argument("--batch", type=positive, help=f"jobs per batch call (default {d.batch})")
+    b.add_argument("--batch", type=at_most(spec.LIMITS["limit_max"], "a batch's items, specs/lifecycle.md"),
+                   help=f"jobs per batch call, at most limit_max (default {d.batch})")
     b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
     b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
                    help="pending jobs of the scale runs on fakeredis (default 1000,100000)")

@@ -5,34 +5,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
 
 import redis
 
+from emq_kit.check import expect
 from emq_kit.check.clock import ServerClock
-from emq_kit.check.machine import Run, Step
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.machine import HOSTILE, QUEUES, Focus, Step
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive, seconds
+from emq_kit.cli.progress import Progress
 from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
-from emq_kit.trace.replay import write_trace
+from emq_kit.trace.replay import write_interrupted, write_trace
+from emq_live.urls import redact
+from emq_model import spec
 
-
-def _progress(profile_examples: int) -> Any:
-    """A progress line on a terminal; nothing when piped."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(run: Run) -> None:
-        sys.stderr.write(
-            f"\r  examples {run.examples}/{profile_examples}  steps {run.steps}  "
-            f"cells {run.coverage.reached()}/{len(run.coverage.total)} "
-        )
-        sys.stderr.flush()
-
-    return show
+CORE = ("enqueue", "claim", "complete")
+"""The queue ops the machine cannot do without (DP-9b's core, less the session)."""
 
 
 def format_step(step: Step) -> str:
@@ -54,8 +48,23 @@ def format_report(report: Report) -> str:
     ]
     lines += [f"  {name.replace('_', '-')} phase: " + ", ".join(f"{k} {v}" for k, v in figures.items())
               for name, figures in report.phases.items()]
-    if report.unreached and report.divergence is None:  # a run cut short by a failure is not judged on coverage
+    if report.not_implemented:
+        ops = sorted({op for op, _ in report.not_implemented})
+        lines.append(f"  {len(report.not_implemented)} cells not implemented (ops not sent: {', '.join(ops)})")
+    if report.out_of_focus:
+        lines.append(f"  {len(report.out_of_focus)} cells left out by --hostile {report.focus.hostile}")
+    if report.unreached:
         lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
+    if report.verdict == "no-divergence":
+        lines.append(f"  no divergence in {report.examples} examples ({report.profile}: not a conformance verdict)")
+    for sig, _ in report.fixed:
+        lines.append(f"  fixed — remove it from {report.expect_file}: {sig}")
+    if report.expect_file and report.differences and not report.new:
+        lines.append(f"  all {len(report.differences)} differences are expected ({report.expect_file})")
+    if report.differences:
+        lines.extend(format_differences(report))
+        lines.append("run the search again: " + (report.rerun or rerun_command(report)))
+        return "\n".join(lines)
     d = report.divergence
     if d is not None:
         lines.append("")
@@ -70,8 +79,53 @@ def format_report(report: Report) -> str:
         if report.trace is not None:
             lines.append(f"trace: {report.trace}")
             lines.append(f"replay it: emq replay {report.trace}")
-        lines.append(f"run the search again: emq check --seed {report.seed} --profile {report.profile}")
+        lines.append("run the search again: " + (report.rerun or rerun_command(report)))
     return "\n".join(lines)
+
+
+def format_differences(report: Report) -> list[str]:
+    """Every distinct difference, lifecycle first then surface, each with the time to
+    it, its shrunk steps, its trace and the command that replays it."""
+    lines = ["", f"{len(report.differences)} distinct differences (lifecycle first, then surface):"]
+    klass = None
+    for n, d in enumerate(report.differences, 1):
+        if d.signature.klass != klass:
+            klass = d.signature.klass
+            lines += ["", f"{klass.upper()}"]
+        known = f"  EXPECTED ({d.expected})" if d.expected else ""
+        lines.append(f"[{n}] {d.signature}  (after {d.seconds:.2f} s; met {d.met} times; "
+                     f"shrunk to {len(d.shrunk)} steps){known}")
+        if d.trace_text:
+            lines.extend("    " + line for line in d.trace_text.splitlines())
+        else:
+            lines.extend(format_step(s) for s in d.shrunk)
+        if d.trace is not None:
+            lines.append(f"    trace: {d.trace}")
+            lines.append(f"    replay it: emq replay {d.trace}")
+    return lines
+
+
+RERUN_FLAGS = ("url", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops", "hostile",
+               "expect", "traces")
+RERUN_SWITCHES = ("first", "strict")
+
+
+def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str:
+    """The command that repeats the run exactly: its seed and profile, and every target
+    and profile flag it was given (a URL's password redacted: give it again, or set
+    EMQ_URL)."""
+    import shlex
+
+    from emq_live.urls import redact
+
+    parts = ["emq", "check", "--seed", str(report.seed), "--profile", report.profile]
+    defaults = {"timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces"}
+    for name in RERUN_FLAGS:
+        value = getattr(args, name, None) if args is not None else None
+        if value is not None and value != defaults.get(name):
+            parts += ["--" + name.replace("_", "-"), redact(str(value)) if name == "url" else str(value)]
+    parts += ["--" + name for name in RERUN_SWITCHES if args is not None and getattr(args, name, False)]
+    return shlex.join(parts)
 
 
 def report_json(report: Report) -> dict[str, Any]:
@@ -95,37 +149,128 @@ def report_json(report: Report) -> dict[str, Any]:
             "steps": [format_step(s).strip() for s in report.shrunk],
             "trace": None if report.trace is None else str(report.trace),
         },
+        "differences": [{"signature": str(d.signature), "cell": d.signature.cell, "rule": d.signature.rule,
+                         "class": d.signature.klass, "seconds": round(d.seconds, 3), "met": d.met,
+                         "steps": [format_step(s).strip() for s in d.shrunk],
+                         "trace": None if d.trace is None else str(d.trace)} for d in report.differences],
+        "not_implemented": [f"{op}/{o}" for op, o in report.not_implemented],
+        "expected": [str(d.signature) for d in report.differences if d.expected],
+        "fixed": [str(s) for s, _ in report.fixed],
+        "op_mix": report.op_mix,
     }
+
+
+def _keep_interrupted(progress: Progress, target: Any, args: argparse.Namespace, seed: int) -> None:
+    """Write the steps the interrupted example had made as a trace, and say where."""
+    steps = progress.run.current if progress.run is not None else []
+    if not steps:
+        return
+    try:
+        path = write_interrupted(steps, target, Path(args.traces), seed=seed, profile=args.profile, clock=args.clock)
+    except OSError as exc:
+        print(f"emq check: cannot write the steps so far into {args.traces}: {exc}", file=sys.stderr)
+        return
+    print(f"emq check: the steps so far: {path} (emq replay {path})", file=sys.stderr)
+
+
+def _refuse_held_keys(target: Any, args: argparse.Namespace) -> None:
+    """On a server, the run's queues must be empty unless ``--wipe``: a run deletes
+    their keys when it hands them out, and a user's data there is not deleted silently.
+    (The built-in client only: a port's driver has already started on the server,
+    and what it writes there at start is its own.)"""
+    if args.url is None or args.wipe or not isinstance(target, LiveTarget):
+        return
+    held = target.held(QUEUES)
+    if held:
+        target.close()
+        raise Usage(f"the run's queues {', '.join(map(repr, QUEUES))} already hold {held} key(s) on "
+                    f"{redact(args.url)}; a run deletes them: give --wipe to allow it")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
+    expected = expect.load(args.expect) if args.expect else {}
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
+    seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     chosen = layout(args.layout)
-    target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout)
+    target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
+                                partial=True)
+    _refuse_held_keys(target, args)
     clock: ServerClock | None = None
+    progress = Progress(args.examples or profile.examples)
+    unwritten: OSError | None = None
     try:
+        focus = focus_of(args, target)
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
-        report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=args.seed,
-                           progress=_progress(args.examples or profile.examples), clock=clock, layout=chosen)
+        report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=seed,
+                           progress=progress, clock=clock, layout=chosen,
+                           focus=focus)
+        report.rerun = rerun_command(report, args)
+        if args.expect:
+            expect.apply(report, expected, args.expect)
         if report.divergence is not None:
-            write_trace(report, target, Path(args.traces), report.clock or clock, chosen.replay)
+            try:
+                write_trace(report, target, Path(args.traces), report.clock or clock, chosen.replay)
+            except OSError as exc:  # the report is printed first: the counterexample is not lost
+                unwritten = exc
+    except KeyboardInterrupt:
+        progress.end()
+        print(f"emq check: interrupted; seed {seed} (run it again: emq check --seed {seed} "
+              f"--profile {args.profile})", file=sys.stderr)
+        _keep_interrupted(progress, target, args, seed)
+        raise
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {args.url}: {exc}") from None
+        raise Usage(f"lost the server {redact(args.url or '')}: {exc}") from None
     except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot
         raise Usage(f"driver {args.driver}: {exc}") from None
     finally:
         target.close()
         if clock is not None:
             clock.close()
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
+    progress.end()
+    if args.write_expect:
+        expect.write(args.write_expect, report)
     if args.json:
         print(json.dumps(report_json(report), indent=2))
     else:
         print(format_report(report))
-    return EXIT_OK if report.ok else EXIT_FAIL
+        if args.write_expect:
+            print(f"wrote {len(report.differences)} differences to {args.write_expect}")
+    if unwritten is not None:
+        raise Usage(f"cannot write the trace into {args.traces}: {unwritten}")
+    fixed_fails = args.strict and report.fixed
+    return EXIT_OK if report.ok and not fixed_fails else EXIT_FAIL
+
+
+def _ops(text: str | None) -> set[str]:
+    names = {o for o in (text or "").split(",") if o}
+    unknown = names - set(spec.OPS) - {"queue", "forget_row"}
+    if unknown:
+        raise Usage(f"unknown ops {', '.join(sorted(unknown))}; ops are {', '.join(spec.OPS)}")
+    return names
+
+
+def focus_of(args: argparse.Namespace, target: Any) -> Focus:
+    """What the machine generates: the ops the target offers (a driver's ``init``
+    list, with ``forget_row`` when the kit deletes rows itself), narrowed by ``--ops``
+    and ``--skip-ops``; the arguments it declared absent; ``--hostile``; ``--first``."""
+    offered = getattr(target, "offered", None)
+    ops: set[str] | None = None
+    if offered is not None:
+        ops = set(offered) | ({"forget_row"} if getattr(target, "inspector", None) is not None else set())
+    only, skip = _ops(args.ops), _ops(args.skip_ops)
+    if only:
+        ops = (ops if ops is not None else set(spec.OPS) | {"queue", "forget_row"}) & (only | set(CORE))
+    if skip:
+        ops = (ops if ops is not None else set(spec.OPS) | {"queue", "forget_row"}) - skip
+    if ops is not None:
+        lacking = [op for op in CORE if op not in ops]
+        if lacking:
+            raise Usage(f"the run would lack the core ops {', '.join(lacking)}: the kit cannot check "
+                        f"without {', '.join(CORE)}")
+    return Focus(ops=None if ops is None else frozenset(ops), absent=dict(getattr(target, "absent_args", {}) or {}),
+                 hostile=args.hostile, report=not args.first)
 
 
 def register(sub: Any) -> None:
@@ -135,7 +280,7 @@ def register(sub: Any) -> None:
     c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
     c.add_argument("--driver", metavar="CMD", help="check a port through its driver program "
                    "(specs/driver-protocol.md); CMD is split like a shell would, and run without one")
-    c.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+    c.add_argument("--timeout", type=seconds, default=10.0, metavar="SECONDS",
                    help="with --driver: how long one request may take (default 10)")
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "
@@ -147,7 +292,20 @@ def register(sub: Any) -> None:
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
+    c.add_argument("--wipe", action="store_true",
+                   help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")
+    c.add_argument("--first", action="store_true",
+                   help="stop at the first difference (default: report every distinct difference)")
+    c.add_argument("--ops", metavar="A,B", help="send only these ops (and the core)")
+    c.add_argument("--skip-ops", metavar="A,B", help="never send these ops; their cells are not implemented")
+    c.add_argument("--hostile", choices=list(HOSTILE), default="both",
+                   help="spoiled arguments, bad ids and bad queue names: mixed in (both), left out (off), "
+                   "on every call (only)")
+    c.add_argument("--expect", metavar="FILE", help="known differences (TOML, specs/schemas/expect.json): "
+                   "the run fails only on differences FILE does not list")
+    c.add_argument("--strict", action="store_true", help="with --expect: an expected difference not met fails the run")
+    c.add_argument("--write-expect", metavar="FILE", help="write the differences found as an expectations file")
     c.set_defaults(func=cmd_check)

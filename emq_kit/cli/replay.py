@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, writable_file
 from emq_kit.layouts import of_trace
 from emq_kit.trace.export import pytest_source
 from emq_kit.trace.format import Trace
@@ -26,7 +26,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"wrote {args.pytest}")
     chosen = of_trace(trace.header)
     if chosen.name == "echomq":
-        target = target_for(trace.header, url=args.url, scripts=args.scripts, driver=args.driver)
+        target = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver)
     else:  # a layout's target is its own: the trace's server unless --url says otherwise
         target = chosen.open_target(args.url or trace.header.get("target", {}).get("target"), args.scripts, args.driver)
     try:
@@ -49,6 +49,6 @@ def register(sub: Any) -> None:
                    "the server the driver uses")
     r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
     r.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
-    r.add_argument("--pytest", metavar="FILE", help="also write a standalone regression test")
+    r.add_argument("--pytest", metavar="FILE", type=writable_file, help="also write a standalone regression test")
     r.set_defaults(func=cmd_replay)
 

@@ -31,7 +31,7 @@ class Layout:
 
     - ``contract``: the spec table its cells and rules come from (printed in reports);
     - ``cells()``: the (op, outcome) cells a gating run must reach;
-    - ``open_target(url, scripts, driver, *, clock, timeout, observe)``: the target, or a
+    - ``open_target(url, scripts, driver, *, clock, timeout, observe, partial)``: the target, or a
       ``KitError`` naming why there is none;
     - ``machine(target, run, clock)``: a zero-argument factory of the Hypothesis
       rule-based machine (``run_state_machine_as_test`` takes it);

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Sequence
 
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES, Crash
-from emq_kit.errors import KitError
+from emq_kit.errors import KitError, TargetFault
 from emq_kit.ports.protocol import (
     BATCH,
     BATCH_MAX,
@@ -41,6 +41,7 @@ from emq_kit.ports.protocol import (
     decode_answer,
     encode,
 )
+from emq_live.urls import redact
 from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot
 
@@ -48,7 +49,7 @@ STARTUP = 30.0
 """Seconds a driver may take to answer ``init`` (it may be starting a runtime)."""
 
 
-class DriverError(KitError):
+class DriverError(KitError, TargetFault):
     """The driver failed to answer a request as the protocol says."""
 
 
@@ -415,7 +416,7 @@ class DriverTarget:
             "scripts": f"{self.info.get('name', '?')} {self.info.get('version', '?')}",
             "driver": self.command,
             "driver_info": self.info,
-            "url": self.url,
+            "url": redact(self.url) if self.url else None,
             "clock": self.clock,
         }
 

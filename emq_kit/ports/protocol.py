@@ -17,6 +17,7 @@ import binascii
 import json
 from typing import Any, Sequence
 
+from emq_kit.errors import TargetFault
 from emq_model import spec
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
@@ -57,7 +58,7 @@ DRIVER = "EDRIVER"
 """Error code: the driver or its client failed (an exception, a lost server)."""
 
 
-class ProtocolError(ValueError):
+class ProtocolError(ValueError, TargetFault):
     """A message that breaks the protocol."""
 
 

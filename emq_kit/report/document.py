@@ -115,7 +115,15 @@ def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt
     that runs the search again."""
     d = report.divergence
     differences = []
-    if d is not None:
+    for found in getattr(report, "differences", None) or []:  # every distinct one (issue 13)
+        steps = list(found.shrunk)
+        div = found.divergence
+        index = next((i for i, s in enumerate(steps, 1) if s.index == div.step.index), len(steps))
+        one = difference(div.kind, found.signature.rule, index, div.lines, steps, found.trace)
+        one["signature"]["cell"], one["class"] = found.signature.cell, found.signature.klass
+        one["seconds"], one["count"] = round(found.seconds, 3), max(found.met, 1)
+        differences.append(one)
+    if d is not None and not differences:
         steps = list(report.shrunk)
         index = next((i for i, s in enumerate(report.shrunk, 1) if s.index == d.step.index), len(steps))
         differences.append(difference(d.kind, d.rule, index, d.lines, steps, report.trace))
@@ -126,7 +134,7 @@ def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt
                   "unreached": [f"{op}/{o}" for op, o in report.unreached],
                   "not_implemented": [f"{op}/{o}" for op, o in getattr(report, "not_implemented", ())],
                   "hits": dict(report.hits)},
-        "differences": differences, "rerun": rerun,
+        "differences": differences, "rerun": rerun, "op_mix": dict(getattr(report, "op_mix", {}) or {}),
     }
     figures = {"seconds": round(report.seconds, 3), "steps_per_second": round(report.steps_per_second, 1),
                "examples": report.examples, "steps": report.steps}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from emq_kit.check.run import Profile, run_check
+from emq_kit.errors import BadArgument, ServerUnreachable
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_model import spec
@@ -169,7 +170,7 @@ class MutantVerdict:
     """What the machine did to one mutant."""
 
     mutant: Mutant
-    status: str  # killed, survived, equivalent
+    status: str  # killed, survived, equivalent; error: the environment failed (never reported)
     seconds: float  # to the first divergence when killed, else the time spent
     examples: int
     shrunk: int = 0
@@ -201,16 +202,26 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         copy_scripts(tmp, mutant.script, mutant.apply, source)
         try:
             target = (layout or layout_named()).open_target(url, tmp, observe=False)
+        except ServerUnreachable as exc:  # the environment: no verdict on the mutant
+            return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=str(exc))
         except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
             return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
         try:
             report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout)
+        except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
+            return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
         finally:
             target.close()
     if report.divergence is None:
         return MutantVerdict(mutant, "survived", report.seconds, report.examples)
     return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
                    len(report.shrunk), report.divergence.rule)
+
+
+def _lost() -> tuple[type[Exception], ...]:
+    import redis
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None,
@@ -246,14 +257,24 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
 
 
 def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
-                 report: Callable[[MutantVerdict], None] | None = None) -> list[MutantVerdict]:
-    """Judge every mutant (those whose key contains ``only``, if given)."""
+                 report: Callable[[MutantVerdict], None] | None = None,
+                 started: Callable[[int, int, Mutant], None] | None = None) -> list[MutantVerdict]:
+    """Judge every mutant (those whose key contains ``only``, if given). A mutant is
+    killed only by a counterexample (or scripts that do not load): a server that cannot
+    be reached, before or during the run, or ``only`` matching no mutant, is a
+    ``KitError`` (``started`` is called with k and n before mutant k of n)."""
     known = equivalents()
+    chosen = [m for m in all_mutants() if not only or only in m.key]
+    if not chosen:
+        raise BadArgument(f"--only {only!r} matches no mutant (emq selftest --list shows them)")
+    layout_named().open_target(url, None, observe=False).close()  # the unmutated scripts on the server: ServerUnreachable
     verdicts = []
-    for mutant in all_mutants():
-        if only and only not in mutant.key:
-            continue
+    for k, mutant in enumerate(chosen, 1):
+        if started:
+            started(k, len(chosen), mutant)
         v = judge(mutant, url, budget, seed)
+        if v.status == "error":
+            raise ServerUnreachable(f"mutant {k} of {len(chosen)} ({mutant.key}): {v.reason}")
         if v.status == "survived" and mutant.key in known:
             v.status, v.reason = "equivalent", known[mutant.key]
         verdicts.append(v)
@@ -265,11 +286,12 @@ def run_selftest(url: str | None, budget: float, seed: int, only: str | None = N
 def summary(verdicts: list[MutantVerdict]) -> dict[str, Any]:
     """Killed over the non-equivalent mutants, median time-to-kill and shrunk length."""
     killed = [v for v in verdicts if v.status == "killed"]
+    shrunk = [v.shrunk for v in killed if v.shrunk > 0]  # -1, 0: killed without a shrunk trace
     return {
         "mutants": len(verdicts),
         "killed": len(killed),
         "equivalent": sum(v.status == "equivalent" for v in verdicts),
         "survived": sum(v.status == "survived" for v in verdicts),
         "median_seconds_to_kill": round(statistics.median(v.seconds for v in killed), 3) if killed else None,
-        "median_shrunk_steps": statistics.median(v.shrunk for v in killed if v.shrunk) if killed else None,
+        "median_shrunk_steps": statistics.median(shrunk) if shrunk else None,
     }

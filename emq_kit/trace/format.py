@@ -139,7 +139,13 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
-        return cls.from_json(json.loads(Path(path).read_text("utf-8")))
+        """The trace in the file ``path``, checked first (``TraceError`` with the JSON
+        path of the first problem)."""
+        from emq_kit.trace.validate import check_trace
+
+        data = json.loads(Path(path).read_text("utf-8"))
+        check_trace(data)
+        return cls.from_json(data)
 
 
 def header(target: dict[str, Any], *, seed: int | None, profile: str | None, clock: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ checked exactly as it was during ``emq check``: answers, whole snapshots, invari
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -16,6 +17,7 @@ from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.raw import call_of
 from emq_kit.check.run import Report
 from emq_kit.check.target import Target, open_target
+from emq_kit.errors import BadArgument
 from emq_kit.trace.format import (
     Trace,
     divergence_json,
@@ -23,6 +25,7 @@ from emq_kit.trace.format import (
     renamed,
     renaming,
 )
+from emq_live.urls import MASK
 from emq_model.invariants import Violation, check_invariants
 from emq_model.snapshot import Snapshot, diff
 
@@ -161,6 +164,11 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
         driver = named.get("driver")
         url = named.get("url") if driver else (None if named.get("target") == "fakeredis" else named.get("target"))
         scripts = None if driver or named.get("scripts") in (None, "builtin") else named.get("scripts")
+    if url is not None and MASK in url:  # written redacted: the secret comes from the user
+        if not os.environ.get("EMQ_URL"):
+            raise BadArgument(f"the trace's server {url} was written without its password: "
+                              "give the URL with --url or EMQ_URL")
+        url = os.environ["EMQ_URL"]
     return open_target(url, scripts, driver)
 
 
@@ -171,6 +179,24 @@ def write_trace(report: "Report", target: Target, directory: Path, clock: Clock 
     the report."""
     head = header(report.target, seed=report.seed, profile=report.profile,
                   clock=getattr(clock, "mode", "virtual"))
+    for d in getattr(report, "differences", None) or []:  # every distinct difference, each its own file
+        trace, result = record(d.shrunk, target, head, clock, replayer)
+        d.trace = trace.write(trace_path(directory, trace))
+        d.trace_text = step_table(result) + "\n" + explain(result)
+    if report.differences:
+        report.trace, report.trace_text = report.differences[0].trace, report.differences[0].trace_text
+        return
     trace, result = record(report.shrunk, target, head, clock, replayer)
     report.trace = trace.write(trace_path(directory, trace))
     report.trace_text = step_table(result) + "\n" + explain(result)
+
+
+def write_interrupted(steps: list[Step], target: Target, directory: Path, *, seed: int, profile: str,
+                      clock: str) -> Path:
+    """The steps an interrupted run's last example had made, as a trace without a
+    divergence (``seed<seed>-interrupted-<n>.json`` in ``directory``): replayable as is."""
+    trace = Trace(header(target.describe(), seed=seed, profile=profile, clock=clock), list(steps))
+    n = 1
+    while (directory / f"seed{seed}-interrupted-{n}.json").exists():
+        n += 1
+    return trace.write(directory / f"seed{seed}-interrupted-{n}.json")

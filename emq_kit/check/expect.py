@@ -1,0 +1,69 @@
+"""Expectations: a port's known differences, pinned by signature in a TOML file
+(``specs/schemas/expect.json`` is its schema), so its CI fails only on new ones.
+
+    [[difference]]
+    signature = "complete/EMQSTALE T-complete"
+    reason = "we delete the row on every complete (issue 12 of our tracker)"
+
+A run whose differences are all listed passes; a difference not listed fails it; a
+listed one the run did not meet is reported *fixed* (it fails the run only when
+``strict``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from emq_kit.check.signature import Signature, parse
+from emq_kit.errors import BadArgument
+
+
+def load(path: str | Path) -> dict[Signature, str]:
+    """The expected differences of ``path``, signature to reason (``BadArgument`` for a
+    file that is not one)."""
+    try:
+        data = tomllib.loads(Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise BadArgument(f"cannot read expectations {path}: {exc}") from None
+    entries = data.get("difference", [])
+    if set(data) - {"difference"} or not isinstance(entries, list):
+        raise BadArgument(f"{path}: expected only [[difference]] tables")
+    out: dict[Signature, str] = {}
+    for n, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict) or set(entry) != {"signature", "reason"} or not all(
+                isinstance(v, str) and v.strip() for v in entry.values()):
+            raise BadArgument(f"{path}: difference {n} needs exactly a signature and a reason (non-empty strings)")
+        try:
+            out[parse(entry["signature"])] = entry["reason"]
+        except ValueError as exc:
+            raise BadArgument(f"{path}: difference {n}: {exc}") from None
+    return out
+
+
+def apply(report: Any, expected: dict[Signature, str], path: str | Path) -> None:
+    """Mark the report's differences ``expected`` lists, and note the listed ones it
+    did not meet as fixed."""
+    met = set()
+    for d in report.differences:
+        d.expected = expected.get(d.signature)
+        met.add(d.signature)
+    report.fixed = [(s, r) for s, r in expected.items() if s not in met]
+    report.expect_file = str(path)
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def write(path: str | Path, report: Any) -> Path:
+    """A starting expectations file listing the report's differences (each reason a
+    placeholder naming where it was first seen, for the author to replace)."""
+    lines = ["# Known differences of this port (emq check --expect FILE); one [[difference]] each.", ""]
+    for d in report.differences:
+        reason = d.expected or f"{d.signature.klass} difference first met at step {d.divergence.step.index}: explain it"
+        lines += ["[[difference]]", f"signature = {_quoted(str(d.signature))}", f"reason = {_quoted(reason)}", ""]
+    out = Path(path)
+    out.write_text("\n".join(lines), "utf-8")
+    return out

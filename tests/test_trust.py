@@ -1,0 +1,356 @@
+"""The kit's own trust (issue 14): bad input is one line and exit 2, never a traceback;
+a mutant is killed only by a counterexample; an exception in the kit's own code is an
+``emq bug``, never the target's crash; secrets stay out of what is printed and written.
+Servers: fakeredis, and the session's Valkey 8 and Redis 7."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broken import broken_dir, variant
+
+from emq_kit import cli
+from emq_kit.check.machine import POOL, QUEUES, Run
+from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.target import open_target
+from emq_kit.cli.progress import Progress
+from emq_kit.errors import KitBug
+from emq_kit.selftest.mutation import summary
+from emq_kit.server import ServerProcess
+from emq_live import acl
+from emq_live.client import Queue
+from emq_model import keyspace, spec
+
+PROGRESS = ("emq check: searching", "emq check: shrinking")
+EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``emq ARGV`` in this process: its exit code (argparse's too), stdout, stderr."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse: usage block, exit 2
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def one_line(err: str) -> str:
+    """The one line of ``err`` besides progress lines (a slow run prints one every 10 s)."""
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(PROGRESS)]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def not_redis() -> Iterator[str]:
+    """A TCP server that answers every connection with an HTTP error page."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield f"redis://127.0.0.1:{sock.getsockname()[1]}"
+    stop.set()
+    t.join()
+    sock.close()
+
+
+def dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"redis://127.0.0.1:{s.getsockname()[1]}"
+
+
+# -- item 1: one line, exit 2 -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_a_server_that_is_not_redis_is_one_line(command: str, not_redis: str, capsys: Any) -> None:
+    code, _, err = run([command, "--url", not_redis], capsys)
+    assert code == cli.EXIT_ENV
+    assert not_redis in one_line(err)
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server", "dead"])
+def test_a_cluster_url_to_a_plain_node_or_a_dead_port_is_one_line(where: str, request: Any, capsys: Any) -> None:
+    url = dead_url() if where == "dead" else request.getfixturevalue(where).url
+    cluster = url.replace("redis://", "redis+cluster://", 1)
+    code, _, err = run(["check", "--url", cluster], capsys)
+    assert code == cli.EXIT_ENV
+    assert "redis+cluster://" in one_line(err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "--timeout", "-1"], ["check", "--timeout", "0"], ["check", "--timeout", "nan"],
+    ["selftest", "--budget", "0"], ["selftest", "--budget", "-3"], ["selftest", "--budget", "nan"],
+    ["bench", "--batch", str(spec.LIMITS["limit_max"] + 1)], ["bench", "--batch", "0"],
+    ["bench", "--json", "/nonexistent-emq-dir/figures.json"],
+    ["selftest", "--json", "/nonexistent-emq-dir/verdicts.json"],
+    ["replay", "--pytest", "/nonexistent-emq-dir/test_x.py", "x.json"],
+])
+def test_numeric_flags_and_output_files_are_refused_before_any_work(argv: list[str], capsys: Any) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == cli.EXIT_ENV
+    assert out == ""  # nothing ran: no table header, no figures
+    assert f"argument {argv[1]}" in err
+
+
+def test_a_writable_output_file_is_accepted(tmp_path: Path) -> None:
+    from emq_kit.cli.common import writable_file
+
+    assert writable_file(str(tmp_path / "new.json")) == str(tmp_path / "new.json")
+    assert writable_file("-") == "-"
+
+
+def test_unwritable_traces_print_the_counterexample_then_fail_on_the_file(tmp_path: Path, capsys: Any) -> None:
+    scripts = broken_dir(variant("state-not-written"), tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    code, out, err = run(["check", "--scripts", str(scripts), "--profile", "dev", "--seed", "1",
+                          "--traces", str(blocker / "traces")], capsys)
+    assert code == cli.EXIT_ENV
+    assert "COUNTEREXAMPLE" in out and "counterexample: the" in out  # the report is not lost
+    assert "cannot write the trace" in one_line(err)
+
+
+GOOD_STEP = {"i": 1, "queue": "alpha", "op": "enqueue", "args": {"id": "JOB00000000001", "payload": {"b64": ""}}}
+
+
+def trace_doc(**change: Any) -> Any:
+    doc = {"format": "emq-trace", "version": 2, "kit_version": "0", "spec_version": spec.SPEC_VERSION,
+           "wire_version": spec.WIRE_VERSION, "target": {"target": "fakeredis"}, "seed": 1, "clock": "virtual",
+           "steps": [GOOD_STEP], "divergence": None}
+    doc.update(change)
+    return doc
+
+
+@pytest.mark.parametrize("doc, where", [
+    ([], "(the document)"),
+    (None, "(the document)"),
+    ("a string", "(the document)"),
+    (trace_doc(steps={"i": 1}), "steps"),
+    (trace_doc(steps=[1, 2]), "steps/0"),
+    (trace_doc(target="fakeredis"), "target"),
+    (trace_doc(steps=[{**GOOD_STEP, "op": "explode"}]), "steps/0/op"),
+    (trace_doc(steps=[{**GOOD_STEP, "args": {"id": "JOB00000000001"}}]), "steps/0/args"),
+    (trace_doc(steps=[{**GOOD_STEP, "args": {**GOOD_STEP["args"], "colour": 1}}]), "steps/0/args"),
+    (trace_doc(steps=[{**GOOD_STEP, "queue": "gamma"}]), "steps/0/queue"),
+])
+def test_a_malformed_trace_is_refused_with_its_json_path(doc: Any, where: str, tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = run(["replay", str(path)], capsys)
+    assert code == cli.EXIT_ENV
+    assert out == ""
+    assert f"{path}: {where}:" in one_line(err)
+
+
+def test_the_well_formed_trace_of_the_malformed_ones_replays(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace_doc()))
+    code, out, _ = run(["replay", str(path)], capsys)
+    assert code == cli.EXIT_OK, out
+
+
+# -- item 2: no false kills, no blaming the target for our bugs ------------------------------
+
+
+def test_selftest_on_an_unreachable_server_kills_nothing(capsys: Any) -> None:
+    code, out, err = run(["selftest", "--url", dead_url(), "--only", "enqueue", "--budget", "5"], capsys)
+    assert code == cli.EXIT_ENV
+    assert "killed" not in out
+    assert "cannot open a queue connection" in one_line(err)
+
+
+def test_selftest_only_matching_nothing_is_exit_2(capsys: Any) -> None:
+    code, _, err = run(["selftest", "--only", "no-mutant-has-this-key"], capsys)
+    assert code == cli.EXIT_ENV
+    assert "matches no mutant" in one_line(err)
+
+
+def test_summary_of_no_kills_has_no_median() -> None:
+    s = summary([])
+    assert s["mutants"] == 0 and s["median_seconds_to_kill"] is None and s["median_shrunk_steps"] is None
+
+
+@pytest.mark.parametrize("where", ["fakeredis", "valkey", "redis_server"])
+def test_a_type_error_in_our_client_is_a_kit_bug_not_a_crash(where: str, request: Any,
+                                                             monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    url = None if where == "fakeredis" else request.getfixturevalue(where).url
+
+    def broken(self: Queue, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("our own mistake")
+
+    monkeypatch.setattr(Queue, "_claim", broken)
+    target = open_target(url, observe=False)
+    try:
+        with pytest.raises(KitBug, match="TypeError: our own mistake"):
+            run_check(target, PROFILES["dev"], examples=5, steps=10, seed=3)
+    finally:
+        target.close()
+    argv = ["check", "--profile", "dev", "--examples", "5", "--steps", "10", "--seed", "3"]
+    code, out, err = run(argv + ([] if url is None else ["--url", url]), capsys)
+    assert code == cli.EXIT_ENV
+    assert "COUNTEREXAMPLE" not in out
+    line = one_line(err)
+    assert "emq bug" in line and "our own mistake" in line and "report" in line
+
+
+# -- item 4: secrets stay out -----------------------------------------------------------------
+
+PASSWORD = "pw-not-to-be-seen"
+
+
+@pytest.fixture(scope="module")
+def acl_valkey() -> Iterator[str]:
+    """A private Valkey with a user ``emq`` of specs/acl.json's rights and a password."""
+    with ServerProcess() as server:
+        with server.client() as r:
+            r.execute_command(*acl.setuser("emq", PASSWORD).split())
+            r.set(keyspace.VERSION_KEY, spec.WIRE_VERSION)  # the user may only read the fence
+        yield server.url.replace("redis://", f"redis://emq:{PASSWORD}@", 1)
+
+
+def test_a_password_is_in_no_summary_trace_or_pytest_file(acl_valkey: str, tmp_path: Path, capsys: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    scripts = broken_dir(variant("state-not-written"), tmp_path)
+    traces = tmp_path / "traces"
+    base = ["check", "--url", acl_valkey, "--scripts", str(scripts), "--profile", "dev", "--seed", "1",
+            "--traces", str(traces)]
+    code, out, err = run(base, capsys)
+    assert code == cli.EXIT_FAIL, out + err
+    assert PASSWORD not in out + err and "***@" in out
+    code, out, err = run([*base, "--json"], capsys)
+    assert PASSWORD not in out + err
+    (trace,) = sorted(traces.glob("*.json"))[:1]
+    assert PASSWORD not in trace.read_text() and "***@" in trace.read_text()
+    test_file = tmp_path / "test_regression.py"
+    monkeypatch.delenv("EMQ_URL", raising=False)
+    code, out, err = run(["replay", str(trace), "--pytest", str(test_file)], capsys)
+    assert PASSWORD not in test_file.read_text()
+    assert code == cli.EXIT_ENV and "--url or EMQ_URL" in err  # the secret is the user's to give
+    code, out, err = run(["replay", str(trace), "--url", acl_valkey, "--scripts", str(scripts)], capsys)
+    assert code == cli.EXIT_FAIL and PASSWORD not in out + err
+    monkeypatch.setenv("EMQ_URL", acl_valkey)
+    code, out, err = run(["replay", str(trace)], capsys)
+    assert code == cli.EXIT_FAIL and PASSWORD not in out + err, err
+
+
+def test_finite_seconds_reject_infinity() -> None:
+    from emq_kit.cli.common import seconds
+
+    assert seconds("2.5") == 2.5
+    with pytest.raises(Exception):
+        seconds(str(math.inf))
+
+
+# -- items 6, 7, 8: nothing left behind, nothing wiped silently, progress -----------------------
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_run_on_a_server_leaves_no_queue_keys_and_refuses_to_wipe_a_users(where: str, request: Any,
+                                                                            capsys: Any) -> None:
+    server = request.getfixturevalue(where)
+    argv = ["check", "--url", server.url, "--profile", "dev", "--examples", "3", "--steps", "10", "--seed", "2"]
+    with server.client() as r:
+        code, out, err = run(argv, capsys)
+        assert code == cli.EXIT_OK, out + err
+        assert not [k for q in QUEUES for k in r.scan_iter(match=keyspace.pattern(q))]
+        r.hset(keyspace.job_key(QUEUES[1], POOL[0]), "state", "mine")
+        r.zadd(keyspace.queue_keys(QUEUES[1])[0], {"x": 1})
+        code, out, err = run(argv, capsys)
+        assert code == cli.EXIT_ENV and out == ""
+        assert "already hold 2 key(s)" in one_line(err) and "--wipe" in err
+        assert r.hget(keyspace.job_key(QUEUES[1], POOL[0]), "state") == b"mine"  # untouched
+        code, out, err = run([*argv, "--wipe"], capsys)
+        assert code == cli.EXIT_OK, out + err
+        assert not [k for q in QUEUES for k in r.scan_iter(match=keyspace.pattern(q))]
+
+
+def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path) -> None:
+    proc = subprocess.Popen([str(EMQ), "check", "--profile", "thorough", "--seed", "77", "--traces", "traces"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # off a terminal, the first progress line comes after ~10 s of searching
+    assert first.startswith("emq check: searching"), first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == cli.EXIT_ENV, err
+    assert "Traceback" not in out + err
+    assert "interrupted; seed 77" in err
+    (trace,) = (tmp_path / "traces").glob("seed77-interrupted-*.json")
+    assert str(trace.relative_to(tmp_path)) in err
+    done = subprocess.run([str(EMQ), "replay", str(trace)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == cli.EXIT_OK, done.stdout + done.stderr
+
+
+class Pipe(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_off_a_terminal_is_a_plain_line_every_ten_seconds() -> None:
+    now = [0.0]
+    out = Pipe()
+    show = Progress(30, out, clock=lambda: now[0])
+    run_ = Run()
+    for t in (1.0, 5.0, 10.5, 12.0, 21.0):
+        now[0] = t
+        run_.examples += 1
+        show(run_)
+    lines = out.getvalue().splitlines()
+    assert lines == ["emq check: searching  examples 3/30  steps 0  cells 0/41",
+                     "emq check: searching  examples 5/30  steps 0  cells 0/41"][: len(lines)] and len(lines) == 2
+    run_.first_failure = 1.0
+    now[0] = 40.0
+    show(run_)
+    assert out.getvalue().splitlines()[-1].startswith("emq check: shrinking")
+
+
+def test_progress_on_a_terminal_is_one_live_line_ended_before_what_follows() -> None:
+    out = Terminal()
+    show = Progress(30, out)
+    show(Run())
+    assert out.getvalue().startswith("\r  searching") and "\n" not in out.getvalue()
+    show.end()
+    assert out.getvalue().endswith("\n")
+
+
+# -- item 10: the README's example runs ---------------------------------------------------------
+
+
+def test_the_readme_python_example_runs() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    marker = "<!-- tests/test_trust.py runs this example -->\n```python\n"
+    assert marker in readme
+    code = readme.split(marker, 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
