@@ -25,8 +25,8 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     valkey-cli and valkey-benchmark must address too (the replay checks its effect)."""
     out = tmp_path / "bench.json"
     url = ["--url", request.getfixturevalue("valkey").url + "/5"] if where == "url" else []
-    assert cli.main(["bench", *TINY, *url, "--json", str(out)]) == cli.EXIT_OK
-    data = json.loads(out.read_text())
+    assert cli.main(["bench", *TINY, *url, "--report", str(out)]) == cli.EXIT_OK
+    data = json.loads(out.read_text())["bench"]
     assert data["machine"]["nproc"] >= 1 and data["machine"]["cpu"]
     assert data["versions"]["server"].startswith("valkey ") and data["versions"]["python"]
     assert data["params"]["sizes"] == [10, 100] and data["params"]["batch"] == 20

@@ -64,9 +64,10 @@ def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[
 def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3", "--json"]) == cli.EXIT_OK
     data = json.loads(capsys.readouterr().out)
-    assert data["verdict"] == "no-divergence" and data["seed"] == 3 and data["profile"] == "dev"
-    assert data["cells"]["total"] == len(EVERY) + len(raw_cells(sweep=False)) and data["divergence"] is None
-    assert data["steps"] > 0 and data["target"]["target"] == "fakeredis"
+    body = data["check"]
+    assert data["verdict"] == "no-divergence" and data["seed"] == 3 and body["profile"] == "dev"
+    assert body["cells"]["total"] == len(EVERY) + len(raw_cells(sweep=False)) and body["differences"] == []
+    assert body["steps"] > 0 and body["target"]["target"] == "fakeredis" == data["target"]
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -24,6 +24,7 @@ from test_live import tour
 
 import emq_live
 from emq_kit import cli
+from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.machine import QUEUES
 from emq_kit.server import ClusterProcess, ServerProcess, _slot_map
 from emq_live import acl
@@ -166,7 +167,7 @@ def test_emq_check_passes_on_the_cluster(cluster: ClusterProcess, capsys) -> Non
     # --wipe: the session's cluster is shared with tests that use the run's queue names
     assert cli.main(["check", "--url", cluster.url, "--seed", "5", "--wipe"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    cells = len(spec.cells())
+    cells = len(spec.cells()) + len(LANE_CELLS)  # the cluster runs lanes too
     assert "CONFORMS" in out and "cluster" in out and f"cells {cells}/{cells}" in out
 
 

@@ -15,17 +15,19 @@ from emq_model import spec
 FOREIGN = f"{sys.executable} {Path(__file__).parent / 'drivers' / 'foreign.py'}"
 
 
-def _foreign_run(hostile: str, seed: int = 3):
+def _foreign_run(hostile: str, seed: int = 3, profile: str = "dev"):
     target = DriverTarget(FOREIGN, partial=True)
     try:
-        return run_check(target, PROFILES["dev"], seed=seed,
+        return run_check(target, PROFILES[profile], seed=seed,
                          focus=Focus(ops=frozenset(target.offered), hostile=hostile))
     finally:
         target.close()
 
 
 def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first() -> None:
-    report = _foreign_run("both")
+    # the ci profile, as a port author runs it: a dev run's 30 examples meet some of the
+    # port's differences only on some seeds (and Hypothesis versions)
+    report = _foreign_run("both", profile="ci")
     sigs = [d.signature for d in report.differences]
     assert len(sigs) == len(set(sigs)) >= 4
     assert Signature("queue/EMQARG", "KS-3") in sigs  # empty-queue

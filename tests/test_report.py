@@ -19,6 +19,7 @@ import emq_live
 from emq_kit import bench
 from emq_kit.audit import audit
 from emq_kit.check.live import LiveTarget
+from emq_kit.check.machine import Focus
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.report import document as report
 from emq_kit.selftest import mutation as selftest
@@ -59,7 +60,7 @@ def test_a_counterexample_has_its_signature_class_steps_and_replay(tmp_path: Pat
     scripts = broken_dir(variant("retry-two-sets"), tmp_path)
     target = LiveTarget(None, scripts=str(scripts))
     try:
-        r = run_check(target, PROFILES["dev"], examples=200, steps=30, seed=1)
+        r = run_check(target, PROFILES["dev"], examples=200, steps=30, seed=1, focus=Focus(report=False))
         assert r.divergence is not None
         write_trace(r, target, tmp_path / "traces", None)
     finally:

@@ -20,7 +20,7 @@ def test_there_is_one_variant_per_failure_class() -> None:
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
 def test_check_rejects_broken_scripts(variant: Broken, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scripts = broken_dir(variant, tmp_path)
-    code = cli.main(["check", "--scripts", str(scripts), "--profile", "ci", "--seed", "1",
+    code = cli.main(["check", "--scripts", str(scripts), "--profile", "ci", "--seed", "1", "--first",
                      "--traces", str(tmp_path / "traces")])
     out = capsys.readouterr().out
     assert code == cli.EXIT_FAIL, f"{variant.name} ({variant.why}) was not caught:\n{out}"

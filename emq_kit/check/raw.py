@@ -441,7 +441,10 @@ def _spoil_row_key(b: Base) -> list[Variant]:
     if not shape(b.op).row_key:
         return []
     keys, argv = b.assemble()
-    other = branded_id.encode(branded_id.JOB, branded_id.parse(argv[0].decode())[1] + 1).encode()
+    n = branded_id.parse(argv[0].decode())[1]
+    # The neighbouring id; below it when the job is the edge id 2^63-1 (an accepted edge
+    # call may have made it the job the op would change).
+    other = branded_id.encode(branded_id.JOB, n + 1 if n < branded_id.MAX_VALUE else n - 1).encode()
     return [("row key of another id", _replace(keys, len(keys) - 1, _keys(b.queue, other)[-1]), argv)]
 
 

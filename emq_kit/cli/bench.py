@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from emq_kit.bench import Bench, Params, Wrong, run_bench
-from emq_kit.cli.common import EXIT_OK, Usage, at_most, positive, writable_file
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, at_most, positive
+from emq_kit.report.document import bench_document
 from emq_model import spec
 
 
@@ -55,6 +55,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from emq_kit.server import ServerError, ServerProcess
     from emq_live.urls import ConnectError, redact
 
+    out = Outputs(args)
     given = {k: v for k, v in vars(args).items() if k in Params.__dataclass_fields__ and v is not None}
     params = Params(**given)
     if args.million:
@@ -73,20 +74,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise Usage(str(exc)) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {redact(args.url) if args.url else '(throwaway)'}: {exc}") from None
-    except Wrong as exc:
+    except Wrong as exc:  # a wrong answer has no figures to report
         print(f"emq bench: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAIL
     finally:
         if server is not None:
             server.stop()
-    print(format_bench(bench))
-    if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(bench.to_json(), f, indent=2)
-                f.write("\n")
-        except OSError as exc:
-            raise Usage(f"cannot write {args.json}: {exc}") from None
+    out.say(format_bench(bench))
+    out.emit(lambda started, finished: bench_document(bench, target=args.url or "valkey-server (throwaway)",
+                                                      exit=EXIT_OK, started=started, finished=finished))
     return EXIT_OK
 
 
@@ -95,7 +91,7 @@ def register(sub: Any) -> None:
     d = Params()
     b = sub.add_parser("bench", help="measure the model, the kit and the live queue next to the machine's ceilings")
     b.add_argument("--url", help="a Valkey server (redis://, valkey://, unix://); default: a throwaway valkey-server")
-    b.add_argument("--json", metavar="FILE", type=writable_file, help="also write the figures to FILE as JSON")
+    add_outputs(b, json_file=True)
     b.add_argument("--examples", type=positive, help=f"conformance examples per target (default {d.examples})")
     b.add_argument("--steps", type=positive, help=f"steps per example (default {d.steps})")
     b.add_argument("--jobs", type=positive, help=f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; "

@@ -4,7 +4,6 @@ JSON (the run itself is ``emq_kit.check.run.run_check``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
@@ -17,10 +16,11 @@ from emq_kit.check.clock import ServerClock
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import HOSTILE, QUEUES, Focus, Step
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive, seconds
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive, seconds
 from emq_kit.cli.progress import Progress
 from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
+from emq_kit.report.document import check_document
 from emq_kit.trace.replay import write_interrupted, write_trace
 from emq_live.urls import redact
 from emq_model import spec
@@ -128,36 +128,15 @@ def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str
     return shlex.join(parts)
 
 
-def report_json(report: Report) -> dict[str, Any]:
-    """The machine-readable summary (``--json``)."""
-    d = report.divergence
-    return {
-        "verdict": report.verdict,
-        "profile": report.profile,
-        "seed": report.seed,
-        "target": report.target,
-        "examples": report.examples,
-        "steps": report.steps,
-        "invariant_checks": report.checks,
-        "seconds": round(report.seconds, 3),
-        "steps_per_second": round(report.steps_per_second, 1),
-        "phases": report.phases,
-        "cells": {"reached": report.reached, "total": report.total,
-                  "unreached": [f"{op}/{o}" for op, o in report.unreached], "hits": report.hits},
-        "divergence": None if d is None else {
-            "kind": d.kind, "rule": d.rule, "step": d.step.index, "evidence": d.lines,
-            "steps": [format_step(s).strip() for s in report.shrunk],
-            "trace": None if report.trace is None else str(report.trace),
-        },
-        "differences": [{"signature": str(d.signature), "cell": d.signature.cell, "rule": d.signature.rule,
-                         "class": d.signature.klass, "seconds": round(d.seconds, 3), "met": d.met,
-                         "steps": [format_step(s).strip() for s in d.shrunk],
-                         "trace": None if d.trace is None else str(d.trace)} for d in report.differences],
-        "not_implemented": [f"{op}/{o}" for op, o in report.not_implemented],
-        "expected": [str(d.signature) for d in report.differences if d.expected],
-        "fixed": [str(s) for s, _ in report.fixed],
-        "op_mix": report.op_mix,
-    }
+def page(report: Report) -> str:
+    """The ``--html`` page: the counterexample's, from its trace; a conforming run's
+    summary otherwise."""
+    from emq_kit.report import html
+    from emq_kit.trace.format import Trace
+
+    if report.trace is not None:
+        return html.counterexample_page(Trace.load(report.trace), source=str(report.trace))
+    return html.summary_page("emq check", report.verdict, report.ok, format_report(report).splitlines())
 
 
 def _keep_interrupted(progress: Progress, target: Any, args: argparse.Namespace, seed: int) -> None:
@@ -193,6 +172,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
     seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
+    out = Outputs(args)
     chosen = layout(args.layout)
     target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
                                 partial=True)
@@ -231,16 +211,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     progress.end()
     if args.write_expect:
         expect.write(args.write_expect, report)
-    if args.json:
-        print(json.dumps(report_json(report), indent=2))
-    else:
-        print(format_report(report))
-        if args.write_expect:
-            print(f"wrote {len(report.differences)} differences to {args.write_expect}")
+    out.say(format_report(report))
+    if args.write_expect:
+        out.say(f"wrote {len(report.differences)} differences to {args.write_expect}")
+    code = EXIT_OK if report.ok and not (args.strict and report.fixed) else EXIT_FAIL
+    rerun = report.rerun or f"emq check --seed {report.seed} --profile {report.profile}"
+    out.emit(lambda started, finished: check_document(report, exit=code, started=started, finished=finished,
+                                                      rerun=rerun))
+    out.page(lambda: page(report))
     if unwritten is not None:
         raise Usage(f"cannot write the trace into {args.traces}: {unwritten}")
-    fixed_fails = args.strict and report.fixed
-    return EXIT_OK if report.ok and not fixed_fails else EXIT_FAIL
+    return code
 
 
 def _ops(text: str | None) -> set[str]:
@@ -294,7 +275,7 @@ def register(sub: Any) -> None:
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     c.add_argument("--wipe", action="store_true",
                    help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")
-    c.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_outputs(c, html="the counterexample (steps, keyspaces, the broken rule), or the summary")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")
     c.add_argument("--first", action="store_true",

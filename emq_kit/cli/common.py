@@ -1,12 +1,16 @@
-"""What every command shares: the exit codes, ``Usage`` and argparse types."""
+"""What every command shares: the exit codes, ``Usage``, argparse types, and the report
+outputs (``--report``, ``--json``, ``--html``)."""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import math
-import os
+import sys
+import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
 
@@ -48,16 +52,94 @@ def at_most(limit: int, why: str) -> Callable[[str], int]:
 
 def writable_file(text: str) -> str:
     """An argparse type: a file the command can write its output to, checked before any
-    work (``--json FILE``, ``--report FILE``, ``--html FILE``, ``--pytest FILE``): its
-    directory exists and is writable, and it is not a directory. ``-`` is stdout."""
+    work (``--pytest FILE``): ``writable_path``'s probe; ``-`` is stdout."""
     if text == "-":
         return text
-    path = Path(text)
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a directory")
-    if not folder.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write {text}: no directory {folder}")
-    if path.exists() and not os.access(path, os.W_OK) or not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
+    try:
+        writable_path(text)
+    except Usage as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def writable_path(path: str | Path, what: str = "output") -> Path:
+    """``path`` if a file can be written there, else ``Usage``: checked before a run
+    starts, so an hour's soak does not end on a typo. The directory must exist. The check
+    is a probe (open the file for appending, or a temporary file beside it), not
+    ``os.access``, which a root user and a read-only mount both fool; an existing file's
+    content is left as it is."""
+    out = Path(path)
+    if out.is_dir():
+        raise Usage(f"cannot write {what} {out}: it is a directory")
+    parent = out.parent
+    if not parent.is_dir():
+        raise Usage(f"cannot write {what} {out}: no directory {parent}")
+    try:
+        if out.exists():
+            with open(out, "a"):
+                pass
+        else:
+            with tempfile.TemporaryFile(dir=parent):
+                pass
+    except OSError as exc:
+        raise Usage(f"cannot write {what} {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def add_outputs(p: argparse.ArgumentParser, *, html: str | None = None, json_file: bool = False) -> None:
+    """Add ``--report FILE`` and ``--json`` (and ``--html FILE`` when ``html`` says what
+    the page shows) to a command: every command's one report (specs/schemas/report.json).
+    ``json_file``: the command once took ``--json FILE``; that form still writes the
+    report to FILE, deprecated."""
+    p.add_argument("--report", metavar="FILE", help="write the run's versioned JSON report "
+                   "(specs/schemas/report.json) to FILE")
+    if json_file:
+        p.add_argument("--json", nargs="?", const=True, default=False, metavar="FILE",
+                       help="print the report on stdout instead of the text (--json FILE: deprecated, "
+                            "the same as --report FILE)")
+    else:
+        p.add_argument("--json", action="store_true", help="print the report on stdout instead of the text")
+    if html is not None:
+        p.add_argument("--html", metavar="FILE", help=f"write a self-contained HTML page: {html}")
+
+
+class Outputs:
+    """A command's report outputs, from the arguments ``add_outputs`` added: the paths
+    checked before the run, the start time taken, and at the end the document written
+    and/or printed."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        report, self.json = args.report, args.json
+        if isinstance(self.json, str):  # the deprecated --json FILE
+            print(f"emq {args.command}: --json FILE is deprecated; use --report FILE", file=sys.stderr)
+            report, self.json = report or self.json, False
+        self.report = None if report is None else writable_path(report, "the report")
+        html = getattr(args, "html", None)
+        self.html = None if html is None else writable_path(html, "the HTML page")
+        self.started = dt.datetime.now(dt.timezone.utc)
+
+    def say(self, text: str = "", **kw: Any) -> None:
+        """Print the human text, unless stdout carries the JSON document."""
+        if not self.json:
+            print(text, **kw)
+
+    def emit(self, build: Callable[[dt.datetime, dt.datetime], dict[str, Any]]) -> dict[str, Any]:
+        """Build the document (from the start time and now), write it to ``--report``
+        and print it with ``--json``; the document."""
+        document = build(self.started, dt.datetime.now(dt.timezone.utc))
+        text = json.dumps(document, indent=2) + "\n"
+        if self.report is not None:
+            try:
+                self.report.write_text(text, "utf-8")
+            except OSError as exc:  # checked before the run; the disk may have filled since
+                raise Usage(f"cannot write the report {self.report}: {exc.strerror or exc}") from None
+        if self.json:
+            sys.stdout.write(text)
+        return document
+
+    def page(self, render: Callable[[], str]) -> None:
+        """Write the ``--html`` page, if asked for."""
+        if self.html is not None:
+            from emq_kit.report.html import write
+
+            write(self.html, render())

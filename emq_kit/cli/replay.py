@@ -8,8 +8,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, writable_file
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, writable_file
 from emq_kit.layouts import of_trace
+from emq_kit.report.document import replay_document
+from emq_kit.report.html import counterexample_page
 from emq_kit.trace.export import pytest_source
 from emq_kit.trace.format import Trace
 from emq_kit.trace.replay import explain, step_table, target_for
@@ -17,13 +19,14 @@ from emq_kit.trace.replay import explain, step_table, target_for
 
 def cmd_replay(args: argparse.Namespace) -> int:
     logging.getLogger("emq_live").setLevel(logging.ERROR)  # dropped orphans are the trace's business
+    out = Outputs(args)
     try:
         trace = Trace.load(args.trace)
     except (OSError, ValueError, KeyError) as exc:
         raise Usage(f"cannot read trace {args.trace}: {exc}") from None
     if args.pytest:
         Path(args.pytest).write_text(pytest_source(trace, args.trace), "utf-8")
-        print(f"wrote {args.pytest}")
+        out.say(f"wrote {args.pytest}")
     chosen = of_trace(trace.header)
     if chosen.name == "echomq":
         target = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver)
@@ -34,11 +37,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         described = target.describe()
     finally:
         target.close()
-    print(f"replaying {args.trace} ({len(trace.steps)} steps) on {described.get('target')} "
-          f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}")
-    print(step_table(result))
-    print(explain(result))
-    return EXIT_OK if result.conforms else EXIT_FAIL
+    out.say(f"replaying {args.trace} ({len(trace.steps)} steps) on {described.get('target')} "
+            f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}")
+    out.say(step_table(result))
+    out.say(explain(result))
+    code = EXIT_OK if result.conforms else EXIT_FAIL
+    out.emit(lambda started, finished: replay_document(args.trace, result, described, exit=code, started=started,
+                                                       finished=finished, seed=trace.header.get("seed")))
+    out.page(lambda: counterexample_page(trace, source=args.trace))
+    return code
 
 
 def register(sub: Any) -> None:
@@ -50,5 +57,6 @@ def register(sub: Any) -> None:
     r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
     r.add_argument("--driver", metavar="CMD", help="replay through a port's driver")
     r.add_argument("--pytest", metavar="FILE", type=writable_file, help="also write a standalone regression test")
+    add_outputs(r, html="the trace's counterexample (steps, keyspaces, the broken rule)")
     r.set_defaults(func=cmd_replay)
 

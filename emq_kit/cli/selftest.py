@@ -4,13 +4,12 @@ are ``emq_kit.selftest.mutation``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, positive, seconds, writable_file
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, positive, seconds
 from emq_kit.layouts import NAMES
+from emq_kit.report.document import selftest_document
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, all_mutants, run_selftest, summary
 from emq_live.layouts.bullmq import bullmq_version
 
@@ -38,10 +37,11 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         for m in all_mutants():
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
         return EXIT_OK
-    print(HEADER)
-    verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: print(row(v), flush=True),
+    out = Outputs(args)
+    out.say(HEADER)
+    verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: out.say(row(v), flush=True),
                             started=_announce)
-    return _summarize(args, verdicts)
+    return _summarize(args, out, verdicts)
 
 
 def _bullmq(args: argparse.Namespace) -> int:
@@ -54,25 +54,25 @@ def _bullmq(args: argparse.Namespace) -> int:
             print(f"{m.key}\n    {m.script}.lua:{m.line} in {bullmq.where(m)}(): {m.before.strip()}  ->  "
                   f"{m.after.strip() or '(deleted)'}")
         return EXIT_OK
+    out = Outputs(args)
     layout("bullmq").open_target(args.url).close()  # no server, no cmsgpack: one line, before any mutant
-    print(f"BullMQ {bullmq_version()} scripts, budget {args.budget:g} s per mutant, seed {args.seed}"
-          + (f", a sample of {args.sample}" if args.sample else ""))
-    print(HEADER)
+    out.say(f"BullMQ {bullmq_version()} scripts, budget {args.budget:g} s per mutant, seed {args.seed}"
+            + (f", a sample of {args.sample}" if args.sample else ""))
+    out.say(HEADER)
     verdicts = bullmq.run_selftest(args.url, args.budget, args.seed, args.sample, args.only,
-                                   report=lambda v: print(row(v), flush=True))
-    return _summarize(args, verdicts)
+                                   report=lambda v: out.say(row(v), flush=True))
+    return _summarize(args, out, verdicts)
 
 
-def _summarize(args: argparse.Namespace, verdicts: list[MutantVerdict]) -> int:
+def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerdict]) -> int:
     s = summary(verdicts)
-    print()
-    print(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
+    out.say()
+    out.say(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
           f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"summary": s, "mutants": [
-            {"key": v.mutant.key, "status": v.status, "seconds": round(v.seconds, 3), "examples": v.examples,
-             "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason} for v in verdicts]}, indent=1), "utf-8")
-    return EXIT_FAIL if s["survived"] else EXIT_OK
+    code = EXIT_FAIL if s["survived"] else EXIT_OK
+    out.emit(lambda started, finished: selftest_document(verdicts, s, target=args.url, seed=args.seed, exit=code,
+                                                         started=started, finished=finished))
+    return code
 
 
 def register(sub: Any) -> None:
@@ -87,5 +87,5 @@ def register(sub: Any) -> None:
     t.add_argument("--sample", type=positive, metavar="N",
                    help="judge a seeded sample of N mutants (bullmq: its scripts have hundreds)")
     t.add_argument("--list", action="store_true", help="list the mutants and exit")
-    t.add_argument("--json", metavar="FILE", type=writable_file, help="also write the verdicts as JSON")
+    add_outputs(t, json_file=True)
     t.set_defaults(func=cmd_selftest)

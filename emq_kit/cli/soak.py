@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, fields
+from dataclasses import fields
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive
+from emq_kit.report.document import soak_document
+from emq_kit.report.html import soak_page
 from emq_kit.soak.workload import DEFAULTS, SoakConfig, SoakError, SoakReport, run_soak
 
 _TABLE = (
@@ -33,6 +34,7 @@ def format_report(report: SoakReport) -> str:
 def cmd_soak(args: Any) -> int:
     import redis
 
+    out = Outputs(args)
     names = {f.name for f in fields(SoakConfig)}
     try:
         config = SoakConfig(**{k: v for k, v in vars(args).items() if k in names and v is not None})
@@ -44,11 +46,14 @@ def cmd_soak(args: Any) -> int:
         raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
     except SoakError as exc:
         raise Usage(str(exc)) from None
-    if args.json:
-        print(json.dumps({**report.figures(), "config": asdict(config)}, indent=2))
-    else:
-        print(format_report(report))
-    return EXIT_OK if report.ok else EXIT_FAIL
+    out.say(format_report(report))
+    if report.history_dir is not None:
+        out.say(f"history kept in {report.history_dir}")
+    code = EXIT_OK if report.ok else EXIT_FAIL
+    out.emit(lambda started, finished: soak_document(report, report.history_dir, target=args.url or report.server,
+                                                     exit=code, started=started, finished=finished))
+    out.page(lambda: soak_page(report.events, report.checked, problems=report.problems()))
+    return code
 
 
 def register(sub: Any) -> None:
@@ -65,5 +70,5 @@ def register(sub: Any) -> None:
     c.add_argument("--check-seconds", dest="check_seconds", type=positive,
                    help=f"time budget of the linearizability check; past it the verdict is unknown "
                         f"(default {d['check_seconds']})")
-    c.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_outputs(c, html="the history as a timeline (the failing partition highlighted), throughput and latency")
     c.set_defaults(func=cmd_soak)

@@ -39,7 +39,10 @@ class Layout:
       target, a ``Replayed``;
     - ``audit(url)``: a read-only audit of a live keyspace laid out this way: (counts per
       location, violations), or ``None`` when the layout's audit is ``emq_kit/audit.py``
-      (the four sets: many queues, paged, with its own report)."""
+      (the four sets: many queues, paged, with its own report);
+    - ``step_args(op)``: the (required, allowed) argument names of a trace step's op, or
+      ``None`` for an op the layout has not; ``queues``: the queues its steps may name
+      (``emq replay`` checks a trace against both before anything runs)."""
 
     name: str
     contract: str
@@ -47,6 +50,8 @@ class Layout:
     open_target: Callable[..., Any]
     machine: Callable[[Any, "Run", "Clock | None"], Callable[[], Any]]
     replay: Callable[[list["Step"], Any, "Clock | None"], "Replayed"]
+    step_args: Callable[[str], "tuple[set[str], set[str]] | None"]
+    queues: tuple[str, ...]
     audit: Callable[[str], tuple[dict[str, int], list[str]]] | None = None
 
 

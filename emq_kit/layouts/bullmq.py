@@ -317,6 +317,15 @@ def replay(steps: list[Step], target: BullCheckTarget, clock: Any = None) -> Any
     return Replayed(done)
 
 
+def step_args(op: str) -> tuple[set[str], set[str]] | None:
+    """The (required, allowed) arguments of a trace step's ``op``: the table's op
+    arguments (the machine sends every one), or the retention pseudo-op's."""
+    if op == RETENTION_OP:
+        return {"completed", "failed"}, {"completed", "failed"}
+    entry = table()["ops"].get(op)
+    return None if entry is None else (set(entry["args"]), set(entry["args"]))
+
+
 def audit(url: str) -> tuple[dict[str, int], list[str]]:
     """A read-only audit of the layout's queue on ``url``: each location's size and
     BQ-INV-1..4 on the projection of every job the keys show. Nothing is written (the
@@ -339,5 +348,7 @@ LAYOUT = Layout(
     open_target=open_target,
     machine=BullConformance.factory,
     replay=replay,
+    step_args=step_args,
+    queues=(QUEUE,),
     audit=audit,
 )

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from emq_kit.check.machine import Conformance
+from emq_kit.check.machine import QUEUES, Conformance
 from emq_kit.check.target import open_target
 from emq_kit.layouts import Layout
 from emq_model.spec import cells
+
+
+def _step_args(op: str) -> Any:
+    from emq_kit.trace.validate import step_args
+
+    return step_args(op)
 
 
 def _replay(steps: list[Any], target: Any, clock: Any = None) -> Any:
@@ -28,4 +34,6 @@ LAYOUT = Layout(
     open_target=open_target,
     machine=Conformance.factory,
     replay=_replay,
+    step_args=_step_args,
+    queues=tuple(QUEUES),
 )

@@ -69,6 +69,13 @@ def write(path: str | Path, page: str) -> Path:
     return out
 
 
+def summary_page(title: str, verdict: str, ok: bool, lines: Iterable[str]) -> str:
+    """A run with nothing to draw (a check that conforms): its verdict and summary lines."""
+    body = (f'<h1>{_e(title)}</h1><p><span class="verdict{" ok" if ok else ""}">{_e(verdict)}</span></p>'
+            "<pre>" + "\n".join(_e(line) for line in lines) + "</pre>")
+    return _page(title, body)
+
+
 # -- a counterexample ----------------------------------------------------------------------
 
 

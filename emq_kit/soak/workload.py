@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import random
 import secrets
+import shutil
 import signal
 import sys
 import tempfile
@@ -408,6 +409,8 @@ class SoakReport:
     checked: history.Checked
     restarts: int
     timed_out: bool
+    history_dir: Path | None = None
+    """Where a failed run's history was kept (a JSONL file per process); None after a pass."""
 
     @property
     def ok(self) -> bool:
@@ -507,6 +510,7 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
 
     from emq_kit.server import ServerError, ServerProcess
     from emq_live.client import CLUSTER_SCHEMES, connect
+    from emq_live.urls import ConnectError
 
     if url is not None and url.startswith(CLUSTER_SCHEMES):
         # The clock windows must be read (TIME) on the primary that runs the queue's
@@ -524,12 +528,16 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
             where = url
         try:
             conn = stack.enter_context(connect(url))
-        except (ValueError, EmqError, redis.exceptions.RedisError) as exc:
+        except (ValueError, EmqError, ConnectError, redis.exceptions.RedisError) as exc:
             raise SoakError(f"cannot use {url}: {exc}") from None
         name = f"soak-{os.getpid()}-{secrets.token_hex(4)}"
         events: list[Event] = []
         rec = Recorder(conn.queue(name), "coordinator", events.append)
-        run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="emq-soak-")))
+        # A failed run keeps its history (a JSONL file per process) for the reader; a
+        # passed one, or one that could not finish, leaves nothing behind.
+        run_dir = Path(tempfile.mkdtemp(prefix="emq-soak-"))
+        keep = False
+        stack.callback(lambda: keep or shutil.rmtree(run_dir, ignore_errors=True))
         ctx = multiprocessing.get_context("fork")
         shared = Shared.make(ctx)
         deadline = started + config.seconds
@@ -570,6 +578,8 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
                             events, checked, fleet.restarts, timed_out)
         if report.ok:
             _drop(conn, name, final)
+        else:
+            keep, report.history_dir = True, run_dir
         return report
 
 

@@ -1,8 +1,9 @@
 """A trace read from a file is checked before anything runs: against its schema
-(specs/schemas/trace.json, with jsonschema), then against the contract (each step's op
-is an op of specs/transitions.json, ``forget_row`` or ``queue``; its queue is one of the
-machine's; its arguments are the op's, none missing). The first problem is reported with
-its JSON path (``steps/3/args``), so a hand-edited trace says where it went wrong."""
+(specs/schemas/trace.json, with jsonschema), then against the contract of the layout its
+header names (each step's op is one of the layout's — for the four sets an op of
+specs/transitions.json, ``forget_row``, ``queue`` or ``raw``; its queue is one of the machine's;
+its arguments are the op's, none missing). The first problem is reported with its JSON
+path (``steps/3/args``), so a hand-edited trace says where it went wrong."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from emq_kit.check.machine import QUEUES
 from emq_kit.errors import KitError
 from emq_model import spec
 
-# The steps the machine records besides the spec's ops, and the arguments they take.
-EXTRA_OPS = {"forget_row": {"id"}, "queue": {"name"}}
+# The steps the machine records besides the spec's ops, and the arguments they take
+# (a raw call, issue 19: its script, KEYS and ARGV as sent, and what was spoiled).
+EXTRA_OPS = {"forget_row": {"id"}, "queue": {"name"}, "raw": {"op", "keys", "argv", "spoil"}}
+# Steps whose queue is no machine queue: ``queue`` names a queue (any name, a bad one
+# is its point); a raw call's is the queue its KEYS name, empty when refused (TR-2) —
+# replay reads the call, not the field.
+FREE_QUEUE_OPS = {"queue", "raw"}
 
 
 class TraceError(KitError, ValueError):
@@ -42,22 +47,37 @@ def check_trace(data: Any) -> None:
     if errors:
         first = errors[0]
         raise TraceError(f"{_path(first.absolute_path)}: {first.message:.300}")
+    from emq_kit.layouts import of_trace
+
+    try:
+        layout = of_trace(data)  # the header fields are the document's top level
+    except KitError as exc:
+        raise TraceError(f"header/layout: {exc}") from None
     for n, step in enumerate(data["steps"]):
         where = f"steps/{n}"
         op, queue, args = step["op"], step["queue"], set(step["args"])
-        if op in EXTRA_OPS:
-            required = allowed = EXTRA_OPS[op]
-        elif op in spec.OPS or op in spec.LANE_OPS or op in spec.BATCHES:
-            entry = spec.entry(op)
-            allowed = {a["name"] for a in entry["args"]} | ({"now"} if entry["clock"] else set())
-            allowed |= {"jobs"} if entry.get("items") else set()
-            required = {a["name"] for a in entry["args"] if not a.get("optional")}
-            required |= {"jobs"} if entry.get("items") else set()
-        else:
-            raise TraceError(f"{where}/op: {op!r} is no op of specs/transitions.json, nor forget_row or queue")
-        if op != "queue" and queue not in QUEUES:
-            raise TraceError(f"{where}/queue: {queue!r} is not one of the run's queues {list(QUEUES)}")
+        table = layout.step_args(op)
+        if table is None:
+            raise TraceError(f"{where}/op: {op!r} is no op of {layout.contract} ({layout.name} layout)")
+        required, allowed = table
+        if op not in FREE_QUEUE_OPS and queue not in layout.queues:
+            raise TraceError(f"{where}/queue: {queue!r} is not one of the run's queues {list(layout.queues)}")
         if required - args:
             raise TraceError(f"{where}/args: {op} needs {', '.join(sorted(required - args))}")
         if args - allowed:
             raise TraceError(f"{where}/args: {op} takes no {', '.join(sorted(args - allowed))}")
+
+
+def step_args(op: str) -> tuple[set[str], set[str]] | None:
+    """The four sets' (required, allowed) arguments of a trace step's ``op``: an op, lane
+    op or batch of specs/transitions.json, or one of the machine's extra steps."""
+    if op in EXTRA_OPS:
+        return EXTRA_OPS[op], EXTRA_OPS[op]
+    if op not in spec.OPS and op not in spec.LANE_OPS and op not in spec.BATCHES:
+        return None
+    entry = spec.entry(op)
+    allowed = {a["name"] for a in entry["args"]} | ({"now"} if entry["clock"] else set())
+    allowed |= {"jobs"} if entry.get("items") else set()
+    required = {a["name"] for a in entry["args"] if not a.get("optional")}
+    required |= {"jobs"} if entry.get("items") else set()
+    return required, allowed
