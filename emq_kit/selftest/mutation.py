@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from emq_kit.check.machine import Focus
 from emq_kit.check.run import Profile, run_check
 from emq_kit.errors import BadArgument, ServerUnreachable
 from emq_kit.layouts import Layout
@@ -207,7 +208,9 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
             return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
         try:
-            report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout)
+            # A mutant is killed by its first difference: collecting every one (the
+            # default) would hold the verdict until the whole budget of examples ran.
+            report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout, focus=Focus(report=False))
         except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
             return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
         finally:
