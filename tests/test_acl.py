@@ -16,6 +16,7 @@ from livekit import J
 
 import emq_live
 from emq_kit import cli
+from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
 from emq_kit.server import ServerProcess
@@ -67,6 +68,9 @@ def workload(target_url: str, admin: Any) -> None:
         target.reset()
         q = target.queue("acl")  # deletes J9's keys
         assert q.enqueue(J(1), b"a") == "enqueued"
+        # emq check's raw calls: a refused call is judged on every key's DUMP and PTTL
+        judge = raw.RawJudge(target.conn, match="emq:*")
+        assert judge.send(raw.calls("keys-count", "enqueue", raw.QueueModel("acl"))[0]) is None
         assert q.schedule(J(2), b"b", delay_ms=0) == "scheduled"
         assert q.promote() == 1
         c = q.claim(60_000)
@@ -193,7 +197,7 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     admin.set("emq:{βyx}:pending", "a queue whose name the unescaped glob of 'β*[x]' matches")
     assert cli.main(["check", "--url", url(server, "emq"), "--seed", "8"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    cells = len(spec.cells()) + len(LANE_CELLS)
+    cells = len(spec.cells()) + len(LANE_CELLS) + len(raw.KINDS)  # lanes, and a cell per raw kind
     assert "CONFORMS" in out and f"cells {cells}/{cells}" in out
     assert refused(admin) == set()
     assert admin.get("other-app:keep") == b"1" and admin.exists("emq:{βyx}:pending")

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from emq_kit import cli
+from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_model.spec import cells
 
@@ -29,7 +31,7 @@ def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytes
     finally:
         target.close()
     assert report.verdict == "conforms", report.divergence
-    assert report.unreached == [] and report.reached == len(EVERY)
+    assert report.unreached == [] and report.reached == report.total == len(EVERY) + len(raw.KINDS)
     assert report.examples >= PROFILES["ci"].examples
     assert report.checks >= 8 * report.steps  # INV-1..7 and INV-8 after every step
 
@@ -64,7 +66,7 @@ def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     body = data["check"]
     assert data["verdict"] == "no-divergence" and data["seed"] == 3 and body["profile"] == "dev"
-    assert body["cells"]["total"] == len(EVERY) and body["differences"] == []
+    assert body["cells"]["total"] == len(EVERY) + len(raw_cells(sweep=False)) and body["differences"] == []
     assert body["steps"] > 0 and body["target"]["target"] == "fakeredis" == data["target"]
 
 

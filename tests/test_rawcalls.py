@@ -62,6 +62,18 @@ def test_the_oracle_refuses_each_spoil_with_its_code_and_accepts_each_edge(kind:
             assert call.expected == (errors.KIND if kind in IDS else errors.ARG), str(call)
 
 
+def test_a_row_key_of_another_id_exists_for_the_edge_id() -> None:
+    """An accepted edge call may leave the job with body 2^63-1 where the op looks for
+    one; the spoil still names a valid other id (the one below) and the oracle refuses it."""
+    m = QueueModel(rawcalls.QUEUE)
+    m.enqueue(rawcalls.EDGE_IDS[1], b"p")
+    for op in ("remove", "state"):
+        [call] = calls("row-key", op, m)
+        own = keyspace.job_key(rawcalls.QUEUE, rawcalls.EDGE_IDS[1]).encode()
+        assert call.argv[0] == rawcalls.EDGE_IDS[1].encode() and call.keys[-1] not in (own, b"")
+        assert call.expected == errors.ARG
+
+
 def test_every_well_formed_call_is_what_the_client_sends() -> None:
     """The assembled base call of every op decodes to the model's arguments, and the
     client, given those, sends exactly the same KEYS and ARGV."""

@@ -94,12 +94,18 @@ class ServerClock:
         from emq_live.client import connect
 
         conn = connect(url, fence=False)
+        return cls.over(conn.redis, close=conn.close)
+
+    @classmethod
+    def over(cls, client: Any, *, close: Callable[[], None] = lambda: None) -> "ServerClock":
+        """A clock reading ``TIME`` through ``client`` (a redis-py client; fakeredis has
+        ``TIME`` too: its host's clock)."""
 
         def time_ms() -> int:
-            sec, usec = conn.redis.time()
+            sec, usec = client.time()
             return int(sec) * 1000 + int(usec) // 1000
 
-        return cls(time_ms, close=conn.close)
+        return cls(time_ms, close=close)
 
     def start(self, start: int) -> int:
         return self.time_ms()

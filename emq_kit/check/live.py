@@ -25,6 +25,7 @@ class ModelTarget:
     checks the machine itself (and serves ``emq driver --model``)."""
 
     batches = True
+    raw = False
     lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
 
     def __init__(self) -> None:
@@ -73,6 +74,7 @@ class LiveTarget:
     ``batch_max``): deferred verification, emq_kit/check/window.py."""
 
     batches = True
+    raw = True
     lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
 
     def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False,
@@ -83,6 +85,11 @@ class LiveTarget:
         self.scripts_dir = str(Path(scripts).resolve()) if scripts is not None else None
         # fence=False: the kit inspecting a port's server leaves {emq}:version to the port.
         self.conn = connect(url, scripts=scripts, fence=fence)
+        # A raw call's fingerprint is one SCAN, and a cluster refuses a spoiled call's keys
+        # of two queues (CROSSSLOT) before our scripts see them: no raw calls there.
+        from redis.cluster import RedisCluster
+
+        self.raw = not isinstance(self.conn.redis, RedisCluster)
         self.queues: dict[str, Any] = {}
         self.batch_max = WINDOW if observe and self.conn.server is None else 0
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys

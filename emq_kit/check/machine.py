@@ -36,6 +36,7 @@ from emq_kit.check.draws import Draw
 from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
+from emq_kit.check.rawrule import RawCalls
 from emq_kit.check.signature import Signature, signature
 from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug, TargetFault
@@ -125,12 +126,12 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",), "schedule": ("schedule",), "claim": ("claim",), "settle": SETTLES, "work": SETTLES,
     "enqueue_many": ("enqueue_many",), "claim_many": ("claim_many",), "complete_many": ("complete_many",),
     "promote": ("promote",), "reap": ("reap",), "reprocess": ("reprocess",), "remove": ("remove",),
-    "read": READS, "vandalize": ("forget_row",), "bad_queue": ("queue",), **LANE_RULE_OPS,
+    "read": READS, "vandalize": ("forget_row",), "bad_queue": ("queue",), "raw_call": ("raw",), **LANE_RULE_OPS,
 }
 """The ops each rule may send: a rule none of whose ops the focus allows is off."""
 WEIGHTS = {"claim": 10, "settle": 8, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
            "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 2, "enqueue_many": 2, "claim_many": 2,
-           "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2}
+           "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "raw_call": 3}
 """How often ``Selection`` picks each rule among those on: the lifecycle (claim, the
 settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
 often enough that a lane grows deep under a weight (``lane_wclaim/several``)."""
@@ -151,8 +152,9 @@ class Divergence(AssertionError):
 class Step:
     """One call as it ran on both sides: the machine's record of it and a trace's step
     (emq_kit.trace.format). ``op`` is an op of the spec table, ``forget_row`` (a row
-    deleted by hand) or ``queue`` (opening a queue by a refused name); ``index`` is its
-    place in the example, from 1."""
+    deleted by hand), ``queue`` (opening a queue by a refused name) or ``raw`` (a call
+    past the client, ``emq_kit/check/rawrule.py``); ``index`` is its place in the
+    example, from 1."""
 
     queue: str
     op: str
@@ -177,6 +179,7 @@ class Run:
     progress: Callable[["Run"], None] | None = None
     started: float = field(default_factory=time.perf_counter)
     first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
+    raw_calls: bool = True  # send raw calls past the client (hostile calls) to a target that takes them
     current: list["Step"] = field(default_factory=list)  # the steps of the latest example that made one (an interrupt's trace)
     focus: Focus = field(default_factory=lambda: Focus())
     known: set[Signature] = field(default_factory=set)
@@ -322,12 +325,13 @@ class Selection(RuleStrategy):
         return next(r for r in self.rules if r.function.__name__ == "tick"), {"delta": 0}
 
     def _allowed(self, rule: Any) -> bool:
-        """A rule some op of which the focus allows (bad queue names: unless hostile is off)."""
+        """A rule some op of which the focus allows (bad queue names and raw calls: unless
+        hostile is off)."""
         focus = self.machine.run.focus
         ops = RULE_OPS.get(rule.function.__name__, ())
         if ops and not any(focus.allows(op) for op in ops):
             return False
-        return not (rule.function.__name__ == "bad_queue" and focus.hostile == "off")
+        return not (rule.function.__name__ in ("bad_queue", "raw_call") and focus.hostile == "off")
 
     def _valid(self, rule: Any) -> bool:
         """``is_valid`` without its per-call observability bookkeeping (a description of
@@ -339,9 +343,10 @@ class Selection(RuleStrategy):
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 
-class Conformance(LaneRules, RuleBasedStateMachine):
+class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``.
-    The lane rules are ``LaneRules``'s (emq_kit/check/lanes.py)."""
+    The lane rules are ``LaneRules``'s (emq_kit/check/lanes.py), the raw calls
+    ``RawCalls``'s (emq_kit/check/rawrule.py)."""
 
     target: Target
     run: Run
@@ -731,7 +736,7 @@ class Conformance(LaneRules, RuleBasedStateMachine):
     def tick(self, delta: int) -> None:
         if self.stopped:
             return
-        self.now = self.clock.advance(self.now + delta)
+        self.now = self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"]))
 
     # -- rules: hostile callers ----------------------------------------------------------
 
@@ -789,7 +794,9 @@ class Conformance(LaneRules, RuleBasedStateMachine):
         marks = sorted(set(self.models[q].sets[loc].values()))
         if at is not None and marks and not self.stopped:
             pick, offset = at
-            self.now = self.clock.advance(max(self.now, marks[pick % len(marks)] + offset))
+            # a raw call's edge may leave a score at the clock's last ms: never step past it
+            to = min(marks[pick % len(marks)] + offset, spec.LIMITS["ms_max"])
+            self.now = self.clock.advance(max(self.now, to))
 
     def _kept(self, pick: int) -> Kept:
         """A kept claim: 0 is the newest."""

@@ -441,7 +441,10 @@ def _spoil_row_key(b: Base) -> list[Variant]:
     if not shape(b.op).row_key:
         return []
     keys, argv = b.assemble()
-    other = branded_id.encode(branded_id.JOB, branded_id.parse(argv[0].decode())[1] + 1).encode()
+    n = branded_id.parse(argv[0].decode())[1]
+    # The neighbouring id; below it when the job is the edge id 2^63-1 (an accepted edge
+    # call may have made it the job the op would change).
+    other = branded_id.encode(branded_id.JOB, n + 1 if n < branded_id.MAX_VALUE else n - 1).encode()
     return [("row key of another id", _replace(keys, len(keys) - 1, _keys(b.queue, other)[-1]), argv)]
 
 
@@ -585,13 +588,26 @@ KINDS: dict[str, Callable[[Base], list[Variant]]] = {
 FULL = ("batch-size", "edge-batch")
 """Kinds whose calls carry ``limit_max`` items or more: the sweep's, not the draws'."""
 
+SWEPT = ("server-clock", *FULL)
+"""Kinds the machine sends only in its once-per-run sweep, never in its draws: the
+``limit_max``-item batches (cost), and the server-clock calls, whose scores are the
+server's wall clock, which would make a virtual-clock run's later steps depend on time."""
+
+RULES: dict[str, str] = {
+    "id": "ID-7", "id-overflow": "ID-2", "queue": "CC-1", "keys-count": "CC-1", "foreign-key": "CC-1",
+    "row-key": "CC-1", "decimal": "CC-2", "range": "CC-2", "argv-count": "CC-2", "empty-integer": "CC-2",
+    "batch-size": "B-1", "edge-queue": "CC-1", "edge-id": "ID-2", "edge-range": "CC-2", "edge-batch": "B-1",
+    "server-clock": "CLK-1",
+}
+"""The contract's rule a raw call of each kind tests (a divergence cites it)."""
+
 
 def calls(kind: str, op: str, model: QueueModel) -> list[RawCall]:
     """Every raw call of ``kind`` for ``op``, built on ``model``'s current state."""
     return [raw(op, keys, argv, f"{kind}: {what}") for what, keys, argv in KINDS[kind](base(op, model))]
 
 
-DRAWN = tuple(k for k in KINDS if k not in FULL)
+DRAWN = tuple(k for k in KINDS if k not in SWEPT)
 RAW = Draw("Raw", kind=DRAWN, op=OPS, variant=range(256))
 """One raw call as one packed choice: a kind, an op (the next one that takes the kind,
 when the drawn one does not) and which of its variants (modulo how many there are)."""
@@ -614,6 +630,27 @@ def drawn(a: Any, model: QueueModel) -> RawCall:
     """The raw call a ``RAW`` draw selects, on ``model``'s state."""
     found = calls(a.kind, drawn_op(a), model)
     return found[a.variant % len(found)]
+
+
+def kind_of(call: RawCall) -> str:
+    """The kind of a raw call (its spoil names it first)."""
+    return call.spoil.split(":", 1)[0]
+
+
+def step_args(call: RawCall) -> dict[str, Any]:
+    """A raw call as a trace step's arguments (op ``raw``, specs/trace.md TR-2)."""
+    return {"op": call.op, "keys": list(call.keys), "argv": list(call.argv), "spoil": call.spoil}
+
+
+def call_of(args: dict[str, Any]) -> RawCall:
+    """The raw call a trace step's arguments carry (``step_args`` read back)."""
+    return raw(args["op"], [bytes(k) for k in args["keys"]], [bytes(v) for v in args["argv"]], args["spoil"])
+
+
+def queue_of(call: RawCall) -> str | None:
+    """The queue an accepted call changes (``None`` for a refused one)."""
+    decoded = verdict(call.op, call.keys, call.argv)
+    return None if isinstance(decoded, errors.EmqError) else decoded.queue
 
 
 # -- judging ---------------------------------------------------------------------------
@@ -763,9 +800,11 @@ def _parser(queue: Queue, op: str) -> Callable[[Any], Any]:
 # -- the sweep -------------------------------------------------------------------------
 
 
-def prepare(judge: RawJudge, op: str, queue: str = QUEUE) -> list[Finding]:
-    """Well-formed calls that put a job in the location ``op`` ``NEEDS`` (judged too):
-    an enqueue, then a claim for active, then a retry with ``max_attempts`` 1 for dead."""
+def prepare(judge: RawJudge, op: str, queue: str = QUEUE,
+            send: Callable[[RawCall], Finding | None] | None = None) -> list[Finding]:
+    """Well-formed calls that put a job in the location ``op`` ``NEEDS`` (judged too, by
+    ``send``: the judge's own by default): an enqueue, then a claim for active, then a
+    retry with ``max_attempts`` 1 for dead."""
     need, model = NEEDS.get(op), judge.model(queue)
     if need is None or _held(model, need) is not None:
         return []
@@ -776,25 +815,27 @@ def prepare(judge: RawJudge, op: str, queue: str = QUEUE) -> list[Finding]:
         if step == "retry":
             b = b.with_value("max_attempts", 1)
         keys, argv = b.assemble()
-        finding = judge.send(raw(step, keys, argv, "prepare"))
+        finding = (send or judge.send)(raw(step, keys, argv, "prepare"))
         if finding:
             found.append(finding)
     return found
 
 
-def sweep(judge: RawJudge, *, full: bool = True,
-          kinds: Sequence[str] | None = None) -> Iterator[tuple[RawCall, Finding | None]]:
+def sweep(judge: RawJudge, *, full: bool = True, kinds: Sequence[str] | None = None,
+          send: Callable[[RawCall], Finding | None] | None = None) -> Iterator[tuple[RawCall, Finding | None]]:
     """Every raw call of every kind for every op, once, in a fixed order, on the queue
-    ``QUEUE``: each call with its finding (``None``: as the contract says). Without
-    ``full`` the ``limit_max``-item batches are left out."""
+    ``QUEUE``: each call with its finding (``None``: as the contract says), judged by
+    ``send`` (the judge's own by default). Without ``full`` the ``limit_max``-item
+    batches are left out."""
+    send = send or judge.send
     for kind in kinds or KINDS:
         if kind in FULL and not full:
             continue
         for op in OPS:
-            for finding in prepare(judge, op):
+            for finding in prepare(judge, op, send=send):
                 yield finding.call, finding
             for call in calls(kind, op, judge.model(QUEUE)):
-                yield call, judge.send(call)
+                yield call, send(call)
 
 
 # -- one-check edits the sweep must find -------------------------------------------------

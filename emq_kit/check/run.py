@@ -26,11 +26,12 @@ from hypothesis import seed as hseed
 from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 
-from emq_kit.check.clock import Clock
+from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.fence import SIGNATURE as FENCE
 from emq_kit.check.fence import fence_divergence
-from emq_kit.check.machine import Divergence, Focus, Run, Step
+from emq_kit.check.machine import Conformance, Divergence, Focus, Run, Step
+from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
 from emq_kit.check.window import run_machine
@@ -54,12 +55,19 @@ class Profile:
     gate: bool
     extra_examples: int = 0
     round_examples: int = 100
+    sweep: bool = False  # the once-per-run raw sweep (rawrule.RawCalls.raw_sweep) on a target that takes raw calls
 
+
+SERVER_CLOCK = Profile("server-clock", examples=20, steps=25, gate=False)
+"""The server-clock phase of a gated run on a target of our calling convention: its
+calls carry no ``now``, so every clock script takes its ``TIME`` branch (CLK-1), and the
+model runs inside the server's ``TIME`` window (``ServerClock``, as ``--clock server``)."""
 
 PROFILES = {
     "dev": Profile("dev", examples=30, steps=30, gate=False),
-    "ci": Profile("ci", examples=200, steps=50, gate=True, extra_examples=800),
-    "thorough": Profile("thorough", examples=2000, steps=100, gate=True, extra_examples=4000, round_examples=500),
+    "ci": Profile("ci", examples=200, steps=50, gate=True, extra_examples=800, sweep=True),
+    "thorough": Profile("thorough", examples=2000, steps=100, gate=True, extra_examples=4000, round_examples=500,
+                        sweep=True),
 }
 
 
@@ -102,6 +110,11 @@ class Report:
     trace: Path | None = None
     trace_text: str = ""
     first_failure: float | None = None  # perf_counter() at the first divergence
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The once-per-run phases beside the rounds, apart from the figures above (their
+    counts depend on the server's clock): ``sweep`` (raw calls the draws leave out) and
+    ``server_clock`` (its own examples and steps)."""
+    clock: Clock | None = None  # the clock the divergence ran under, when not the run's
     differences: list[Difference] = field(default_factory=list)  # lifecycle first, then surface
     not_implemented: list[tuple[str, str]] = field(default_factory=list)  # cells of ops not sent
     out_of_focus: list[tuple[str, str]] = field(default_factory=list)  # cells --hostile leaves out
@@ -154,17 +167,29 @@ def run_check(
     seed: int | None = None,
     progress: Callable[[Run], None] | None = None,
     clock: Clock | None = None,
+    raw_calls: bool = True,
     layout: Layout | None = None,
     focus: Focus | None = None,
 ) -> Report:
     """Run the ``layout``'s machine (the default layout's when None) on ``target`` under
     ``clock`` (virtual by default) and ``focus`` (every op, hostile calls mixed in, every
-    difference reported: the default) and judge it. Exceptions that are not divergences
-    (a server that went away, a bug in the kit) propagate."""
+    difference reported: the default) and judge it. On a target that takes raw calls
+    (``Target.raw``; ``raw_calls`` False, ``--hostile off`` or a focus without ``raw``:
+    none), a profile with ``sweep`` first sweeps the raw calls the draws leave out, and a
+    gated one ends with the server-clock phase (``SERVER_CLOCK``); a difference either
+    finds is one of the run's. Exceptions that are not divergences (a server that went
+    away, a bug in the kit) propagate."""
     seed = random.randrange(2**32) if seed is None else seed
     layout = layout or layout_named()
     focus = focus or Focus()
-    run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus)
+    raw_on = bool(raw_calls and focus.hostile != "off" and focus.allows("raw") and getattr(target, "raw", False))
+    run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus, raw_calls=raw_on)
+    once = raw_on and profile.sweep
+    if raw_on:
+        run.coverage.total = [*run.coverage.total, *raw_cells(sweep=once)]
+    phases: dict[str, dict[str, Any]] = {}
+    phase_clock: Clock | None = None
+    phase_found: set[Signature] = set()
     budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
     per_round = examples or profile.examples
     found: list[Difference] = []
@@ -174,41 +199,17 @@ def run_check(
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
-        round_no, size = 0, per_round
+        if once:
+            swept = _sweep(target, run, clock, phases)
+            if swept is not None:
+                _record(run, found, swept, started)
+        round_no, size = 0, per_round if focus.report or not found else 0
         while size > 0:
             before, run.hunting = run.examples, None
-            factory = hseed(seed + round_no)(layout.machine(target, run, clock))
-            config = settings(
-                max_examples=size,
-                stateful_step_count=steps or profile.steps,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-                verbosity=Verbosity.normal,
-                print_blob=False,
-                # The explain phase re-runs the failing example many times to annotate
-                # which draws matter; our trace says that better, at a fraction of the cost.
-                phases=[p for p in Phase if p is not Phase.explain],
-            )
-            try:
-                with with_reporter(lambda _: None):  # the report and the trace say it better
-                    run_machine(factory, config)
-            except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
-                if run.fatal is not None:  # whatever Hypothesis made of it (a flaky test, a group)
-                    raise run.fatal from None
-                divergence = first_divergence(exc)
-                bug = first_of(exc, KitBug)
-                if divergence is None and bug is not None:
-                    raise bug from None
-                if divergence is None and isinstance(exc, HypothesisException):
-                    raise SearchFailed(f"the search failed: {type(exc).__name__}: "
-                                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-                if divergence is None:
-                    raise
-                sig = signature(divergence)
-                run.known.add(sig)
-                found.append(Difference(sig, divergence, list(divergence.steps),
-                                        run.seen_at.get(sig, time.perf_counter()) - started))
+            divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps,
+                                 run)
+            if divergence is not None:
+                _record(run, found, divergence, started)
                 searched += max(run.hunted_at - before, 1)
                 if not focus.report:
                     break
@@ -220,6 +221,20 @@ def run_check(
             if profile.gate and _unreached(run, focus):
                 left = budget - searched
             round_no, size = round_no + 1, min(profile.round_examples, left)
+        if (raw_on and profile.gate and (focus.report or not found)
+                and getattr(clock, "mode", "virtual") != "server"):
+            phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
+            phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known)
+            divergence = _search(layout.machine(target, phase, phase_clock), seed, SERVER_CLOCK.examples,
+                                 SERVER_CLOCK.steps, phase)
+            phases["server_clock"] = {"examples": phase.examples, "steps": phase.steps,
+                                      "seconds": round(time.perf_counter() - phase.started, 3)}
+            if divergence is not None:
+                run.met.update(phase.met)
+                run.seen_at = {**phase.seen_at, **run.seen_at}
+                phase_found.add(_record(run, found, divergence, started))
+                if run.first_failure is None:
+                    run.first_failure = phase.first_failure
     finally:
         quiet.setLevel(level)
     seconds = time.perf_counter() - started
@@ -248,6 +263,8 @@ def run_check(
         divergence=divergence,
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
+        phases=phases,
+        clock=phase_clock if divergence is not None and signature(divergence) in phase_found else None,
         differences=found,
         not_implemented=[c for c in run.coverage.total if not focus.allows(c[0])],
         out_of_focus=[c for c in run.coverage.total if focus.allows(c[0]) and not _in_focus(c, focus)],
@@ -257,12 +274,75 @@ def run_check(
     )
 
 
+def _record(run: Run, found: list[Difference], divergence: Divergence, started: float) -> Signature:
+    """Make ``divergence`` one of the run's differences (known from now on): its signature."""
+    sig = signature(divergence)
+    run.known.add(sig)
+    run.met[sig] = max(run.met[sig], 1)
+    found.append(Difference(sig, divergence, list(divergence.steps), run.seen_at.get(sig, time.perf_counter()) - started))
+    return sig
+
+
+def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, run: Run) -> Divergence | None:
+    """One round of a machine (a zero-argument factory) on ``run``: ``examples`` examples
+    of up to ``steps`` steps from ``seed`` (windows of steps, emq_kit/check/window.py);
+    the divergence it found, if any. An error that ends the run (``run.fatal``) and a kit
+    bug are raised as themselves, a failed search as ``SearchFailed``."""
+    factory = hseed(seed)(machine)
+    config = settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.normal,
+        print_blob=False,
+        # The explain phase re-runs the failing example many times to annotate
+        # which draws matter; our trace says that better, at a fraction of the cost.
+        phases=[p for p in Phase if p is not Phase.explain],
+    )
+    try:
+        with with_reporter(lambda _: None):  # the report and the trace say it better
+            run_machine(factory, config)
+    except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
+        if run.fatal is not None:  # whatever Hypothesis made of it (a flaky test, a group)
+            raise run.fatal from None
+        divergence = first_divergence(exc)
+        bug = first_of(exc, KitBug)
+        if divergence is None and bug is not None:
+            raise bug from None
+        if divergence is None and isinstance(exc, HypothesisException):
+            raise SearchFailed(f"the search failed: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        if divergence is None:
+            raise
+        return divergence
+    return None
+
+
+def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict[str, Any]]) -> Divergence | None:
+    """The raw calls the draws leave out (``raw.SWEPT``), once, before the rounds; its
+    cells count as the run's; its calls are reported apart (``phases``): how many depends
+    on the server's clock (a lease of the server-clock calls may expire between them)."""
+    started = time.perf_counter()
+    swept = Run(coverage=run.coverage, focus=run.focus, raw_calls=run.raw_calls)
+    machine = Conformance.factory(target, swept, clock)()
+    try:
+        machine.raw_sweep()
+    except Divergence as d:
+        return d
+    finally:
+        run.first_failure = run.first_failure or swept.first_failure
+        phases["sweep"] = {"calls": swept.steps, "seconds": round(time.perf_counter() - started, 3)}
+    return None
+
+
 def _in_focus(cell: tuple[str, str], focus: Focus) -> bool:
     """Whether the focus can reach ``cell`` at all (its op allowed, its outcome one the
-    hostile setting sends calls for)."""
+    hostile setting sends calls for; raw calls are hostile)."""
     if not focus.allows(cell[0]):
         return False
-    hostile = cell[1] in REFUSALS_OF_ARGUMENTS
+    hostile = cell[0] == "raw" or cell[1] in REFUSALS_OF_ARGUMENTS
     return {"both": True, "off": not hostile, "only": hostile}[focus.hostile]
 
 

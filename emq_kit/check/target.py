@@ -24,6 +24,12 @@ class Target(Protocol):
     """Whether the target has the batch ops (``enqueue_many``, ``claim_many``,
     ``complete_many``): the machine draws none when it does not (a driver, B-4)."""
 
+    raw: bool
+    """Whether the target runs scripts of our calling convention (CC-1, CC-2) over a
+    connection ``conn`` (an ``emq_live.client.Connection``): then the machine also calls
+    them past the client (``emq_kit/check/raw.py``) and runs a server-clock phase. Not a
+    driver (a port's own client is in between), not the model."""
+
     @property
     def lanes(self) -> bool:
         """Whether the target has the lane ops (lifecycle.md §10): the machine draws none

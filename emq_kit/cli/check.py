@@ -49,6 +49,8 @@ def format_report(report: Report) -> str:
     ]
     if t.get("queues"):
         lines.append("  queues on the server: " + ", ".join(f"{k} as {v!r}" for k, v in t["queues"].items()))
+    lines += [f"  {name.replace('_', '-')} phase: " + ", ".join(f"{k} {v}" for k, v in figures.items())
+              for name, figures in report.phases.items()]
     if report.not_implemented:
         ops = sorted({op for op, _ in report.not_implemented})
         lines.append(f"  {len(report.not_implemented)} cells not implemented (ops not sent: {', '.join(ops)})")
@@ -211,7 +213,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             expect.apply(report, expected, args.expect)
         if report.divergence is not None:
             try:
-                write_trace(report, target, Path(args.traces), clock, chosen.replay)
+                write_trace(report, target, Path(args.traces), report.clock or clock, chosen.replay)
             except OSError as exc:  # the report is printed first: the counterexample is not lost
                 unwritten = exc
     except KeyboardInterrupt:

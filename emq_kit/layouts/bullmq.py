@@ -60,6 +60,8 @@ class BullCheckTarget:
     (``BullTarget``), ``reset`` empties the queue's keys, ``describe`` names the server,
     the layout and the bullmq version (printed in every report and trace header)."""
 
+    raw = False  # another calling convention: no raw calls of ours (emq_kit/check/rawrule.py)
+
     def __init__(self, url: str, scripts: str | None = None) -> None:
         import redis
 

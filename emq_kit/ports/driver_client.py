@@ -214,6 +214,7 @@ class DriverTarget:
     only ``offered``); without it such a driver is refused, naming what it lacks."""
 
     batches = False
+    raw = False  # the port's client stands between the kit and its scripts
     """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
     lanes = True
     """The protocol carries the lane ops (driver-protocol.md, "Lane ops"): the machine's

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from emq_kit.check.machine import Focus
 from emq_kit.check.run import Profile, run_check
 from emq_kit.errors import BadArgument, ServerUnreachable
 from emq_kit.layouts import Layout
@@ -29,7 +30,7 @@ from emq_model import spec
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR",
           "SADD", "SREM", "RPUSH", "RPOP", "LREM")
 """The commands delete-write removes: the core's and the lanes' (the paused set, the ring)."""
-PROFILE = Profile("selftest", examples=400, steps=50, gate=False)
+PROFILE = Profile("selftest", examples=400, steps=50, gate=False, sweep=True)
 SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take to shrink
 
 
@@ -140,13 +141,14 @@ snapshot.lua never runs there and its mutants could not die)."""
 
 def all_mutants(source: Path | None = None, *, observer: bool = False) -> list[Mutant]:
     """The mutants of every transition script, the lane scripts and the parts they share
-    (lib.lua, batch.lua), and with ``observer`` of snapshot.lua (a run on a server); not
-    of the other read scripts (counts, state): their answers are compared, not trusted."""
+    (lib.lua, batch.lua), with ``observer`` of snapshot.lua (a run on a server), then the
+    ``edit-check`` ones (``check_mutants``); not of the other read scripts (counts,
+    state): their answers are compared, not trusted."""
     node = source or resources.files("emq_live").joinpath("lua")
     out: list[Mutant] = []
     for op in spec.TRANSITIONS + LANE_SCRIPTS + SHARED + (OBSERVER if observer else ()):
         out.extend(mutants_of(op, node.joinpath(f"{op}.lua").read_text("utf-8")))
-    return out
+    return out + check_mutants(source)
 
 
 CHECK_OPERATOR = "edit-check"
@@ -156,8 +158,8 @@ def check_mutants(source: Path | None = None) -> list[Mutant]:
     """The ``edit-check`` operator: each one-check edit of lib.lua or batch.lua
     (``raw.CHECK_EDITS``: an id bound, a queue byte bound, the KEYS and ARGV counts,
     the batch limit, the TIME arithmetic, the canonical-decimal test) as a mutant. Only
-    raw calls reach these checks, so ``raw.sweep`` is what kills them
-    (tests/test_rawcalls.py); they join ``all_mutants`` when the machine runs raw calls."""
+    raw calls reach these checks: the machine's raw-call rule and sweep kill them
+    (``emq_kit/check/rawrule.py``; tests/test_rawcalls.py)."""
     from emq_kit.check.raw import CHECK_EDITS
 
     node = source or resources.files("emq_live").joinpath("lua")
@@ -220,7 +222,9 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
             return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
         try:
-            report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout)
+            # A mutant is killed by its first difference: collecting every one (the
+            # default) would hold the verdict until the whole budget of examples ran.
+            report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout, focus=Focus(report=False))
         except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
             return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
         except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead

@@ -175,8 +175,11 @@ def divergence_json(d: Divergence, index: int) -> dict[str, Any]:
 def renaming(steps: list[Step]) -> dict[str, str]:
     """Readable, stable names for the JOB ids of a trace: ``JOB00000000001`` … in the
     ids' own byte order, so every order the lifecycle depends on (claim takes the
-    lowest; browse is newest first) is kept."""
+    lowest; browse is newest first) is kept. A trace with raw calls keeps its ids: a raw
+    call's ids are bytes on the wire, picked among the low names renaming would hand out."""
     seen: set[str] = set()
+    if any(s.op == "raw" for s in steps):
+        return {}
 
     def collect(value: Any) -> None:
         if isinstance(value, str) and branded_id.is_valid(value, branded_id.JOB):

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.names import with_names
+from emq_kit.check.raw import call_of
 from emq_kit.check.run import Report
 from emq_kit.check.target import Target, open_target
 from emq_kit.errors import BadArgument
@@ -57,6 +58,8 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
                 machine.forget(s.queue, s.args["id"])
             elif s.op == "queue":
                 machine.open_queue(s.args["name"])
+            elif s.op == "raw":
+                machine.send_raw(call_of(s.args))
             else:
                 if isinstance(s.args.get("now"), int):
                     machine.now = s.args["now"]

@@ -1,7 +1,7 @@
 """A trace read from a file is checked before anything runs: against its schema
 (specs/schemas/trace.json, with jsonschema), then against the contract of the layout its
 header names (each step's op is one of the layout's — for the four sets an op of
-specs/transitions.json, ``forget_row`` or ``queue``; its queue is one of the machine's;
+specs/transitions.json, ``forget_row``, ``queue`` or ``raw``; its queue is one of the machine's;
 its arguments are the op's, none missing). The first problem is reported with its JSON
 path (``steps/3/args``), so a hand-edited trace says where it went wrong."""
 
@@ -15,8 +15,13 @@ from typing import Any
 from emq_kit.errors import KitError
 from emq_model import spec
 
-# The steps the machine records besides the spec's ops, and the arguments they take.
-EXTRA_OPS = {"forget_row": {"id"}, "queue": {"name"}}
+# The steps the machine records besides the spec's ops, and the arguments they take
+# (a raw call, issue 19: its script, KEYS and ARGV as sent, and what was spoiled).
+EXTRA_OPS = {"forget_row": {"id"}, "queue": {"name"}, "raw": {"op", "keys", "argv", "spoil"}}
+# Steps whose queue is no machine queue: ``queue`` names a queue (any name, a bad one
+# is its point); a raw call's is the queue its KEYS name, empty when refused (TR-2) —
+# replay reads the call, not the field.
+FREE_QUEUE_OPS = {"queue", "raw"}
 
 
 class TraceError(KitError, ValueError):
@@ -55,7 +60,7 @@ def check_trace(data: Any) -> None:
         if table is None:
             raise TraceError(f"{where}/op: {op!r} is no op of {layout.contract} ({layout.name} layout)")
         required, allowed = table
-        if op != "queue" and queue not in layout.queues:
+        if op not in FREE_QUEUE_OPS and queue not in layout.queues:
             raise TraceError(f"{where}/queue: {queue!r} is not one of the run's queues {list(layout.queues)}")
         if required - args:
             raise TraceError(f"{where}/args: {op} needs {', '.join(sorted(required - args))}")

@@ -1,0 +1,113 @@
+"""The conformance machine's raw calls (issue 19): a rule family that calls the target's
+scripts past the client, as a port may, and the once-per-run sweep of the kinds the draws
+leave out (``raw.SWEPT``). Mixed into ``Conformance`` for every target that declares
+``raw`` (our calling convention's scripts on fakeredis, a server, ``--scripts DIR``);
+``Run.raw_calls`` switches the family off (a hostile-off run).
+
+Each raw call is one trace step, op ``raw`` (specs/trace.md, TR-2), that ``emq replay``
+sends again. A refused call must answer the contract's code and change no key; an
+accepted one (an edge) on a machine queue changes the machine's model the same way, and
+is verified like any step (INV-8, INV-1..7). A finding is a ``Divergence`` citing the
+rule the raw call's kind tests (``raw.RULES``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from hypothesis.stateful import precondition, rule
+
+from emq_kit.check import raw
+
+
+class RawCalls:
+    """The raw-call rule and sweep of ``Conformance`` (it supplies ``target``, ``run``,
+    ``models``, ``impls``, ``steps``, ``_record``, ``diverge`` and ``verify``)."""
+
+    _raw_judge: raw.RawJudge | None = None
+
+    def raw_judge(self: Any) -> raw.RawJudge:
+        """This example's judge: the target's connection, the machine's models (the
+        queues raw calls reach beyond them get their own); the fingerprint is the
+        embedded server's memory, or every ``emq:`` key of a server."""
+        if self._raw_judge is None:
+            conn = self.target.conn
+            self._raw_judge = raw.RawJudge(conn, match=None if conn.server is not None else "emq:*",
+                                           models=dict(self.models))
+        return self._raw_judge
+
+    @precondition(lambda self: self.run.raw_calls and self.target.raw)
+    @rule(a=raw.RAW.strategy)
+    def raw_call(self: Any, a: Any) -> None:
+        """A call past the client on the first queue: one thing spoiled, or an edge taken,
+        after the well-formed calls that give it a job to change (``raw.prepare``)."""
+        from emq_kit.check.machine import Quiet  # machine.py mixes this class in
+
+        if self.stopped:
+            return
+        queue = next(iter(self.models))
+        op = raw.drawn_op(a)
+        judge = self.raw_judge()
+        try:
+            raw.prepare(judge, op, queue, send=self.send_raw)
+            self.send_raw(raw.drawn(a, judge.model(queue)))
+        except Quiet:  # a known difference (the run reports every one): past it the
+            self.stopped = True  # keyspaces may disagree, so the example makes no more calls
+
+    def send_raw(self: Any, call: raw.RawCall) -> None:
+        """Send one raw call, record it as a step and judge it (raise the divergence)."""
+        judge = self.raw_judge()
+        queue = raw.queue_of(call)
+        if queue is not None and queue not in judge.models:
+            self.target.queue(queue)  # its first handout since the reset empties it
+        step = self._record(queue or "", "raw", raw.step_args(call))
+        self._prepared = None
+        finding = judge.send(call)
+        step.model = call.expected or "accepted"
+        step.target = step.model if finding is None else f"{finding.what} diverges"
+        kind = raw.kind_of(call)
+        if ("raw", kind) in self.run.coverage.total:  # the cells the run declared (raw_cells)
+            self.run.coverage.add("raw", kind)
+        if finding is not None:
+            rule_id = raw.RULES.get(kind) or _op_rule(call.op)
+            raise self.diverge("answer" if finding.what == "answer" else "snapshot", rule_id, step,
+                               list(finding.lines))
+        if queue in self.impls:  # an accepted edge changed a machine queue: check it as a step
+            impl = self.impls[queue]
+            if hasattr(impl, "observed"):
+                impl.observed = None  # the raw call went past the observing queue
+            if hasattr(impl, "last_dropped"):  # and past the client's record of a claim's drops
+                impl.last_dropped = self.models[queue].last_dropped
+            self.verify(queue, step)
+        else:
+            self.run.steps += 1
+
+    def raw_sweep(self: Any, kinds: Sequence[str] = raw.SWEPT) -> None:
+        """Every raw call of ``kinds``, once, in a fixed order (``raw.sweep``), then every
+        queue it touched emptied. Only the accepted calls stay steps of the trace: a
+        refused one that passed changed nothing."""
+        judge = self.raw_judge()
+
+        def send(call: raw.RawCall) -> None:
+            self.send_raw(call)
+            if call.expected is not None:
+                self.steps.pop()
+
+        for _ in raw.sweep(judge, kinds=kinds, send=send):
+            pass
+        self.target.reset()
+        for queue in judge.models:
+            self.target.queue(queue)
+        self.target.reset()
+
+
+def raw_cells(sweep: bool) -> list[tuple[str, str]]:
+    """The coverage cells of raw calls: one per kind the run sends (the swept kinds only
+    when it sweeps)."""
+    return [("raw", kind) for kind in raw.KINDS if sweep or kind not in raw.SWEPT]
+
+
+def _op_rule(op: str) -> str:
+    from emq_model import spec
+
+    return str(spec.entry(op)["rule"])
