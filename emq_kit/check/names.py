@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from emq_kit.errors import BadArgument
 from emq_model import errors, keyspace
@@ -52,6 +52,11 @@ class Renamed:
 
     def __init__(self, target: Any, names: Mapping[str, str]) -> None:
         self.inner, self.names = target, dict(names)
+        # Raw calls (emq_kit/check/raw.py) compose their KEYS from the machine's own names
+        # and judge the server's keys directly, past this mapping: under other names they
+        # would write a user's queue and judge the wrong keys. Only names left as they are
+        # (--queue alpha --queue 'β*[x]') keep them.
+        self.raw = bool(getattr(target, "raw", False)) and all(k == v for k, v in self.names.items())
 
     def _on_server(self, name: Any) -> Any:
         return self.names.get(name, name) if isinstance(name, str) else name
@@ -60,9 +65,19 @@ class Renamed:
         return self.inner.queue(self._on_server(name))
 
     def snapshot(self, name: str) -> Any:
-        """The server's snapshot, told in the logical name (its ``queue`` and the stray
-        keys under its prefix), as the model's is."""
-        snap = self.inner.snapshot(self._on_server(name))
+        """The server's snapshot, told in the logical name (``told``)."""
+        return self.told(name, self.inner.snapshot(self._on_server(name)))
+
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[Any]:
+        """A window's calls (emq_kit/check/window.py) on the server's names, each reply's
+        snapshot told in the logical name."""
+        replies = self.inner.batch([(op, self._on_server(q), args) for op, q, args in calls], snapshots=snapshots)
+        return [r._replace(snapshot=None if r.snapshot is None else self.told(q, r.snapshot))
+                for (_, q, _), r in zip(calls, replies)]
+
+    def told(self, name: str, snap: Any) -> Any:
+        """A snapshot of the server's queue for ``name`` as the model tells it: its
+        ``queue`` and the stray keys under its prefix in the logical name."""
         if name not in self.names:
             return snap
         theirs, mine = keyspace.prefix(self.names[name]), keyspace.prefix(name)
