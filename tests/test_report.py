@@ -77,9 +77,9 @@ def test_a_replay_of_a_corpus_trace(tmp_path: Path) -> None:
     path = CORPUS / "retry-two-sets.json"
     trace = Trace.load(path)
     scripts = broken_dir(variant(trace.header["variant"]), tmp_path)
-    target = target_for(trace.header, url=None, scripts=str(scripts), driver=None)
+    target, clock = target_for(trace.header, url=None, scripts=str(scripts), driver=None)
     try:
-        result = replay(trace.steps, target)
+        result = replay(trace.steps, target, clock)
         described = target.describe()
     finally:
         target.close()

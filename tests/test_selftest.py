@@ -12,7 +12,7 @@ import pytest
 import redis
 from test_driver import emq
 
-from emq_kit.selftest.mutation import HANG, LANE_SCRIPTS, OBSERVER, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
+from emq_kit.selftest.mutation import CHECK_OPERATOR, HANG, LANE_SCRIPTS, OBSERVER, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
 if redis.call("EXISTS", k.row) == 0 then
@@ -60,7 +60,7 @@ def test_drop_state_write_keeps_the_other_fields() -> None:
 def test_every_mutant_of_our_scripts_applies_and_has_a_unique_key() -> None:
     mutants = all_mutants()
     assert {m.operator for m in mutants} == {"delete-write", "swap-compare", "flip-constant", "drop-precondition",
-                                             "misroute-zadd", "drop-state-write"}
+                                             "misroute-zadd", "drop-state-write", CHECK_OPERATOR}
     assert len({m.key for m in mutants}) == len(mutants)
     assert all(m.after != m.before for m in mutants)
 
