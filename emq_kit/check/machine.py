@@ -37,7 +37,7 @@ from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.rawrule import RawCalls
-from emq_kit.check.signature import Signature, signature
+from emq_kit.check.signature import Quiet, Signature, signature
 from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
@@ -211,11 +211,6 @@ class Focus:
 
     def allows(self, op: str) -> bool:
         return self.ops is None or op in self.ops
-
-
-class Quiet(Exception):
-    """A known difference (or one set aside while another is shrunk) ended the example:
-    not a failure, the rest of the example runs no calls."""
 
 
 def outcome(fn: Callable[[], Any]) -> Any:

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from hypothesis.stateful import precondition, rule
 
 from emq_kit.check import raw
+from emq_kit.check.signature import Quiet
 
 
 class RawCalls:
@@ -41,8 +42,6 @@ class RawCalls:
     def raw_call(self: Any, a: Any) -> None:
         """A call past the client on the first queue: one thing spoiled, or an edge taken,
         after the well-formed calls that give it a job to change (``raw.prepare``)."""
-        from emq_kit.check.machine import Quiet  # machine.py mixes this class in
-
         if self.stopped:
             return
         queue = next(iter(self.models))
@@ -56,8 +55,6 @@ class RawCalls:
 
     def send_raw(self: Any, call: raw.RawCall) -> None:
         """Send one raw call, record it as a step and judge it (raise the divergence)."""
-        from emq_kit.check.machine import Quiet
-
         # A raw call goes past the client and its window (emq_kit/check/window.py): the
         # steps the window holds are sent and judged first, so the call meets their state.
         self.drain()
