@@ -607,6 +607,9 @@ def calls(kind: str, op: str, model: QueueModel) -> list[RawCall]:
     return [raw(op, keys, argv, f"{kind}: {what}") for what, keys, argv in KINDS[kind](base(op, model))]
 
 
+EDGES = ("edge-queue", "edge-id", "edge-range")
+"""Accepted edges, drawn and also swept whole once a run: a draw meets one variant of one
+op, and an edit of one bound (byte 0x21 refused, say) must not hang on the seed."""
 DRAWN = tuple(k for k in KINDS if k not in SWEPT)
 RAW = Draw("Raw", kind=DRAWN, op=OPS, variant=range(256))
 """One raw call as one packed choice: a kind, an op (the next one that takes the kind,

@@ -86,7 +86,7 @@ class RawCalls:
         else:
             self.run.steps += 1
 
-    def raw_sweep(self: Any, kinds: Sequence[str] = raw.SWEPT) -> None:
+    def raw_sweep(self: Any, kinds: Sequence[str] = raw.SWEPT + raw.EDGES) -> None:
         """Every raw call of ``kinds``, once, in a fixed order (``raw.sweep``), then every
         queue it touched emptied. Only the accepted calls stay steps of the trace: a
         refused one that passed changed nothing."""
