@@ -357,6 +357,19 @@ export class Queue {
       if (Object.keys(rest).length || !canonical) out.stray.push(this.keys[4 + i]);
       out[name] = canonical ? Number(count) : 0;
     });
+    // The lanes (lifecycle.md §10): each lane's pending set, the ring, the paused groups
+    // and the three group hashes; a hash value that is no integer is a stray key.
+    out.lanes = Object.fromEntries(pairs(reply[n + 4]).map(([g, flat]) => [text(g),
+      pairs(flat).map(([m, v]) => [text(m), Number(text(v))])]));
+    out.ring = reply[n + 5].map(text);
+    out.paused = reply[n + 6].map(text);
+    const prefix = this.keys[0].slice(0, this.keys[0].length - 'pending'.length);
+    ['glimit', 'gactive', 'gweight'].forEach((name, i) => {
+      const fields = pairs(reply[n + 7 + i]).map(([g, v]) => [text(g), text(v)]);
+      const ints = fields.filter(([, v]) => /^-?(0|[1-9][0-9]*)$/.test(v));
+      if (ints.length !== fields.length) out.stray.push(prefix + name);
+      out[name] = Object.fromEntries(ints.map(([g, v]) => [g, Number(v)]));
+    });
     return out;
   }
 
