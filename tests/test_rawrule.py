@@ -19,6 +19,7 @@ from emq_kit import cli
 from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.machine import QUEUES
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_kit.selftest.mutation import check_mutants, copy_scripts
 from emq_kit.trace.format import Trace
@@ -44,7 +45,9 @@ def _finds(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], url: s
     traces = tmp_path / "traces"
     # --first: the edit's first difference, its one trace (a run reports every one by default)
     argv = ["check", "--scripts", str(copy), "--seed", "1", "--examples", "50", "--first", "--traces", str(traces)]
-    assert cli.main(argv + (["--url", url] if url else [])) == cli.EXIT_FAIL, name
+    # on a server, the machine's own queue names: a suffixed run sends no raw calls (README)
+    on_server = ["--url", url, "--queue", QUEUES[0], "--queue", QUEUES[1]] if url else []
+    assert cli.main(argv + on_server) == cli.EXIT_FAIL, name
     out = capsys.readouterr().out
     assert "COUNTEREXAMPLE" in out
     [path] = traces.iterdir()
@@ -54,7 +57,8 @@ def _finds(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], url: s
     call = raw.call_of(last.args)
     assert trace.divergence is not None
     assert trace.divergence["rule"] == (raw.RULES.get(raw.kind_of(call)) or spec.entry(call.op)["rule"])
-    assert cli.main(["replay", str(path)] + (["--url", url] if url else [])) == cli.EXIT_FAIL
+    # --url alone names the builtin scripts: the copy goes with it
+    assert cli.main(["replay", str(path)] + (["--url", url, "--scripts", str(copy)] if url else [])) == cli.EXIT_FAIL
 
 
 @pytest.mark.slow
