@@ -88,7 +88,7 @@ GOAL_RATIOS = {"check.fakeredis": 0.6, "check.valkey": 0.9, "check.node.valkey":
 checked steps against the machine alone, the Node port's against the built-in client on
 the same server."""
 NODE_DRIVER = Path(__file__).resolve().parent.parent / "ports" / "node" / "driver.js"
-"""The Node port's driver (a source checkout; ``check.node.valkey`` is left out without it)."""
+"""The Node port's driver (a source checkout with the port installed; ``check.node.valkey`` is left out without it)."""
 
 
 @dataclass
@@ -580,7 +580,7 @@ def check_figures(url: str, params: Params) -> list[Figure]:
                           note="--clock server: step by step, TIME read around each clock op"))
     finally:
         clock.close()
-    if NODE_DRIVER.is_file() and shutil.which("node"):
+    if (NODE_DRIVER.parent / "node_modules").is_dir() and shutil.which("node"):  # the port installed (scripts/install-node-port.sh)
         with tempfile.TemporaryDirectory() as lua:
             bundle.write(lua)
             driver = f"{shlex.quote(shutil.which('node') or 'node')} {shlex.quote(str(NODE_DRIVER))} --scripts {lua}"
