@@ -298,13 +298,16 @@ class Selection(RuleStrategy):
         return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
 
     def _weighted(self, data: Any, candidates: list[Any]) -> Any:
-        """One of ``candidates`` (the swarm drawn first, once an example), by WEIGHTS."""
+        """One of ``candidates`` (the swarm drawn first, once an example), by the
+        machine's ``weights`` (a layout's machine names its own rules: ``WEIGHTS`` are
+        this machine's)."""
         self.drawn += 1
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
         live = [r for r in candidates if r.function.__name__ not in self.off] or candidates
-        weighted = [r for r in live for _ in range(WEIGHTS.get(r.function.__name__, 1))]
+        weights = getattr(self.machine, "weights", WEIGHTS)
+        weighted = [r for r in live for _ in range(weights.get(r.function.__name__, 1))]
         return weighted[data.draw_integer(0, len(weighted) - 1)]
 
     def _draw_steady(self, data: Any) -> tuple[Any, dict[str, Any]]:

@@ -142,11 +142,20 @@ def classify(model: BullModel, op: str, args: dict[str, Any], answer: Any, dupli
     return str(answer)
 
 
+WEIGHTS = {"add": 5, "take": 8, "settle": 8, "check_stalled": 4, "lapse": 3, "tick": 3, "promote": 2,
+           "reprocess": 2, "remove": 1}
+"""How often ``Selection`` picks each rule: takes as often as settles, so most settles
+find an active job with a lock (a wrong token then meets the lock: the -6 cells); the
+stalled-job checker and lapsing locks often enough that one job stalls twice
+(``check_stalled/deferred``); removals rare (each one empties a location)."""
+
+
 class BullConformance(RuleBasedStateMachine):
     """``BullModel`` vs BullMQ's scripts, step by step. Build with ``factory``."""
 
     target: BullCheckTarget
     run: Run
+    weights = WEIGHTS
 
     def __init__(self) -> None:
         super().__init__()
@@ -298,7 +307,10 @@ class BullConformance(RuleBasedStateMachine):
             return held
         if held is None and how == "nolock":
             return NO_LOCK
-        return self.tokens[-1 - old % len(self.tokens)] if self.tokens else "t0"
+        # A late worker's token: one handed out before, never the holder's (that one
+        # is "holder"), so a lock held under another token answers -6.
+        others = [t for t in self.tokens if t != held]
+        return others[-1 - old % len(others)] if others else "t0"
 
 
 def replay(steps: list[Step], target: BullCheckTarget, clock: Any = None) -> Any:

@@ -1,0 +1,83 @@
+"""A counterexample made 1-minimal: no single step of it can go and the rest still show
+the same difference.
+
+Why the kit does this after Hypothesis has shrunk: Hypothesis shrinks the draws, not the
+calls. A step's arguments come from the model's state (which pending job a hand-deleted
+row is, which token a settle carries), so deleting one early step moves what a later
+one picks, and the shrinker can stop at a trace with steps the difference does not need
+(three enqueues and two claims before the claim of an orphan one enqueue shows). Here
+the trace is concrete: a step is deleted and the rest replayed as written, on a fresh
+model and the reset target (the layout's replay), and the deletion is kept when the
+replay still diverges with the same signature. A difference the once-per-run sweep
+found (not shrunk at all) gets the same treatment.
+
+The work is bounded by a count of replays, never by time, so a run's traces do not
+depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from emq_kit.check.machine import Divergence, Step
+from emq_kit.check.signature import Signature, signature
+
+REPLAYS_MAX = 400
+"""The most replays one counterexample's minimizing may spend (each replays its
+candidate once); past it the trace stays as the last accepted candidate left it."""
+
+Replay = Callable[[list[Step], Any, Any], Any]  # a layout's replay: steps, target, clock -> Replayed
+
+
+def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay, clock: Any = None,
+             budget: int = REPLAYS_MAX) -> Divergence:
+    """``divergence`` with its steps as few as deletions can make them, each candidate
+    replayed on ``target`` by ``replay``: chunks first, halving down to single steps,
+    then each step with the later steps about the same job (an enqueue with the claim
+    that handed its job out); the last step always stays. The divergence the smallest
+    candidate's replay raised (the original when none was smaller, or when the steps do
+    not replay to ``sig`` at all)."""
+    best, steps = divergence, list(divergence.steps)
+    spent = 0
+
+    def diverges(candidate: list[Step]) -> Divergence | None:
+        nonlocal spent
+        spent += 1
+        found = replay([Step(s.queue, s.op, s.args) for s in candidate], target, clock).divergence
+        return found if found is not None and signature(found) == sig else None
+
+    chunk = max(len(steps) // 2, 1)
+    while len(steps) > 1 and spent < budget:
+        deleted = False
+        end = len(steps) - 1  # the diverging step stays
+        while end > 0 and spent < budget:
+            start = max(end - chunk, 0)
+            found = diverges(steps[:start] + steps[end:])
+            if found is None and chunk == 1:
+                found = diverges(_without_job(steps, start))
+            if found is not None:
+                best, steps, deleted = found, list(found.steps), True
+                end = min(start, len(steps) - 1)
+            else:
+                end = start
+        if chunk == 1 and not deleted:
+            break  # 1-minimal, also by jobs
+        chunk = max(chunk // 2, 1)
+    return best
+
+
+def _without_job(steps: list[Step], i: int) -> list[Step]:
+    """``steps`` without step ``i`` and the later steps (but the last) about a job it is
+    about: deleting an enqueue alone moves which job every later claim hands out."""
+    jobs = _jobs(steps[i])
+    return [s for j, s in enumerate(steps)
+            if j < i or j == len(steps) - 1 or (j > i and not (jobs & _jobs(s)))]
+
+
+def _jobs(step: Step) -> set[str]:
+    """The job ids a step names: in its arguments and in the model's answer."""
+    named = [step.args.get("id"), *(step.args.get("ids") or ())] if isinstance(step.args, dict) else []
+    answer = step.model
+    answers = [answer] if hasattr(answer, "id") or not isinstance(answer, (list, tuple)) else answer
+    named += [getattr(a, "id", None) for a in answers]  # a claim's Claimed, a batch's list
+    return {n for n in named if isinstance(n, str)}
