@@ -25,6 +25,11 @@ class TargetUnavailable(KitError):
     load, a driver that does not start) or was lost during the run."""
 
 
+class FencedElsewhere(TargetUnavailable):
+    """The server's ``{emq}:version`` holds another wire version than the contract's
+    (KS-6): our scripts refuse every call there (``emq check --refence`` proceeds)."""
+
+
 class ServerUnreachable(TargetUnavailable):
     """The server cannot be reached at all (refused, timed out, not a Redis/Valkey
     server): the environment's fault, never a verdict on the scripts it would run."""

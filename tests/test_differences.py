@@ -160,3 +160,24 @@ def test_a_port_fencing_under_another_wire_version_is_a_surface_difference_not_a
     assert cli.main([*base, "--expect", str(pinned)]) == cli.EXIT_OK  # pinned like any other difference
     assert "init/fence KS-6" in capsys.readouterr().out
     assert cli.main([*base[:2], f"{FOREIGN} --conform all --fence {spec.WIRE_VERSION}", *base[3:]]) == cli.EXIT_OK
+
+
+def test_a_server_fenced_by_another_port_is_refused_with_the_flag_that_proceeds(valkey, capsys) -> None:
+    """Our scripts refuse every call under another ``{emq}:version``: exit 2 with one line
+    naming both values and ``--refence``; with it the run goes on and the server gets its
+    value back."""
+    from emq_kit import cli
+    from emq_model import keyspace
+
+    url = valkey.url + "/11"
+    with valkey.client(db=11) as r:
+        r.flushdb()
+        r.set(keyspace.VERSION_KEY, "9")
+    base = ["check", "--url", url, "--profile", "dev", "--examples", "3", "--seed", "1"]
+    assert cli.main(base) == cli.EXIT_ENV
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'9'" in err[0] and f"'{spec.WIRE_VERSION}'" in err[0] and "--refence" in err[0]
+    assert cli.main([*base, "--refence"]) == cli.EXIT_OK
+    with valkey.client(db=11) as r:
+        assert r.get(keyspace.VERSION_KEY) == b"9" and r.dbsize() == 1  # its value back, no queue keys left
+    assert cli.main(["check", "--refence", "--profile", "dev", "--examples", "1"]) == cli.EXIT_ENV

@@ -162,3 +162,16 @@ def test_an_unwritable_output_is_refused_before_the_run(argv: list[str], flag: s
     assert cli.main([*argv, flag, bad]) == cli.EXIT_ENV
     err = capsys.readouterr().err
     assert f"cannot write the {'report' if flag == '--report' else 'HTML page'} {bad}" in err, err
+
+
+def test_the_rerun_line_keeps_the_layout_and_the_refence() -> None:
+    """Without them a bullmq run's rerun checks the four sets, and a re-fenced server's
+    exits 2 on the fence."""
+    from emq_kit.check.run import Report
+    from emq_kit.cli.check import rerun_command
+
+    args = cli.parser().parse_args(["check", "--layout", "bullmq", "--url", "redis://u:secret@h:1/0", "--refence",
+                                    "--seed", "3", "--profile", "dev"])
+    line = rerun_command(Report(verdict="no-divergence", profile="dev", seed=3, target={}, examples=0, steps=0,
+                                checks=0, seconds=0.0, reached=0, total=0, unreached=[], hits={}), args)
+    assert line == "emq check --seed 3 --profile dev --layout bullmq --url 'redis://***@h:1/0' --refence"

@@ -8,7 +8,8 @@ expectations file can list like any other. It has no steps and no trace: it is w
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from emq_kit.check.machine import Divergence, Step
 from emq_kit.check.signature import Signature
@@ -27,3 +28,27 @@ def fence_divergence(target: Any) -> Divergence | None:
     lines = [f"the contract's wire version is {spec.WIRE_VERSION!r} (transitions.json wire_version)",
              f"the port runs under {keyspace.VERSION_KEY} = {fence!r}"]
     return Divergence("answer", SIGNATURE.rule, step, lines, steps=[])
+
+
+@contextmanager
+def refenced(url: str) -> Iterator[bytes | None]:
+    """``--refence``: the server at ``url`` runs under the contract's wire version for
+    the run, and gets back the value it held after it (however the run ends). Yields
+    the value it held (None: it held none, or ours, and nothing is changed). Our
+    scripts refuse every call under another value (KS-6): without this a server fenced
+    by another port is a dead end for them."""
+    from emq_live.client import connect
+
+    conn = connect(url, fence=False)
+    try:
+        held = conn.redis.get(keyspace.VERSION_KEY)
+        if held is None or held == spec.WIRE_VERSION.encode():
+            yield None
+            return
+        conn.redis.set(keyspace.VERSION_KEY, spec.WIRE_VERSION)
+        try:
+            yield held
+        finally:
+            conn.redis.set(keyspace.VERSION_KEY, held)
+    finally:
+        conn.close()

@@ -31,8 +31,8 @@ from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.fence import SIGNATURE as FENCE
 from emq_kit.check.fence import fence_divergence
-from emq_kit.check.minimize import minimize
 from emq_kit.check.machine import Conformance, Divergence, Focus, Run, Step
+from emq_kit.check.minimize import minimize
 from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from emq_kit.errors import BadArgument, ServerUnreachable, TargetUnavailable
+from emq_kit.errors import BadArgument, FencedElsewhere, ServerUnreachable, TargetUnavailable
 
 if TYPE_CHECKING:
     from emq_model.snapshot import Snapshot
@@ -71,7 +71,7 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
     from emq_kit.check.live import LiveTarget
     from emq_kit.ports.driver_client import DriverError, DriverTarget
     from emq_live.urls import redact
-    from emq_model.errors import EmqError
+    from emq_model.errors import EmqError, VersionError
 
     if driver is not None and scripts is not None:
         raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
@@ -85,6 +85,8 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
     except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
             ValueError) as exc:
         raise unavailable(exc, url) from None
+    except VersionError as exc:
+        raise FencedElsewhere(f"{redact(str(url))}: {exc}") from None
     except EmqError as exc:
         raise TargetUnavailable(f"{redact(str(url))}: {exc}") from None
     except redis.exceptions.ResponseError as exc:

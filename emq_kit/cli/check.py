@@ -13,12 +13,14 @@ import redis
 
 from emq_kit.check import expect
 from emq_kit.check.clock import ServerClock
+from emq_kit.check.fence import refenced
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import HOSTILE, QUEUES, Focus, Step
 from emq_kit.check.names import named, suffixed, with_names
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive, seconds, writable_path
 from emq_kit.cli.progress import Progress
+from emq_kit.errors import FencedElsewhere
 from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
 from emq_kit.report.document import check_document
@@ -108,9 +110,9 @@ def format_differences(report: Report) -> list[str]:
     return lines
 
 
-RERUN_FLAGS = ("url", "queue", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops", "hostile",
-               "expect", "traces")
-RERUN_SWITCHES = ("first", "strict")
+RERUN_FLAGS = ("layout", "url", "queue", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops",
+               "hostile", "expect", "traces")
+RERUN_SWITCHES = ("first", "strict", "refence")
 
 
 def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str:
@@ -122,7 +124,7 @@ def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str
     from emq_live.urls import redact
 
     parts = ["emq", "check", "--seed", str(report.seed), "--profile", report.profile]
-    defaults = {"timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces"}
+    defaults = {"layout": "echomq", "timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces"}
     for name in RERUN_FLAGS:
         value = getattr(args, name, None) if args is not None else None
         for one in value if isinstance(value, list) else [value]:  # --queue: once per queue
@@ -183,6 +185,20 @@ def _refuse_held_keys(target: Any, args: argparse.Namespace, names: dict[str, st
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """``emq check``; with ``--refence``, under the contract's wire version for the run."""
+    if not args.refence:
+        return _check(args)
+    if args.url is None or args.layout != "echomq":
+        raise Usage("--refence sets {emq}:version on a server for the run: it needs --url (and the echomq layout)")
+    with refenced(args.url) as held:
+        if held is not None:
+            print(f"emq check: {{emq}}:version is {held.decode('utf-8', 'replace')!r} on {redact(args.url)}: "
+                  f"{spec.WIRE_VERSION!r} for the run, {held.decode('utf-8', 'replace')!r} again after it",
+                  file=sys.stderr)
+        return _check(args)
+
+
+def _check(args: argparse.Namespace) -> int:
     profile = PROFILES[args.profile]
     expected = expect.load(args.expect) if args.expect else {}
     if args.clock == "server" and args.url is None:
@@ -195,8 +211,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     out = Outputs(args)
     chosen = layout(args.layout)
     names = server_names(args, chosen.name)
-    target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
-                                partial=True, **({"queues": tuple(names.values())} if names else {}))
+    try:
+        target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
+                                    partial=True, **({"queues": tuple(names.values())} if names else {}))
+    except FencedElsewhere as exc:  # a dead end for our scripts unless the run re-fences
+        raise Usage(f"{exc}; --refence runs under {spec.WIRE_VERSION!r} and puts the old value back after") from None
     target = with_names(target, names)
     _refuse_held_keys(target, args, names)
     clock: ServerClock | None = None
@@ -301,6 +320,10 @@ def register(sub: Any) -> None:
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     c.add_argument("--wipe", action="store_true",
                    help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")
+    c.add_argument("--refence", action="store_true",
+                   help="with --url: a server fenced under another wire version ({emq}:version) runs under "
+                   "the contract's for the run and gets its value back after (KS-6; its own port's "
+                   "scripts refuse meanwhile)")
     c.add_argument("--queue", action="append", default=[], metavar="NAME",
                    help=f"with --url: the run's queue names on the server, once per queue ({len(QUEUES)} times); "
                    "default: the machine's names with a per-run suffix, printed and kept in the trace")
