@@ -129,12 +129,16 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
     "read": READS, "vandalize": ("forget_row",), "bad_queue": ("queue",), "raw_call": ("raw",), **LANE_RULE_OPS,
 }
 """The ops each rule may send: a rule none of whose ops the focus allows is off."""
+LIFECYCLE = ("claim", "settle", "work", "promote", "reap")
+"""The rules of the lifecycle ops: on in every example (the swarm turns only the other
+rules off), so they stay at least half of a run's calls whatever the swarm draws."""
 WEIGHTS = {"claim": 10, "settle": 8, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
-           "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 2, "enqueue_many": 2, "claim_many": 2,
+           "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 3, "enqueue_many": 2, "claim_many": 2,
            "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "raw_call": 3}
 """How often ``Selection`` picks each rule among those on: the lifecycle (claim, the
 settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
-often enough that a lane grows deep under a weight (``lane_wclaim/several``)."""
+often enough that a lane grows deep under a weight (``lane_wclaim/several``). A rule
+not named weighs 1."""
 
 
 class Divergence(AssertionError):
@@ -192,7 +196,11 @@ class Run:
     seen_at: dict[Signature, float] = field(default_factory=dict)
     """perf_counter() when each difference was first met."""
     op_mix: Counter[str] = field(default_factory=Counter)
-    """Calls sent per op (``queue`` for bad queue names, ``spoiled`` for spoiled calls)."""
+    """Calls the search sent per op (``queue`` for bad queue names, ``raw`` for raw calls,
+    ``spoiled`` for spoiled calls): the generated workload, so not the calls of the
+    examples that shrink a difference (they repeat the failing steps, as many times as
+    the shrinker tries)."""
+    shrinking: bool = False  # this round met its difference: its later examples shrink it
     fatal: BaseException | None = None
     """A failure outside a step (the target's ``reset``): the run ends on it (DP-17)."""
 
@@ -279,7 +287,8 @@ class Selection(RuleStrategy):
     more than the step's own arguments and most of a step's cost on a fast server. This
     draws the swarm once per example (one byte string: a threshold, then a byte per rule;
     a rule whose byte is below the threshold is off for the example, as in swarm
-    testing, and zeros, where shrinking goes, turn every rule on), then one index a step
+    testing, but never one of the machine's ``always_on``; zeros, where shrinking goes,
+    turn every rule on), then one index a step
     among the rules whose preconditions hold and that are on (all the valid ones if none
     is on). Rules, preconditions and arguments are Hypothesis's (``RuleStrategy``)."""
 
@@ -304,9 +313,15 @@ class Selection(RuleStrategy):
         self.drawn += 1
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
-            self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:]) if b < swarm[0]}
+            always = getattr(self.machine, "always_on", ())
+            self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:])
+                        if b < swarm[0] and r.function.__name__ not in always}
         live = [r for r in candidates if r.function.__name__ not in self.off] or candidates
         weights = getattr(self.machine, "weights", WEIGHTS)
+        # Heaviest first: an integer draw leans to 0 (the shrinker's aim, and a constant
+        # Hypothesis mixes in), so index 0 must be the most common rule, not whichever
+        # sorts first by name (bad_queue, which was 7-17% of calls at weight 1).
+        live = sorted(live, key=lambda r: -weights.get(r.function.__name__, 1))
         weighted = [r for r in live for _ in range(weights.get(r.function.__name__, 1))]
         return weighted[data.draw_integer(0, len(weighted) - 1)]
 
@@ -354,6 +369,7 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
     clock: Clock
     windowed: bool = False  # may steps be verified in windows (``emq check``; never replay)
     queues, pool = QUEUES, POOL  # for LaneRules
+    always_on = LIFECYCLE  # never swarmed off (``Selection``)
 
     def __init__(self) -> None:
         super().__init__()
@@ -414,7 +430,13 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
             if self.run.hunting is None:
                 self.run.hunting, self.run.hunted_at = sig, self.run.examples
         self._diverged = True
+        self.run.shrinking = True
         return found
+
+    def count(self, op: str) -> None:
+        """One more call of ``op`` in the run's op mix (the search's calls only)."""
+        if not self.run.shrinking:
+            self.run.op_mix[op] += 1
 
     def _spoil(self, a: Any) -> Spoil:
         """The spoil a draw asks for under the run's focus (HOSTILE)."""
@@ -435,8 +457,8 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
             args = self.clock.stamp(args, self.now)
         if spoil is not None:
             args = _spoiled(op, args, spoil, absent)
-            self.run.op_mix["spoiled"] += 1
-        self.run.op_mix[op] += 1
+            self.count("spoiled")
+        self.count(op)
         try:
             return self.execute(queue, op, args)
         except Quiet:
@@ -720,7 +742,7 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         self.drain()  # the row goes after every call before it
         if self.stopped:
             return
-        self.run.op_mix["forget_row"] += 1
+        self.count("forget_row")
         step = self._record(queue, "forget_row", {"id": job})
         self._prepared = None
         self.models[queue].forget_row(job)
@@ -750,7 +772,7 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         """Open a queue by a name KS-3 refuses: both sides must refuse it (a trace step too)."""
         if self.stopped:
             return
-        self.run.op_mix["queue"] += 1
+        self.count("queue")
         model = outcome(lambda: QueueModel(name))
         target = target_outcome(lambda: self.target.queue(name))
         step = self._record("", "queue", {"name": name})

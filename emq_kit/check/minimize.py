@@ -30,21 +30,29 @@ Replay = Callable[[list[Step], Any, Any], Any]  # a layout's replay: steps, targ
 
 
 def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay, clock: Any = None,
-             budget: int = REPLAYS_MAX) -> Divergence:
+             budget: int = REPLAYS_MAX, settings: tuple[str, ...] = ()) -> Divergence:
     """``divergence`` with its steps as few as deletions can make them, each candidate
     replayed on ``target`` by ``replay``: chunks first, halving down to single steps,
     then each step with the later steps about the same job (an enqueue with the claim
-    that handed its job out); the last step always stays. The divergence the smallest
-    candidate's replay raised (the original when none was smaller, or when the steps do
-    not replay to ``sig`` at all)."""
+    that handed its job out); the last step always stays, and so do steps of the
+    ``settings`` ops (a layout's example settings: a replay must meet the same). The
+    divergence the smallest candidate's replay raised (the original when none was
+    smaller, or when the steps do not replay to ``sig`` at all)."""
     best, steps = divergence, list(divergence.steps)
     spent = 0
 
     def diverges(candidate: list[Step]) -> Divergence | None:
         nonlocal spent
+        if len(candidate) == len(steps):
+            return None  # only settings steps were in the way: nothing deleted
         spent += 1
         found = replay([Step(s.queue, s.op, s.args) for s in candidate], target, clock).divergence
         return found if found is not None and signature(found) == sig else None
+
+    def without(chosen: list[Step]) -> list[Step]:
+        """``steps`` but the ``chosen`` ones that are not settings."""
+        gone = {id(s) for s in chosen if s.op not in settings}
+        return [s for s in steps if id(s) not in gone]
 
     chunk = max(len(steps) // 2, 1)
     while len(steps) > 1 and spent < budget:
@@ -52,9 +60,9 @@ def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay
         end = len(steps) - 1  # the diverging step stays
         while end > 0 and spent < budget:
             start = max(end - chunk, 0)
-            found = diverges(steps[:start] + steps[end:])
+            found = diverges(without(steps[start:end]))
             if found is None and chunk == 1:
-                found = diverges(_without_job(steps, start))
+                found = diverges(without(_job_steps(steps, start)))
             if found is not None:
                 best, steps, deleted = found, list(found.steps), True
                 end = min(start, len(steps) - 1)
@@ -66,12 +74,11 @@ def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay
     return best
 
 
-def _without_job(steps: list[Step], i: int) -> list[Step]:
-    """``steps`` without step ``i`` and the later steps (but the last) about a job it is
-    about: deleting an enqueue alone moves which job every later claim hands out."""
+def _job_steps(steps: list[Step], i: int) -> list[Step]:
+    """Step ``i`` and the later steps (but the last) about a job it is about: deleting
+    an enqueue alone moves which job every later claim hands out."""
     jobs = _jobs(steps[i])
-    return [s for j, s in enumerate(steps)
-            if j < i or j == len(steps) - 1 or (j > i and not (jobs & _jobs(s)))]
+    return [s for j, s in enumerate(steps) if j == i or (i < j < len(steps) - 1 and jobs & _jobs(s))]
 
 
 def _jobs(step: Step) -> set[str]:

@@ -65,6 +65,7 @@ class RawCalls:
         if queue is not None and queue not in judge.models:
             self.target.queue(queue)  # its first handout since the reset empties it
         step = self._record(queue or "", "raw", raw.step_args(call))
+        self.count("raw")
         self._prepared = None
         finding = judge.send(call)
         step.model = call.expected or "accepted"

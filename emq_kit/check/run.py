@@ -204,7 +204,7 @@ def run_check(
         swept_cells = [("raw", kind) for kind in raw.SWEPT] if once else []  # the sweep's alone
         round_no, size = 0, per_round
         while size > 0:
-            before, run.hunting = run.examples, None
+            before, run.hunting, run.shrinking = run.examples, None, False
             divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps,
                                  run)
             if divergence is not None:
@@ -248,7 +248,8 @@ def run_check(
     for d in found:
         d.met = run.met[d.signature]
         if getattr(clock, "mode", "virtual") == "virtual" and d.signature not in phase_found:
-            d.divergence = minimize(d.divergence, d.signature, target, layout.replay, clock)
+            d.divergence = minimize(d.divergence, d.signature, target, layout.replay, clock,
+                                    settings=layout.settings)
             d.shrunk = list(d.divergence.steps)
     if found:
         phases["minimize"] = {"seconds": round(time.perf_counter() - minimized, 3)}

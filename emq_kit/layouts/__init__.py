@@ -42,7 +42,9 @@ class Layout:
       (the four sets: many queues, paged, with its own report);
     - ``step_args(op)``: the (required, allowed) argument names of a trace step's op, or
       ``None`` for an op the layout has not; ``queues``: the queues its steps may name
-      (``emq replay`` checks a trace against both before anything runs)."""
+      (``emq replay`` checks a trace against both before anything runs);
+    - ``settings``: the ops that set an example's settings (bullmq's ``retention``): a
+      trace keeps them however it is minimized (emq_kit/check/minimize.py)."""
 
     name: str
     contract: str
@@ -53,6 +55,7 @@ class Layout:
     step_args: Callable[[str], "tuple[set[str], set[str]] | None"]
     queues: tuple[str, ...]
     audit: Callable[[str], tuple[dict[str, int], list[str]]] | None = None
+    settings: tuple[str, ...] = ()
 
 
 def layout(name: str | None = None) -> Layout:

@@ -364,4 +364,5 @@ LAYOUT = Layout(
     step_args=step_args,
     queues=(QUEUE,),
     audit=audit,
+    settings=(RETENTION_OP,),
 )
