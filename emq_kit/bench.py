@@ -619,8 +619,8 @@ def driver_figures(params: Params, alone: float) -> list[Figure]:
     finally:
         target.close()
     note = f"{len(report.differences)} distinct differences, {params.examples} x {params.steps}, dev"
-    first = [Figure("foreign.first_difference", min(d.seconds for d in report.differences), "s", note=note)
-             if report.differences else []]  # a run too short to meet one has no first
+    first = ([Figure("foreign.first_difference", min(d.seconds for d in report.differences), "s", note=note)]
+             if report.differences else [])  # a run too short to meet one has no first
     return out + first + [Figure("foreign.full_report", report.seconds, "s", note=note)]
 
 

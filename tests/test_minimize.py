@@ -55,4 +55,4 @@ def test_steps_that_do_not_replay_to_the_signature_are_left_as_they_are(foreign:
 def test_a_budget_of_no_replays_changes_nothing(foreign: DriverTarget) -> None:
     found = replay(SHRUNK, foreign).divergence
     assert found is not None
-    assert minimize(found, ORPHAN, foreign, replay, budget=0) is found
+    assert minimize(found, ORPHAN, foreign, replay, budget=0) is found  # not one step may be replayed

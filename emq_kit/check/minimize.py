@@ -11,8 +11,8 @@ model and the reset target (the layout's replay), and the deletion is kept when 
 replay still diverges with the same signature. A difference the once-per-run sweep
 found (not shrunk at all) gets the same treatment.
 
-The work is bounded by a count of replays, never by time, so a run's traces do not
-depend on the machine's load.
+The work is bounded by a count of replayed steps, never by time, so a run's traces do
+not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -22,20 +22,22 @@ from typing import Any, Callable
 from emq_kit.check.machine import Divergence, Step
 from emq_kit.check.signature import Signature, signature
 
-REPLAYS_MAX = 400
-"""The most replays one counterexample's minimizing may spend (each replays its
-candidate once); past it the trace stays as the last accepted candidate left it."""
+STEPS_MAX = 20_000
+"""The most steps one counterexample's minimizing may replay in all (about 10 s on the
+embedded fakeredis); past it the trace stays as the last accepted candidate left it."""
 
 Replay = Callable[[list[Step], Any, Any], Any]  # a layout's replay: steps, target, clock -> Replayed
 
 
 def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay, clock: Any = None,
-             budget: int = REPLAYS_MAX, settings: tuple[str, ...] = ()) -> Divergence:
+             budget: int = STEPS_MAX, settings: tuple[str, ...] = ()) -> Divergence:
     """``divergence`` with its steps as few as deletions can make them, each candidate
-    replayed on ``target`` by ``replay``: chunks first, halving down to single steps,
-    then each step with the later steps about the same job (an enqueue with the claim
-    that handed its job out); the last step always stays, and so do steps of the
-    ``settings`` ops (a layout's example settings: a replay must meet the same). The
+    replayed on ``target`` by ``replay``: first the shortest suffix that still diverges
+    (1, 2, 4... steps: a difference mostly needs only the steps just before it), then
+    chunks, halving down to single steps, then each step with the later steps about the
+    same job (an enqueue with the claim that handed its job out). The last step always
+    stays, and so do steps of the ``settings`` ops (a layout's example settings: a
+    replay must meet the same). ``budget``: the steps it may replay in all. The
     divergence the smallest candidate's replay raised (the original when none was
     smaller, or when the steps do not replay to ``sig`` at all)."""
     best, steps = divergence, list(divergence.steps)
@@ -43,9 +45,9 @@ def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay
 
     def diverges(candidate: list[Step]) -> Divergence | None:
         nonlocal spent
-        if len(candidate) == len(steps):
-            return None  # only settings steps were in the way: nothing deleted
-        spent += 1
+        if len(candidate) == len(steps) or spent + len(candidate) > budget:
+            return None  # nothing deleted (settings steps only), or the budget is spent
+        spent += len(candidate)
         found = replay([Step(s.queue, s.op, s.args) for s in candidate], target, clock).divergence
         return found if found is not None and signature(found) == sig else None
 
@@ -54,6 +56,13 @@ def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay
         gone = {id(s) for s in chosen if s.op not in settings}
         return [s for s in steps if id(s) not in gone]
 
+    tail = 1
+    while tail < len(steps):
+        found = diverges(without(steps[:-tail]))
+        if found is not None:
+            best, steps = found, list(found.steps)
+            break
+        tail *= 2
     chunk = max(len(steps) // 2, 1)
     while len(steps) > 1 and spent < budget:
         deleted = False

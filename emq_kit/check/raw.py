@@ -607,9 +607,6 @@ def calls(kind: str, op: str, model: QueueModel) -> list[RawCall]:
     return [raw(op, keys, argv, f"{kind}: {what}") for what, keys, argv in KINDS[kind](base(op, model))]
 
 
-EDGES = ("edge-queue", "edge-id", "edge-range")
-"""Accepted edges, drawn and also swept whole once a run: a draw meets one variant of one
-op, and an edit of one bound (byte 0x21 refused, say) must not hang on the seed."""
 DRAWN = tuple(k for k in KINDS if k not in SWEPT)
 RAW = Draw("Raw", kind=DRAWN, op=OPS, variant=range(256))
 """One raw call as one packed choice: a kind, an op (the next one that takes the kind,
@@ -654,6 +651,20 @@ def queue_of(call: RawCall) -> str | None:
     """The queue an accepted call changes (``None`` for a refused one)."""
     decoded = verdict(call.op, call.keys, call.argv)
     return None if isinstance(decoded, errors.EmqError) else decoded.queue
+
+
+def queues_named(call: RawCall) -> list[str]:
+    """The queues (names KS-3 accepts) the call's keys are under, ``emq:{q}:…``: those a
+    script that wrongly accepts the call could change, refused or not."""
+    named = set()
+    for key in call.keys:
+        tag = keyspace.hash_tag(key)
+        if key.startswith(b"emq:{") and tag != key:
+            try:
+                named.add(keyspace.check_queue(tag.decode("utf-8")))
+            except (UnicodeDecodeError, errors.ArgError):
+                continue
+    return sorted(named)
 
 
 # -- judging ---------------------------------------------------------------------------

@@ -19,14 +19,13 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hseed
 from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 
-from emq_kit.check import raw
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.fence import SIGNATURE as FENCE
@@ -177,7 +176,7 @@ def run_check(
     ``clock`` (virtual by default) and ``focus`` (every op, hostile calls mixed in, every
     difference reported: the default) and judge it. On a target that takes raw calls
     (``Target.raw``; ``raw_calls`` False, ``--hostile off`` or a focus without ``raw``:
-    none), a profile with ``sweep`` then sweeps the raw calls the draws leave out, and a
+    none), a profile with ``sweep`` first sweeps the raw calls the draws leave out, and a
     gated one ends with the server-clock phase (``SERVER_CLOCK``); a difference either
     finds is one of the run's. Exceptions that are not divergences (a server that went
     away, a bug in the kit) propagate."""
@@ -201,8 +200,11 @@ def run_check(
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
-        swept_cells = [("raw", kind) for kind in raw.SWEPT] if once else []  # the sweep's alone
-        round_no, size = 0, per_round
+        if once:
+            swept = _sweep(target, run, clock, phases)
+            if swept is not None:
+                _record(run, found, swept, started)
+        round_no, size = 0, per_round if focus.report or not found else 0
         while size > 0:
             before, run.hunting, run.shrinking = run.examples, None, False
             divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps,
@@ -217,16 +219,9 @@ def run_check(
             # The profile's examples are all searched (past any difference found); its
             # extra examples only while a cell in focus is unreached (a gated profile).
             left = per_round - searched
-            if profile.gate and _unreached(run, focus, but=swept_cells):
+            if profile.gate and _unreached(run, focus):
                 left = budget - searched
             round_no, size = round_no + 1, min(profile.round_examples, left)
-        # The sweep comes after the search: a difference the search meets is shrunk, the
-        # sweep's trace is every call before its failing one (not shrunk), so it is the
-        # trace of a difference only the sweep finds.
-        if once and (focus.report or not found):
-            swept = _sweep(target, run, clock, phases)
-            if swept is not None:
-                _record(run, found, swept, started)
         if (raw_on and profile.gate and (focus.report or not found)
                 and getattr(clock, "mode", "virtual") != "server"):
             phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
@@ -334,7 +329,7 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, ru
 
 
 def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict[str, Any]]) -> Divergence | None:
-    """The raw calls the draws leave out (``raw.SWEPT``), once, after the rounds; its
+    """The raw calls the draws leave out (``raw.SWEPT``), once, before the rounds; its
     cells count as the run's; its calls are reported apart (``phases``): how many depends
     on the server's clock (a lease of the server-clock calls may expire between them)."""
     started = time.perf_counter()
@@ -359,6 +354,6 @@ def _in_focus(cell: tuple[str, str], focus: Focus) -> bool:
     return {"both": True, "off": not hostile, "only": hostile}[focus.hostile]
 
 
-def _unreached(run: Run, focus: Focus, but: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
-    """Cells in focus no call reached (leaving out ``but``: cells a later phase reaches)."""
-    return [c for c in run.coverage.unreached() if _in_focus(c, focus) and c not in but]
+def _unreached(run: Run, focus: Focus) -> list[tuple[str, str]]:
+    """Cells in focus no call reached."""
+    return [c for c in run.coverage.unreached() if _in_focus(c, focus)]
