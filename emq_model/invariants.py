@@ -7,6 +7,7 @@ invariant, the id (or key) and what was seen, so a counterexample explains itsel
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import NamedTuple
 
 from .branded_id import is_valid
@@ -157,12 +158,16 @@ def _lanes(snapshot: Snapshot, rows: dict[str, dict[str, bytes]]) -> list[Violat
 def _lane_step(snapshot: Snapshot, previous: Snapshot) -> list[Violation]:
     """INV-12 (a paused lane is never served), INV-13 (a lane at its limit is never
     served), INV-14 (one grouped claim is one turn of the ring: it serves the first lane
-    on the ring that held a job with a row, at most its weight)."""
+    on the ring that held a job whose row says its group, at most its weight)."""
     out: list[Violation] = []
     was_in = {m: g for g, entries in previous.lanes for m, _ in entries}
+    still_in = {m for _, entries in snapshot.lanes for m, _ in entries}
     active_now = {m for m, _ in snapshot.active}
     served: dict[str, list[str]] = {}
-    for member in sorted(active_now & was_in.keys()):
+    # Served from a lane: it left the lane and is active. (An id reused beside a lane's
+    # orphan, lifecycle.md §8, may go active from the plain pending set: its lane copy
+    # stays, and that lane served nothing.)
+    for member in sorted((active_now & was_in.keys()) - still_in):
         served.setdefault(was_in[member], []).append(member)
     if not served:
         return out
@@ -178,7 +183,8 @@ def _lane_step(snapshot: Snapshot, previous: Snapshot) -> list[Violation]:
         out.append(Violation("INV-14", None, f"one step served several lanes: {sorted(served)}"))
         return out
     rows = previous.row_map()
-    due = next((g for g in previous.ring if any(m in rows for m, _ in dict(previous.lanes).get(g, ()))), None)
+    due = next((g for g in previous.ring
+                if any(rows.get(m, {}).get("group") == g.encode() for m, _ in dict(previous.lanes).get(g, ()))), None)
     (g,) = served
     if g != due:
         out.append(Violation("INV-14", g, f"was served, but the ring's turn was {due} (ring {list(previous.ring)})"))
@@ -199,7 +205,12 @@ def _against(snapshot: Snapshot, previous: Snapshot, rows: dict[str, dict[str, b
         then, now = getattr(previous, name), getattr(snapshot, name)
         if now < then:
             out.append(Violation("INV-7", None, f"counter {name} went from {then} to {now}"))
-    vanished = len(previous.ids() - snapshot.ids())
+    # Places left, not ids: an id reused beside a lane's orphan (lifecycle.md §8) is in
+    # two places, and its completion empties one of them. With one place per id (INV-1)
+    # this is the number of ids that vanished.
+    places = Counter(m for _, m, _ in previous.members())
+    places.subtract(m for _, m, _ in snapshot.members())
+    vanished = sum(n for n in places.values() if n > 0)
     if snapshot.completed - previous.completed > vanished + born:
         out.append(Violation("INV-7", None, f"completed grew by {snapshot.completed - previous.completed} "
                                             f"but only {vanished} jobs vanished" + (f" and {born} were born" if born else "")))

@@ -338,7 +338,7 @@ class QueueModel:
             while len(jobs) < most and self.lanes.serviceable(group):
                 job_id = self.lanes.head(group)
                 row = self.rows.get(job_id)
-                if row is None:
+                if row is None or row.get("group") != group.encode():  # an orphan (T-lane_claim-2)
                     self.lanes.discard(group, job_id)
                     dropped.append(job_id)
                     continue

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from livekit import J, dump, live, lockstep  # noqa: F401  (fixture)
+from livekit import J, dump, forget_row, live, lockstep  # noqa: F401  (fixture)
 
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.lanes import LaneClaimed
@@ -338,6 +338,24 @@ def test_live_ring_turns_like_the_models(live) -> None:
             LaneClaimed(J(2), b"guess", 1, "USR0KHTOWnGLuC")]
     assert q.snapshot() == m.snapshot()
     assert dict(q.snapshot().gactive) == {"USR0KHTOWnGLuC": 2, "USR0NgWEfAEJfs": 1}
+
+
+def test_reusing_a_lane_orphans_id_puts_it_in_two_places_until_a_grouped_claim_drops_it(live) -> None:
+    """specs/lifecycle.md §8: a lane's orphan is seen by a lane_enqueue into its own lane
+    only; the id reused elsewhere is in two places (INV-1, the operator's doing), the
+    same on the model and the scripts, until the claim that reaches the orphan drops it."""
+    q, m = live.conn.queue("orph"), QueueModel("orph")
+    for side in (q, m):
+        assert side.lane_enqueue(J(1), b"x", "a") == "enqueued"
+    forget_row(live, m, "orph", J(1))
+    for side in (q, m):
+        assert side.lane_enqueue(J(1), b"y", "a") == "duplicate"  # its own lane sees it
+        assert side.enqueue(J(1), b"y") == "enqueued"  # the four sets do not
+    assert q.snapshot() == m.snapshot()
+    assert [v.invariant for v in invariants.check_invariants(q.snapshot())] == ["INV-1", "INV-9"]
+    for side in (q, m):
+        assert side.lane_claim(10, now=NOW) is None and side.last_dropped == (J(1),)
+    assert q.snapshot() == m.snapshot() and invariants.check_invariants(q.snapshot()) == []
 
 
 # -- hostile arguments ----------------------------------------------------------------

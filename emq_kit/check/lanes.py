@@ -15,11 +15,12 @@ reordered it). Within a stable run over a ring of k lanes, every k consecutive t
 serve each of those k lanes once (by weight for lane_wclaim: one turn per lane). A turn
 that finds no lane, or starts from another ring, starts a new run.
 
-Not drawn: a grouped job's row deleted by hand. Such an orphan is found by no id-based op
-(its row held its group), so an id reused afterwards (the machine's pool is small) sits
-in its lane and in another location at once: INV-1 breaks on both sides alike. Until the
-spec says what a reused id does beside a lane orphan, the lane ``dropped`` cells are left
-out of the machine's cells (``CELLS``); tests/test_lanes.py covers the orphan drop.
+A grouped job's row deleted by hand (``vandalize`` picks lane members too) leaves an
+orphan in its lane that no id-based op finds (its row held its group): an id reused
+afterwards (the machine's pool is small) sits in its lane and in another location at
+once, INV-1 and INV-9 broken by the operator on both sides alike (``_expected``), until
+the grouped claim that reaches it drops it without serving it (lifecycle.md §8,
+T-lane_claim-2). The lane ``dropped`` cells are the machine's like the rest.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
 }
 """The ops each lane rule may send (the machine's ``RULE_OPS``): a driver that offers
 only some lane ops gets the rules of those, the cells of the others not implemented."""
-CELLS = [c for c in spec.lane_cells() if c[1] != "dropped"]
-"""The lane cells a run must reach (see the module doc for the ``dropped`` ones)."""
+CELLS = spec.lane_cells()
+"""The lane cells a run must reach."""
 ON = (0, 0, 0, 1)  # which of the machine's QUEUES: most steps on the first, as the plain rules
 SPOILS = (None,) * 24 + tuple((i % 3, i // 3) for i in range(8))  # one call in four spoiled
 

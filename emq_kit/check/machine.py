@@ -263,6 +263,11 @@ def _given(answer: Any) -> Any:
     return answer
 
 
+def _waiting(model: QueueModel) -> list[str]:
+    """The ids waiting in ``model``'s plain pending set and in its lanes, sorted."""
+    return sorted({*model.sets["pending"], *(m for lane in model.lanes.pending.values() for m in lane)})
+
+
 def _connection_errors() -> tuple[type[Exception], ...]:
     import redis
 
@@ -620,8 +625,12 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         self.previous[queue] = mine
 
     def _expected(self, queue: str, v: Violation) -> bool:
-        """An orphan member the machine itself made (``vandalize``) is not a violation."""
-        return v.invariant == "INV-2" and v.id in self.orphans[queue] and "orphan member" in v.seen
+        """An orphan member the machine itself made (``vandalize``) is not a violation, nor
+        its id in two places once reused beside a lane's orphan (lifecycle.md §8: INV-1
+        and INV-9 broken by the operator's deletion, on both sides alike)."""
+        if v.id not in self.orphans[queue]:
+            return False
+        return (v.invariant == "INV-2" and "orphan member" in v.seen) or v.invariant in ("INV-1", "INV-9")
 
     # -- rules: producers --------------------------------------------------------------
 
@@ -725,12 +734,13 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         args = {"browse": {"n": a.n}, "counts": {}, "state": {"id": a.job}, "job": {"id": a.job}}[which]
         self.step(a.q, which, args, spoil=self._spoil(a))
 
-    @precondition(lambda self: any(m.sets["pending"] for m in self.models.values()))
+    @precondition(lambda self: any(_waiting(m) for m in self.models.values()))
     @rule(a=VANDALIZE.strategy)
     def vandalize(self, a: Any) -> None:
-        """An operator deletes a pending job's row by hand: claim must drop the orphan
-        (T-claim-2), never resurrect it."""
-        pending = sorted(self.models[a.q].sets["pending"])
+        """An operator deletes a pending job's row by hand, plain or in a lane: claim must
+        drop the orphan (T-claim-2, T-lane_claim-2), never resurrect it; an id reused
+        meanwhile (the pool is small) must not be served from the lane (lifecycle.md §8)."""
+        pending = _waiting(self.models[a.q])
         if not pending:
             return
         self.forget(a.q, pending[a.pick % len(pending)])

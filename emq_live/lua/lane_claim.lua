@@ -59,7 +59,9 @@ local function plan()
       if wrong then
         return wrong
       end
-      found, off = found + (row and 1 or 0), off + 1
+      -- a job only if its row says this lane's group (T-lane_claim-2)
+      local job = row and redis.call("HGET", row, "group") == group
+      found, off = found + (job and 1 or 0), off + 1
     end
     if found > 0 then
       return nil
@@ -82,7 +84,7 @@ local function serve(lane)
     end
     local row = a.prefix .. "job:" .. id
     redis.call("ZREM", lane.key, id)
-    if redis.call("EXISTS", row) == 1 then
+    if redis.call("HGET", row, "group") == lane.group then -- else an orphan (T-lane_claim-2)
       redis.call("ZADD", k.active, emq.int(a.now + a.lease_ms), id)
       local token = redis.call("HINCRBY", row, "attempts", 1)
       redis.call("HSET", row, "state", emq.states.active)
