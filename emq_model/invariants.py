@@ -160,15 +160,19 @@ def _lane_step(snapshot: Snapshot, previous: Snapshot) -> list[Violation]:
     served), INV-14 (one grouped claim is one turn of the ring: it serves the first lane
     on the ring that held a job whose row says its group, at most its weight)."""
     out: list[Violation] = []
-    was_in = {m: g for g, entries in previous.lanes for m, _ in entries}
-    still_in = {m for _, entries in snapshot.lanes for m, _ in entries}
+    now_lanes, rows_now = snapshot.lane_map(), snapshot.row_map()
     active_now = {m for m, _ in snapshot.active}
     served: dict[str, list[str]] = {}
-    # Served from a lane: it left the lane and is active. (An id reused beside a lane's
-    # orphan, lifecycle.md §8, may go active from the plain pending set: its lane copy
-    # stays, and that lane served nothing.)
-    for member in sorted((active_now & was_in.keys()) - still_in):
-        served.setdefault(was_in[member], []).append(member)
+    # Served from lane g: it left g, is active, and its row says g. (An id reused beside a
+    # lane's orphan, lifecycle.md §8, is in two places: its orphan copy is dropped from
+    # one lane, or stays there, while the job itself goes active from elsewhere.)
+    for g, entries in previous.lanes:
+        for member, _ in entries:
+            if (member in active_now and member not in now_lanes.get(g, {})
+                    and rows_now.get(member, {}).get("group") == g.encode()):
+                served.setdefault(g, []).append(member)
+    for members in served.values():
+        members.sort()
     if not served:
         return out
     limit, active, weight = dict(previous.glimit), dict(previous.gactive), dict(previous.gweight)

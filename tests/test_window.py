@@ -71,5 +71,8 @@ def test_a_window_reports_the_divergence_step_by_step_verification_reports(varia
     assert len(windowed.shrunk) <= len(stepwise.shrunk)
     assert windowed.shrunk[-1] is got.step and got.steps == windowed.shrunk  # it ends at the diverging step
     # Every difference of the run: a known one met inside a window is absorbed as step by
-    # step absorbs it, so the rounds search the same examples and find the same ones.
-    assert [d.signature for d in windowed.differences] == [d.signature for d in stepwise.differences]
+    # step absorbs it, so both find the same ones. Not always in the same order: once a
+    # known difference stops an example, the window has already run the model past it,
+    # and the preconditions of the draws after it (a pending job to vandalize, a lane to
+    # claim) read that model, so a round's later examples can differ.
+    assert sorted(d.signature for d in windowed.differences) == sorted(d.signature for d in stepwise.differences)

@@ -13,7 +13,9 @@ lane. The turns of a queue form a *stable run* while each turn starts from exact
 ring the previous turn left (nothing between them moved a lane on or off the ring, or
 reordered it). Within a stable run over a ring of k lanes, every k consecutive turns
 serve each of those k lanes once (by weight for lane_wclaim: one turn per lane). A turn
-that finds no lane, or starts from another ring, starts a new run.
+that finds no lane, or starts from another ring, starts a new run, and so does a turn
+that dropped orphans (a lane that held only orphans left the ring without being served,
+T-lane_claim-4).
 
 A grouped job's row deleted by hand (``vandalize`` picks lane members too) leaves an
 orphan in its lane that no id-based op finds (its row held its group): an id reused
@@ -120,9 +122,10 @@ class LaneRules:
         """LANE-F on the queue's stable run of turns (see the module doc)."""
         after = tuple(self.models[q].lanes.ring)
         run = self.turns.setdefault(q, [])
-        if served is None or (run and run[-1][1] != before) or (run and set(run[0][0]) != set(before)):
+        dropped = bool(self.models[q].last_dropped)  # an orphan-only lane left the ring: not a serve
+        if served is None or dropped or (run and run[-1][1] != before) or (run and set(run[0][0]) != set(before)):
             run.clear()
-        if served is None:
+        if served is None or dropped:
             return
         run.append((before, after, served))
         k = len(before)
