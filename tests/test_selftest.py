@@ -149,3 +149,13 @@ def test_selftest_on_fakeredis_says_snapshot_lua_is_not_exercised(capsys: pytest
     out, err = capsys.readouterr()
     assert "snapshot.lua is not mutated on the embedded fakeredis" in err
     assert "|snapshot|" not in out and "snapshot.lua:" not in out
+
+
+def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang() -> None:
+    """lane_claim's ``ZRANGE lane.key, 0, 0`` made ``1, 0``: the lane looks empty yet stays
+    on the ring, so the turn loop never ends. On fakeredis the script runs in the kit's
+    child process (no SCRIPT KILL): a command that has not returned is the hang."""
+    mutant = next(m for m in all_mutants() if m.script == "lane_claim"
+                  and 'redis.call("ZRANGE", lane.key, 1, 0)' in m.after)
+    verdict = judge(mutant, None, budget=20, seed=0)
+    assert verdict.status == "killed" and verdict.rule == HANG, verdict

@@ -263,9 +263,11 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
+    calling = ctx.Value("d", 0.0)  # when the child's command now running was sent (0: none)
     started = time.perf_counter()
 
     def work() -> None:
+        _time_commands(calling)
         child.send(_check(mutant, url, seed, source, started, found, layout))
 
     proc = ctx.Process(target=work, daemon=True)
@@ -276,6 +278,11 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
             verdict: MutantVerdict = parent.recv()
         elif found.value:  # killed; only the shrinking did not finish in time
             verdict = MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
+        elif url is None and calling.value and time.perf_counter() - calling.value > HANG_AFTER:
+            # On fakeredis the script runs in the child: one command that has not returned
+            # for so long is a script that never returns (a server's would be SCRIPT KILLed).
+            verdict = MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
+                                    f"a script had not returned for {HANG_AFTER:g} s when the budget was spent")
         else:
             verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1,
                                     reason=f"budget of {budget:g} s spent")
@@ -297,6 +304,28 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
 
 HANG = "hang"
 """The rule of a mutant killed because one of its scripts never returned."""
+HANG_AFTER = 10.0
+"""Seconds one command may run on the embedded fakeredis before it counts as a script
+that never returns (the largest call of a run, the sweep's 10,000-item batch, takes
+about one)."""
+
+
+def _time_commands(calling: Any) -> None:
+    """In ``judge``'s child only: every command the child sends notes when it was sent in
+    ``calling`` (0 once it returned), so the parent can tell a hung script from a slow
+    search."""
+    import redis
+
+    send = redis.Redis.execute_command
+
+    def timed(self: Any, *args: Any, **options: Any) -> Any:
+        calling.value = time.perf_counter()
+        try:
+            return send(self, *args, **options)
+        finally:
+            calling.value = 0.0
+
+    redis.Redis.execute_command = timed  # type: ignore[method-assign]
 
 
 def stop_script(url: str) -> bool:
