@@ -99,6 +99,21 @@ def job_key(queue: str, branded: str) -> str:
     return prefix(queue) + "job:" + require(branded)
 
 
+def key_of(queue: str, name: str, id: str | None = None, group: str | None = None) -> str:
+    """The key ``name`` of transitions.json's ``keys`` names for ``queue``: a fixed key
+    (``pending``, ``completed``, ``ring``...), the row of ``id``, the lane of ``group``."""
+    if name == "row":
+        return job_key(queue, str(id))
+    if name == "lane":
+        return lane_key(queue, str(group))
+    if name in LANE_KINDS:
+        return prefix(queue) + name
+    kind = next((k for k in KINDS if k.split(":")[-1] == name), None)
+    if kind is None:
+        raise ArgError(f"unknown key {name!r}; one of {sorted(KEY_TYPES)}")
+    return prefix(queue) + kind
+
+
 def _crc16(data: bytes) -> int:
     """CRC16-XMODEM (poly 0x1021, init 0), the cluster's key hash."""
     crc = 0

@@ -5,15 +5,18 @@ call raises an ``EmqError`` and changes nothing (all checks come before the firs
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+import copy
+from typing import Any, Iterable, NamedTuple
 
 from . import errors, spec
-from .keyspace import KEY_TYPES, KINDS, check_queue, prefix
+from .keyspace import KEY_TYPES, check_queue, key_of
 from .lanes import LaneClaimed, Lanes
 from .snapshot import Snapshot, zset_order
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 LEASE_EXPIRED = b"lease expired"
+LANE_TYPED = ("ring", "paused", "glimit", "gactive")
+"""The fixed lane keys typed with a lane a call takes (its serviceability reads them)."""
 
 
 class Claimed(NamedTuple):
@@ -29,8 +32,9 @@ class QueueModel:
 
     ``last_dropped`` holds the orphans the last claim dropped (T-claim-5). ``spoiled``
     holds the keys an operator overwrote with another type (``spoil``), by their name in
-    ``transitions.json``'s ``keys`` (``("row", id)`` for a row): a call touching one is
-    refused with ``EMQTYPE`` (CC-8), and the snapshot shows them as stray keys.
+    ``transitions.json``'s ``keys`` (``("row", id)`` for a row, ``("lane", group)`` for a
+    lane): a call touching one is refused with ``EMQTYPE`` (CC-8), and the snapshot shows
+    them as stray keys until ``mend`` puts their content back.
     """
 
     def __init__(self, queue: str) -> None:
@@ -42,6 +46,7 @@ class QueueModel:
         self.last_dropped: tuple[str, ...] = ()
         self.lanes = Lanes()
         self.spoiled: set[str | tuple[str, str]] = set()
+        self._lost: dict[str | tuple[str, str], Any] = {}  # what each spoil overwrote, for ``mend``
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -112,27 +117,41 @@ class QueueModel:
         if group is not None:
             self.lanes.settle(group)
 
-    def _typed(self, op: str, id: str | None = None, rows: Iterable[str] = ()) -> None:
+    def _typed(self, op: str, id: str | None = None, rows: Iterable[str] = (), *, group: str | None = None,
+               lanes: Iterable[str] = (), plan: Iterable[str | tuple[str, str]] = ()) -> None:
         """CC-8: refuse with EMQTYPE if a key ``op`` touches is spoiled: its fixed keys in
         table order, then the row of ``id`` (KEYS[7]) or ``rows`` (the rows of the ids a
-        claim, promote or reap would take, or a batch's items)."""
+        claim, promote or reap would take, or a batch's items); ``lane`` is the lane of
+        the call's ``group``; ``lanes`` the lane keys of the ``lanes`` groups the call
+        takes a job of (a grouped claim's ``plan``: the lanes and rows its walk types)."""
         if not self.spoiled:
             return
-        for name in spec.OPS[op]["touches"]:
+        for name in spec.entry(op)["touches"]:
+            keys: list[str | tuple[str, str]]
             if name == "row" and id is not None:
-                keys: list[str | tuple[str, str]] = [("row", id)]
+                keys = [("row", id)]
             elif name in ("row", "rows"):
                 keys = [("row", r) for r in rows]
+            elif name == "lane":
+                keys = [("lane", group)] if group is not None else []
+            elif name == "lanes":
+                keys = [*plan]
+                for g in lanes:
+                    keys += [("lane", g), *LANE_TYPED]
             else:
                 keys = [name]
             for key in keys:
                 if key in self.spoiled:
                     raise errors.WrongTypeError(f"{self._key_name(key)} holds another type than {self._type_of(key)}")
 
+    def _groups(self, ids: Iterable[str]) -> list[str]:
+        """The groups of the ids' rows, for the "lanes" a call takes (a plain job has none)."""
+        return [g for g in (self._group(i) for i in ids) if g is not None]
+
     def _key_name(self, key: str | tuple[str, str]) -> str:
         if isinstance(key, tuple):
-            return prefix(self.queue) + "job:" + key[1]
-        return prefix(self.queue) + next(k for k in KINDS if k.split(":")[-1] == key)
+            return key_of(self.queue, key[0], id=key[1], group=key[1])
+        return key_of(self.queue, key)
 
     @staticmethod
     def _type_of(key: str | tuple[str, str]) -> str:
@@ -208,7 +227,7 @@ class QueueModel:
     def complete(self, id: str, token: int) -> str:
         """T-complete: the live attempt settles; ``gone`` if there is no row."""
         a = spec.check_args("complete", {"id": id, "token": token})
-        self._typed("complete", a["id"])
+        self._typed("complete", a["id"], lanes=self._groups([a["id"]]))
         if a["id"] not in self.rows:
             return "gone"
         self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
@@ -222,7 +241,7 @@ class QueueModel:
             "retry", {"id": id, "token": token, "delay_ms": delay_ms, "max_attempts": max_attempts, "error": error}
         )
         now = spec.check_now(now)
-        self._typed("retry", a["id"])
+        self._typed("retry", a["id"], lanes=self._groups([a["id"]]))
         self._live_attempt(a["id"], a["token"], (ACTIVE, PENDING))
         row = self.rows[a["id"]]
         row["last_error"] = a["error"]
@@ -247,7 +266,7 @@ class QueueModel:
         a = spec.check_args("promote", {"limit": limit})
         now = spec.check_now(now)
         due = self._due(SCHEDULE, now, a["limit"])
-        self._typed("promote", rows=due)
+        self._typed("promote", rows=due, lanes=self._groups(due))
         moved = 0
         for job_id in due:
             if job_id not in self.rows:
@@ -263,7 +282,7 @@ class QueueModel:
         a = spec.check_args("reap", {"limit": limit, "max_attempts": max_attempts})
         now = spec.check_now(now)
         due = self._due(ACTIVE, now, a["limit"])
-        self._typed("reap", rows=due)
+        self._typed("reap", rows=due, lanes=self._groups(due))
         moved = 0
         for job_id in due:
             row = self.rows.get(job_id)
@@ -282,7 +301,7 @@ class QueueModel:
     def reprocess(self, id: str) -> str:
         """T-reprocess: a dead job back to pending, attempts kept."""
         a = spec.check_args("reprocess", {"id": id})
-        self._typed("reprocess", a["id"])
+        self._typed("reprocess", a["id"], lanes=self._groups([a["id"]]))
         if a["id"] not in self.rows or self._where(a["id"]) != DEAD:
             raise errors.StateError(f"{a['id']} is not dead")
         self._move(a["id"], PENDING, 0)
@@ -291,7 +310,7 @@ class QueueModel:
     def remove(self, id: str) -> str:
         """T-remove: a job that is not active is deleted; ``gone`` if it does not exist."""
         a = spec.check_args("remove", {"id": id})
-        self._typed("remove", a["id"])
+        self._typed("remove", a["id"], lanes=self._groups([a["id"]]))
         loc = self._where(a["id"])
         if loc == ACTIVE:
             raise errors.LockError(f"{a['id']} is active")
@@ -306,6 +325,7 @@ class QueueModel:
         """T-lane_enqueue: a new job into its group's lane; ``duplicate`` if the id exists
         (or already sits in that lane)."""
         a = spec.check_args("lane_enqueue", {"id": id, "payload": payload, "group": group})
+        self._typed("lane_enqueue", a["id"], group=a["group"])
         if self._exists(a["id"]) or self.lanes.holds(a["group"], a["id"]):
             return "duplicate"
         self.rows[a["id"]] = {"state": b"", "attempts": b"0", "payload": a["payload"], "group": a["group"].encode()}
@@ -316,14 +336,49 @@ class QueueModel:
         """T-lane_claim: the ring turns one step and the head of that lane becomes active;
         ``None`` when no lane is serviceable. Orphans met go to ``last_dropped``."""
         a = spec.check_args("lane_claim", {"lease_ms": lease_ms})
-        jobs = self._turn(a["lease_ms"], spec.check_now(now), weighted=False)
+        now = spec.check_now(now)
+        self._typed("lane_claim", plan=self._plan(weighted=False))
+        jobs = self._turn(a["lease_ms"], now, weighted=False)
         return jobs[0] if jobs else None
 
     def lane_wclaim(self, lease_ms: int, *, now: int) -> list[LaneClaimed]:
         """T-lane_wclaim: the ring turns one step and up to min(weight, depth, headroom)
         heads of that lane become active, in lane order; ``[]`` when none is serviceable."""
         a = spec.check_args("lane_wclaim", {"lease_ms": lease_ms})
-        return self._turn(a["lease_ms"], spec.check_now(now), weighted=True)
+        now = spec.check_now(now)
+        self._typed("lane_wclaim", plan=self._plan(weighted=True))
+        return self._turn(a["lease_ms"], now, weighted=True)
+
+    def _most(self, group: str, weighted: bool) -> int:
+        """How many heads a turn on ``group`` serves at most: 1, or its weight for a
+        weighted claim, never past its limit's headroom (LANE-5, LANE-6)."""
+        most = self.lanes.weight(group) if weighted else 1
+        if group in self.lanes.glimit:
+            most = min(most, self.lanes.glimit[group] - self.lanes.gactive.get(group, 0))
+        return most
+
+    def _plan(self, *, weighted: bool) -> list[str | tuple[str, str]]:
+        """The keys a grouped claim types before its first write (CC-8, "lanes"): the
+        ring walked from its head as the turns will, each lane and the rows of the
+        members a turn would meet, until a lane that serves a job (or a spoiled key,
+        where the walk stops)."""
+        keys: list[str | tuple[str, str]] = []
+        for group in self.lanes.ring:
+            keys.append(("lane", group))
+            if ("lane", group) in self.spoiled:
+                return keys
+            found, most = 0, self._most(group, weighted)
+            for job_id in sorted(self.lanes.pending.get(group, {}), key=lambda m: m.encode()):
+                if found >= most:
+                    break
+                keys.append(("row", job_id))
+                if ("row", job_id) in self.spoiled:
+                    return keys
+                row = self.rows.get(job_id)
+                found += row is not None and row.get("group") == group.encode()
+            if found:
+                return keys
+        return keys
 
     def _turn(self, lease_ms: int, now: int, *, weighted: bool) -> list[LaneClaimed]:
         """One turn of the ring (T-lane_claim-1..4): a lane that yields nothing but orphans
@@ -349,26 +404,32 @@ class QueueModel:
         self.last_dropped = tuple(dropped)
         return jobs
 
+    def _configured(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A lane config call's checked arguments, its keys typed (CC-8)."""
+        a = spec.check_args(op, args)
+        self._typed(op, group=a["group"])
+        return a
+
     def lane_pause(self, group: str) -> str:
         """T-lane_pause: the lane is served no more and leaves the ring."""
-        self.lanes.pause(spec.check_args("lane_pause", {"group": group})["group"])
+        self.lanes.pause(self._configured("lane_pause", {"group": group})["group"])
         return "ok"
 
     def lane_resume(self, group: str) -> str:
         """T-lane_resume: the lane may be served again; it joins the ring's tail if it is
         serviceable."""
-        self.lanes.resume(spec.check_args("lane_resume", {"group": group})["group"])
+        self.lanes.resume(self._configured("lane_resume", {"group": group})["group"])
         return "ok"
 
     def lane_limit(self, group: str, n: int) -> str:
         """T-lane_limit: at most ``n`` jobs of the lane active at once (0: no limit)."""
-        a = spec.check_args("lane_limit", {"group": group, "n": n})
+        a = self._configured("lane_limit", {"group": group, "n": n})
         self.lanes.limit(a["group"], a["n"])
         return "ok"
 
     def lane_weight(self, group: str, w: int) -> str:
         """T-lane_weight: a weighted claim serves up to ``w`` heads of the lane per turn."""
-        a = spec.check_args("lane_weight", {"group": group, "w": w})
+        a = self._configured("lane_weight", {"group": group, "w": w})
         self.lanes.set_weight(a["group"], a["w"])
         return "ok"
 
@@ -408,22 +469,70 @@ class QueueModel:
         """Delete a row as an operator would by hand, leaving its member an orphan."""
         self.rows.pop(spec.check_value("job_id", "id", id), None)
 
-    def spoil(self, name: str, id: str | None = None) -> None:
+    def spoil(self, name: str, id: str | None = None, group: str | None = None) -> None:
         """An operator overwrites a key with another type (``SET``, ``LPUSH``...): its
-        content is lost and it is stray until deleted; a call touching it is refused
+        content is lost and it is stray until ``mend``; a call touching it is refused
         (CC-8). ``name`` is a key of ``transitions.json`` (``pending``, ``completed``,
-        ``row`` with ``id``...)."""
-        if name not in KEY_TYPES or (name == "row") != (id is not None):
-            raise errors.ArgError(f"spoil takes a key name of {sorted(KEY_TYPES)}, and an id with row only")
-        if name == "row":
-            self.rows.pop(spec.check_value("job_id", "id", id), None)
-            self.spoiled.add(("row", id))  # type: ignore[arg-type]
+        ``ring``...; ``row`` with ``id``, ``lane`` with ``group``)."""
+        key = self._spoilable(name, id, group)
+        if key in self.spoiled:
             return
-        if name in self.sets:
+        self._lost[key] = copy.deepcopy(self._content(key))
+        if name == "row":
+            self.rows.pop(key[1], None)
+        elif name == "lane":
+            self.lanes.pending.pop(key[1], None)
+        elif name in self.sets:
             self.sets[name].clear()
-        else:
+        elif name in ("completed", "failed"):
             setattr(self, name, 0)
-        self.spoiled.add(name)
+        else:
+            getattr(self.lanes, name).clear()
+        self.spoiled.add(key)
+
+    def mend(self, name: str, id: str | None = None, group: str | None = None) -> None:
+        """The operator puts a spoiled key's content back (DEL, then RESTORE of what was
+        there): the key is of its type again, holding what ``spoil`` overwrote."""
+        key = self._spoilable(name, id, group)
+        if key not in self.spoiled:
+            return
+        self.spoiled.discard(key)
+        lost = self._lost.pop(key)
+        if name == "row":
+            if lost is not None:
+                self.rows[key[1]] = lost
+        elif name == "lane":
+            if lost:
+                self.lanes.pending[key[1]] = lost
+        elif name in self.sets:
+            self.sets[name].update(lost)
+        elif name in ("completed", "failed"):
+            setattr(self, name, lost)
+        elif name == "ring":
+            self.lanes.ring[:] = lost
+        else:
+            held = getattr(self.lanes, name)
+            held.clear()
+            held.update(lost)
+
+    def _spoilable(self, name: str, id: str | None, group: str | None) -> str | tuple[str, str]:
+        if name not in KEY_TYPES or (name == "row") != (id is not None) or (name == "lane") != (group is not None):
+            raise errors.ArgError(f"spoil takes a key name of {sorted(KEY_TYPES)}, an id with row only "
+                                  "and a group with lane only")
+        if name == "row":
+            return ("row", spec.check_value("job_id", "id", id))
+        if name == "lane":
+            return ("lane", spec.check_value("group", "group", group))
+        return name
+
+    def _content(self, key: str | tuple[str, str]) -> Any:
+        if isinstance(key, tuple):
+            return (self.rows if key[0] == "row" else self.lanes.pending).get(key[1])
+        if key in self.sets:
+            return self.sets[key]
+        if key in ("completed", "failed"):
+            return getattr(self, key)
+        return getattr(self.lanes, key)
 
     # -- reads -----------------------------------------------------------------------
 
@@ -442,7 +551,7 @@ class QueueModel:
     def state(self, id: str) -> str:
         """R-state: the location holding the id, ``unknown`` or ``absent``."""
         a = spec.check_args("state", {"id": id})
-        self._typed("state", a["id"])
+        self._typed("state", a["id"], lanes=self._groups([a["id"]]))
         loc = self._where(a["id"])
         if loc is not None:
             return loc

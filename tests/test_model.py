@@ -480,6 +480,27 @@ no("remove", LOCK, "orphan-member-in-active", steps(world, lambda m: m.forget_ro
 # -- the harness -------------------------------------------------------------------------
 
 
+# -- CC-8: a key the call touches holds another type: refused, nothing changes ---------
+# (the model's side of tests/test_wrongtype.py, which holds the scripts to every key)
+
+
+def spoiled(name: str, id: str | None = None) -> Callable[[QueueModel], None]:
+    return steps(world, lambda m: m.spoil(name, id))
+
+
+no("enqueue", "EMQTYPE", "pending-spoiled", spoiled("pending"), lambda m: m.enqueue(N, b"n"))
+no("schedule", "EMQTYPE", "row-spoiled", spoiled("row", N), lambda m: m.schedule(N, b"n", run_at=1, now=0))
+no("claim", "EMQTYPE", "head-row-spoiled", spoiled("row", P), lambda m: m.claim(100, now=1000))
+no("complete", "EMQTYPE", "completed-spoiled", spoiled("completed"), lambda m: m.complete(A, 1))
+no("retry", "EMQTYPE", "failed-spoiled", spoiled("failed"),
+   lambda m: m.retry(A, 1, delay_ms=0, max_attempts=1, error=b"e", now=1000))
+no("extend", "EMQTYPE", "active-spoiled", spoiled("active"), lambda m: m.extend(A, 1, 100, now=1000))
+no("promote", "EMQTYPE", "due-row-spoiled", spoiled("row", S), lambda m: m.promote(now=6000))
+no("reap", "EMQTYPE", "due-row-spoiled", spoiled("row", A), lambda m: m.reap(now=2000))
+no("reprocess", "EMQTYPE", "dead-spoiled", spoiled("dead"), lambda m: m.reprocess(D))
+no("remove", "EMQTYPE", "schedule-spoiled", spoiled("schedule"), lambda m: m.remove(S))
+
+
 def observed_cells(op: str, before: Snapshot, answer: Any, after: Snapshot, dropped: tuple[str, ...]) -> set[str]:
     """The outcome cells a successful call reached, read off its answer and the two snapshots."""
     if op == "claim":
@@ -540,11 +561,10 @@ def test_every_cell_of_the_table_has_a_case() -> None:
 
 
 def test_every_refusal_of_the_table_is_a_cell() -> None:
-    """EMQTYPE (CC-8) is not a cell yet: the machine reaches it once a rule spoils a key's
-    type (issue 14 item 5, its machine part); tests/test_wrongtype.py holds every op to it."""
-    for op, d in spec.OPS.items():
-        if d["kind"] == "transition":
-            assert set(d["refusals"]) - {errors.TYPE} <= set(d["outcomes"]), op
+    """EMQTYPE (CC-8) included: the conformance machine's ``spoil_key`` rule reaches it."""
+    for op, d in (*spec.OPS.items(), *spec.LANE_OPS.items()):
+        if d["kind"] == "transition" or op in spec.LANE_OPS:
+            assert set(d["refusals"]) <= set(d["outcomes"]), op
 
 
 def test_the_world_is_what_the_rules_say() -> None:

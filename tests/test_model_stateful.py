@@ -487,5 +487,8 @@ def test_the_machine_reaches_every_cell() -> None:
     REACHED.clear()
     run_state_machine_as_test(FaultyModelMachine, settings=settings(SETTINGS, derandomize=True, database=None))
     extra = [("promote", "orphan"), ("reap", "orphan")]  # orphans met by the sweeps (T-promote-3, T-reap-4)
-    missing = [c for c in spec.cells() + extra if REACHED[c] == 0]
+    # A wrong-typed key (CC-8, EMQTYPE) is not this machine's fault: the conformance
+    # machine's spoil_key rule and tests/test_model.py's cases reach those cells.
+    cells = [c for c in spec.cells() if c[1] != errors.TYPE]
+    missing = [c for c in cells + extra if REACHED[c] == 0]
     assert missing == [], f"cells the machine never reached: {missing}"

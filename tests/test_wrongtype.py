@@ -151,15 +151,22 @@ def lane_cases() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("op, name", lane_cases())
 def test_a_wrong_typed_lane_key_is_refused_and_changes_nothing(live: Any, op: str, name: str) -> None:
-    """CC-8 for lanes: a lane key of another type refuses the call before any write."""
+    """CC-8 for lanes: a lane key of another type refuses the call before any write; the
+    model, with that key spoiled, predicts the refusal."""
     q = live.conn.queue(Q)
-    for job, most in ((GS, 9), (GD, 1)):
-        q.lane_enqueue(job, b"s", "g")
-        q.lane_claim(100, now=0)
-        q.retry(job, 1, delay_ms=NOW, max_attempts=most, error="e", now=5)
-    q.lane_enqueue(GA, b"a", "g")
-    q.lane_claim(100, now=NOW)
-    q.lane_enqueue(GP, b"p", "g")
+    model = QueueModel(Q)
+    for side in (q, model):
+        for job, most in ((GS, 9), (GD, 1)):
+            side.lane_enqueue(job, b"s", "g")
+            side.lane_claim(100, now=0)
+            side.retry(job, 1, delay_ms=NOW, max_attempts=most, error="e", now=5)
+        side.lane_enqueue(GA, b"a", "g")
+        side.lane_claim(100, now=NOW)
+        side.lane_enqueue(GP, b"p", "g")
+    assert model.snapshot() == q.snapshot()
+    model.spoil(name, group="g" if name == "lane" else None)
+    with pytest.raises(errors.WrongTypeError):
+        LANE_CALLS[op](model)
     key = keyspace.lane_key(Q, "g") if name == "lane" else keyspace.lane_keys(Q)[name]
     for kind, make in MAKE.items():
         if kind == keyspace.KEY_TYPES[name]:
@@ -175,6 +182,8 @@ def test_a_wrong_typed_lane_key_is_refused_and_changes_nothing(live: Any, op: st
         live.redis.delete(key)
         if saved is not None:
             live.redis.restore(key, 0, saved)
+    model.mend(name, group="g" if name == "lane" else None)
+    assert model.snapshot() == q.snapshot()  # the key's content is back on both sides
 
 
 def test_every_touched_key_of_every_op_is_covered() -> None:

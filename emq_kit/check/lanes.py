@@ -40,11 +40,15 @@ GROUPS = ("g", "g", "g", "a.b-c_9", "Z" * GROUP_MAX, "0")
 """A small pool, so lanes fill, empty and meet each other (most calls on "g", so a lane
 grows deep enough for a weighted turn to serve several); the longest name the grammar
 allows (LANE-2) is one of them."""
+ORPHANED = GROUPS[-1]
+"""The lane ``lane_orphan`` leaves an orphan in (rarely used by the other rules, so the
+orphan is its head)."""
 BAD_GROUPS = ("", "a b", "a:b", "a{b}", "ü", "x" * (GROUP_MAX + 1), 7, None, b"g")
 CONFIGS = ("lane_pause", "lane_resume", "lane_limit", "lane_weight")
 CLAIMS = ("lane_claim", "lane_wclaim")
 RULE_OPS: dict[str, tuple[str, ...]] = {
     "lane_enqueue": ("lane_enqueue",), "lane_claim": CLAIMS, "lane_config": CONFIGS, "lane_backlog": ("lane_enqueue",),
+    "lane_orphan": ("lane_enqueue",),
 }
 """The ops each lane rule may send (the machine's ``RULE_OPS``): a driver that offers
 only some lane ops gets the rules of those, the cells of the others not implemented."""
@@ -88,14 +92,35 @@ class LaneRules:
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneClaim", q=ON, lease=range(1, 13), weighted=(False, True), spoil=SPOILS).strategy)
     def lane_claim(self: Any, a: Any) -> None:
-        op, q = self._offered(CLAIMS[a.weighted], CLAIMS), self.queues[a.q]
+        self._claim_turn(self.queues[a.q], self._offered(CLAIMS[a.weighted], CLAIMS), a.lease, a.spoil)
+
+    def _claim_turn(self: Any, q: str, op: str, lease: int, spoil: Any = None) -> None:
+        """One grouped claim, its jobs kept like a claim's, its turn judged by LANE-F."""
         before = tuple(self.models[q].lanes.ring)
-        got = self.step(q, op, {"lease_ms": a.lease}, spoil=a.spoil)
+        got = self.step(q, op, {"lease_ms": lease}, spoil=spoil)
         if isinstance(got, EmqError):
             return
         jobs = got if isinstance(got, list) else [got] if got is not None else []
         self.kept.extend((q, j.id, j.token) for j in jobs)
         self._turn(q, before, jobs[0].group if jobs else None)
+
+    @precondition(lambda self: self._lanes_on() and self.run.focus.allows("forget_row"))
+    @rule(a=Draw("LaneOrphan", q=ON, job=range(8), weighted=(False, True), lease=range(1, 13)).strategy)
+    def lane_orphan(self: Any, a: Any) -> None:
+        """An operator deletes the row of the job waiting alone in lane ORPHANED; the
+        turns go round the ring until that lane's, which drops the orphan unserved and
+        takes the next turn (T-lane_claim-2, the lane ``dropped`` cells): a state the
+        one-call rules reach only by a long lucky run."""
+        q, pool = self.queues[a.q], self.pool
+        job = pool[a.job % len(pool)]
+        if self.step(q, "lane_enqueue", {"id": job, "payload": b"orphan", "group": ORPHANED}) != "enqueued":
+            return
+        self.forget(q, job)
+        op = self._offered(CLAIMS[a.weighted], CLAIMS)
+        for _ in range(len(self.models[q].lanes.ring)):
+            if self.stopped or job not in self.models[q].lanes.pending.get(ORPHANED, {}):
+                break
+            self._claim_turn(q, op, a.lease)
 
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneConfig", q=ON, op=CONFIGS, group=GROUPS, n=(0, 1, 2, 3), w=(1, 2, 3), spoil=SPOILS).strategy)

@@ -11,9 +11,19 @@ from emq_kit.check.window import BatchReply
 from emq_live.client import BadReply, Queue
 from emq_live.urls import redact
 from emq_model.errors import EmqError
-from emq_model.keyspace import check_queue, job_key, pattern
+from emq_model.keyspace import check_queue, job_key, key_of, pattern
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
+
+WRONG: dict[str, Callable[[str], tuple[str, ...]]] = {
+    "string": lambda k: ("SET", k, "x"),
+    "list": lambda k: ("RPUSH", k, "x"),
+    "set": lambda k: ("SADD", k, "x"),
+    "hash": lambda k: ("HSET", k, "x", "y"),
+    "zset": lambda k: ("ZADD", k, "1", "x"),
+    "stream": lambda k: ("XADD", k, "*", "x", "y"),
+}
+"""How ``spoil_key`` writes a value of each type (``TYPE``'s names) over a key."""
 
 WINDOW = 64
 """How many steps one window holds on a server (emq_kit/check/window.py): a whole
@@ -45,6 +55,12 @@ class ModelTarget:
 
     def forget_row(self, name: str, job_id: str) -> None:
         self.queue(name).forget_row(job_id)
+
+    def spoil_key(self, name: str, key: str, kind: str, id: str | None = None, group: str | None = None) -> None:
+        self.queue(name).spoil(key, id, group)
+
+    def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
+        self.queue(name).mend(key, id, group)
 
     def describe(self) -> dict[str, Any]:
         return {"target": "model"}
@@ -93,9 +109,11 @@ class LiveTarget:
         self.queues: dict[str, Any] = {}
         self.batch_max = WINDOW if observe and self.conn.server is None else 0
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
+        self.spoiled: dict[str, bytes | None] = {}  # key -> its DUMP before ``spoil_key``
 
     def reset(self) -> None:
         self.queues.clear()
+        self.spoiled.clear()  # a queue handed out anew is wiped, spoiled keys with it
 
     def queue(self, name: str) -> Any:
         if name not in self.queues:
@@ -155,10 +173,34 @@ class LiveTarget:
         return out
 
     def forget_row(self, name: str, job_id: str) -> None:
+        self._unobserved(name)
+        self.conn.redis.delete(job_key(name, job_id))
+
+    def spoil_key(self, name: str, key: str, kind: str, id: str | None = None, group: str | None = None) -> None:
+        """An operator overwrites the key with a value of type ``kind`` (``WRONG``); what
+        it held is kept (DUMP) for ``mend_key``."""
+        self._unobserved(name)
+        at = key_of(name, key, id, group)
+        r = self.conn.redis
+        if at not in self.spoiled:
+            self.spoiled[at] = r.dump(at)
+        r.delete(at)
+        r.execute_command(*WRONG[kind](at))
+
+    def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
+        """The operator deletes the stray value and restores what the key held."""
+        self._unobserved(name)
+        at = key_of(name, key, id, group)
+        r = self.conn.redis
+        r.delete(at)
+        held = self.spoiled.pop(at, None)
+        if held is not None:
+            r.restore(at, 0, held)
+
+    def _unobserved(self, name: str) -> None:
         queue = self.queue(name)
         if isinstance(queue, ObservedQueue):
-            queue.observed = None  # the row goes after the last call's snapshot was taken
-        self.conn.redis.delete(job_key(name, job_id))
+            queue.observed = None  # the key changes after the last call's snapshot was taken
 
     def describe(self) -> dict[str, Any]:
         if self.url is None:

@@ -30,6 +30,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from emq_kit.check import faults
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
@@ -126,7 +127,7 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",), "schedule": ("schedule",), "claim": ("claim",), "settle": SETTLES, "work": SETTLES,
     "enqueue_many": ("enqueue_many",), "claim_many": ("claim_many",), "complete_many": ("complete_many",),
     "promote": ("promote",), "reap": ("reap",), "reprocess": ("reprocess",), "remove": ("remove",),
-    "read": READS, "vandalize": ("forget_row",), "bad_queue": ("queue",), "raw_call": ("raw",), **LANE_RULE_OPS,
+    "read": READS, "vandalize": ("forget_row",), "spoil_key": ("spoil_key",), "bad_queue": ("queue",), "raw_call": ("raw",), **LANE_RULE_OPS,
 }
 """The ops each rule may send: a rule none of whose ops the focus allows is off."""
 LIFECYCLE = ("claim", "settle", "work", "promote", "reap")
@@ -134,7 +135,7 @@ LIFECYCLE = ("claim", "settle", "work", "promote", "reap")
 rules off), so they stay at least half of a run's calls whatever the swarm draws."""
 WEIGHTS = {"claim": 10, "settle": 8, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
            "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 3, "enqueue_many": 2, "claim_many": 2,
-           "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "raw_call": 3}
+           "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "raw_call": 3, "spoil_key": 3}
 """How often ``Selection`` picks each rule among those on: the lifecycle (claim, the
 settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
 often enough that a lane grows deep under a weight (``lane_wclaim/several``). A rule
@@ -365,7 +366,7 @@ class Selection(RuleStrategy):
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 
-class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
+class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``.
     The lane rules are ``LaneRules``'s (emq_kit/check/lanes.py), the raw calls
     ``RawCalls``'s (emq_kit/check/rawrule.py)."""
@@ -498,7 +499,9 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         """Run ``op`` with exactly ``args`` on both sides and check everything (the part
         of a step that ``emq replay`` repeats from a trace)."""
         model = self.models[queue]
-        was = model.state(args["id"]) if op == "complete" and branded_id.is_valid(args.get("id"), "JOB") else None
+        # (a spoiled key refuses the read too: then the complete is refused, not late)
+        was = outcome(lambda: model.state(args["id"])) if op == "complete" and branded_id.is_valid(
+            args.get("id"), "JOB") else None
         failed_before = model.failed
         deferred = self.window is not None and op in WINDOWED
         if not deferred:
@@ -617,7 +620,8 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
             theirs = self.target.snapshot(queue)
         if mine != theirs:
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
-        self.orphans[queue] &= {m for _, m, _ in mine.members()}
+        if not self.models[queue].spoiled:  # a spoiled location hides its members until mended
+            self.orphans[queue] &= {m for _, m, _ in mine.members()}
         judged = prepared[1] if prepared else check_invariants(mine, self.previous.get(queue))
         found = [v for v in judged if not self._expected(queue, v)]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
@@ -626,9 +630,12 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
         self.previous[queue] = mine
 
     def _expected(self, queue: str, v: Violation) -> bool:
-        """An orphan member the machine itself made (``vandalize``) is not a violation, nor
+        """Nothing is a violation while a key is spoiled (the operator broke the
+        invariants, on both sides alike: the snapshots still judge). An orphan member the machine itself made (``vandalize``) is not a violation, nor
         its id in two places once reused beside a lane's orphan (lifecycle.md §8: INV-1
         and INV-9 broken by the operator's deletion, on both sides alike)."""
+        if self.models[queue].spoiled:
+            return True  # while a key is spoiled the snapshots alone judge (KeyFaultRules)
         if v.id not in self.orphans[queue]:
             return False
         return (v.invariant == "INV-2" and "orphan member" in v.seen) or v.invariant in ("INV-1", "INV-9")
@@ -748,17 +755,26 @@ class Conformance(RawCalls, LaneRules, RuleBasedStateMachine):
 
     def forget(self, queue: str, job: str) -> None:
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
+        self.inject(queue, "forget_row", {"id": job})
+
+    def inject(self, queue: str, op: str, args: dict[str, Any]) -> None:
+        """Inject the fault ``op`` (emq_kit/check/faults.py) on both sides after every call
+        before it, then check (a trace step too). Putting a spoiled key back ends the
+        operator's episode: the next step is judged against the mended keyspace only."""
         if self.stopped:
             return
-        self.drain()  # the row goes after every call before it
+        self.drain()
         if self.stopped:
             return
-        self.count("forget_row")
-        step = self._record(queue, "forget_row", {"id": job})
+        self.count(op)
+        step = self._record(queue, op, args)
         self._prepared = None
-        self.models[queue].forget_row(job)
-        self.target.forget_row(queue, job)
-        self.orphans[queue].add(job)
+        faults.on_model(self.models[queue], op, args)
+        faults.on_target(self.target, queue, op, args)
+        if op == "forget_row":
+            self.orphans[queue].add(args["id"])
+        elif op == "mend_key":
+            self.previous.pop(queue, None)
         try:
             self.verify(queue, step)
         except Quiet:

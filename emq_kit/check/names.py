@@ -87,6 +87,12 @@ class Renamed:
     def forget_row(self, name: str, job_id: str) -> None:
         self.inner.forget_row(self._on_server(name), job_id)
 
+    def spoil_key(self, name: str, key: str, kind: str, id: str | None = None, group: str | None = None) -> None:
+        self.inner.spoil_key(self._on_server(name), key, kind, id, group)
+
+    def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
+        self.inner.mend_key(self._on_server(name), key, id, group)
+
     def held(self, names: Iterable[str]) -> int:
         return int(self.inner.held([self._on_server(n) for n in names]))
 

@@ -39,6 +39,7 @@ from emq_kit.check.window import run_machine
 from emq_kit.errors import KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
+from emq_model import errors
 
 REFUSALS_OF_ARGUMENTS = ("EMQKIND", "EMQARG")
 """The outcomes only hostile calls reach: out of focus under ``--hostile off``, the only
@@ -274,8 +275,8 @@ def run_check(
         phases=phases,
         clock=phase_clock if divergence is not None and signature(divergence) in phase_found else None,
         differences=found,
-        not_implemented=[c for c in run.coverage.total if not focus.allows(c[0])],
-        out_of_focus=[c for c in run.coverage.total if focus.allows(c[0]) and not _in_focus(c, focus)],
+        not_implemented=[c for c in run.coverage.total if not implemented(c, focus)],
+        out_of_focus=[c for c in run.coverage.total if implemented(c, focus) and not _in_focus(c, focus)],
         op_mix=dict(run.op_mix.most_common()),
         focus=focus,
         gate=profile.gate,
@@ -345,10 +346,16 @@ def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict
     return None
 
 
+def implemented(cell: tuple[str, str], focus: Focus) -> bool:
+    """Whether the target is sent calls that can reach ``cell``: its op, and for a
+    wrong-typed key's refusal (CC-8) the key faults (a serverless driver may lack them)."""
+    return focus.allows(cell[0]) and (cell[1] != errors.TYPE or focus.allows("spoil_key"))
+
+
 def _in_focus(cell: tuple[str, str], focus: Focus) -> bool:
     """Whether the focus can reach ``cell`` at all (its op allowed, its outcome one the
     hostile setting sends calls for; raw calls are hostile)."""
-    if not focus.allows(cell[0]):
+    if not implemented(cell, focus):
         return False
     hostile = cell[0] == "raw" or cell[1] in REFUSALS_OF_ARGUMENTS
     return {"both": True, "off": not hostile, "only": hostile}[focus.hostile]

@@ -2,7 +2,8 @@
 and ``open_target``, the one way check, replay, bench and selftest get one.
 
 A target hands out queues with the model's method names and answers, reads a queue's
-snapshot, deletes a row by hand (the one fault the machine injects), and empties itself
+snapshot, deletes a row by hand and overwrites a key with another type and back (the
+faults the machine injects), and empties itself
 between examples. ``describe`` names it in summaries and trace headers. Everything the
 machine reads of a target is declared here.
 """
@@ -49,6 +50,14 @@ class Target(Protocol):
 
     def forget_row(self, name: str, job_id: str) -> None:
         """Delete the job's row by hand, leaving its member an orphan."""
+
+    def spoil_key(self, name: str, key: str, kind: str, id: str | None = None, group: str | None = None) -> None:
+        """Overwrite the queue's key ``key`` (a name of transitions.json's ``keys``; the
+        row of ``id``, the lane of ``group``) with a value of type ``kind``, keeping what
+        it held (CC-8's fault: the machine's ``spoil`` rule)."""
+
+    def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
+        """Put back what ``spoil_key`` overwrote."""
 
     def describe(self) -> dict[str, Any]:
         """What this target is: kind, URL, script directory and SHA1s, server version."""

@@ -23,6 +23,7 @@ from emq_kit.cli.progress import Progress
 from emq_kit.errors import FencedElsewhere
 from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
+from emq_kit.ports.protocol import KEY_FAULT_OPS
 from emq_kit.report.document import check_document
 from emq_kit.trace.replay import write_interrupted, write_trace
 from emq_live.urls import redact
@@ -54,8 +55,11 @@ def format_report(report: Report) -> str:
     lines += [f"  {name.replace('_', '-')} phase: " + ", ".join(f"{k} {v}" for k, v in figures.items())
               for name, figures in report.phases.items()]
     if report.not_implemented:
-        ops = sorted({op for op, _ in report.not_implemented})
-        lines.append(f"  {len(report.not_implemented)} cells not implemented (ops not sent: {', '.join(ops)})")
+        ops = sorted({op for op, _ in report.not_implemented if not report.focus.allows(op)})
+        why = [f"ops not sent: {', '.join(ops)}"] if ops else []
+        if not report.focus.allows("spoil_key"):
+            why.append("no key faults: EMQTYPE")
+        lines.append(f"  {len(report.not_implemented)} cells not implemented ({'; '.join(why)})")
     if report.out_of_focus:
         lines.append(f"  {len(report.out_of_focus)} cells left out by --hostile {report.focus.hostile}")
     if report.unreached:
@@ -265,7 +269,9 @@ def _check(args: argparse.Namespace) -> int:
     return code
 
 
-EVERY_OP = frozenset(spec.OPS) | frozenset(spec.LANE_OPS) | {"queue", "forget_row"}
+KITSIDE = {"forget_row", *KEY_FAULT_OPS}
+"""The faults the kit injects itself when it reads a driver's server."""
+EVERY_OP = frozenset(spec.OPS) | frozenset(spec.LANE_OPS) | {"queue"} | KITSIDE
 """What ``--ops`` and ``--skip-ops`` may name."""
 
 
@@ -279,12 +285,12 @@ def _ops(text: str | None) -> set[str]:
 
 def focus_of(args: argparse.Namespace, target: Any) -> Focus:
     """What the machine generates: the ops the target offers (a driver's ``init``
-    list, with ``forget_row`` when the kit deletes rows itself), narrowed by ``--ops``
+    list, with the faults when the kit injects them itself), narrowed by ``--ops``
     and ``--skip-ops``; the arguments it declared absent; ``--hostile``; ``--first``."""
     offered = getattr(target, "offered", None)
     ops: set[str] | None = None
     if offered is not None:
-        ops = set(offered) | ({"forget_row"} if getattr(target, "inspector", None) is not None else set())
+        ops = set(offered) | (KITSIDE if getattr(target, "inspector", None) is not None else set())
     only, skip = _ops(args.ops), _ops(args.skip_ops)
     if only:
         ops = (ops if ops is not None else set(EVERY_OP)) & (only | set(CORE))

@@ -14,7 +14,7 @@ def cmd_driver(args: argparse.Namespace) -> int:
     from emq_live.client import connect
 
     if args.model:
-        driver = Driver("emq-model", lambda url: ModelTarget(), serverless=True)
+        driver = Driver("emq-model", lambda url: ModelTarget(), serverless=True, faults=True)
     else:
         driver = Driver("emq-python", lambda url: connect(args.url or url, scripts=args.scripts), serverless=False)
     driver.serve(sys.stdin, sys.stdout)

@@ -398,6 +398,18 @@ class DriverTarget:
         else:
             self.process.request("forget_row", {"id": job_id}, name)
 
+    def spoil_key(self, name: str, key: str, kind: str, id: str | None = None, group: str | None = None) -> None:
+        if self.inspector is not None:
+            self.inspector.spoil_key(name, key, kind, id, group)
+        else:
+            self.process.request("spoil_key", _which(key, id, group, kind=kind), name)
+
+    def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
+        if self.inspector is not None:
+            self.inspector.mend_key(name, key, id, group)
+        else:
+            self.process.request("mend_key", _which(key, id, group), name)
+
     def describe(self) -> dict[str, Any]:
         server = self.inspector.describe()["server"] if self.inspector else "serverless"
         return {
@@ -415,3 +427,9 @@ class DriverTarget:
             self.process.close()
         if self.inspector is not None:
             self.inspector.close()
+
+
+def _which(key: str, id: str | None, group: str | None, **more: str) -> dict[str, str]:
+    """A key fault's arguments on the wire (DP-9e): the key, its id or group, ``kind``."""
+    return {"key": key, **({"id": id} if id is not None else {}), **({"group": group} if group is not None else {}),
+            **more}

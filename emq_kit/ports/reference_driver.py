@@ -12,6 +12,7 @@ from emq_kit.ports.protocol import (
     BATCH,
     BATCH_MAX,
     DRIVER,
+    KEY_FAULT_OPS,
     LANE_OPS,
     PROTO,
     PROTOCOL,
@@ -30,7 +31,8 @@ class Driver:
     with ``queue(name)`` (the model's methods) and ``close()``; ``reset()`` if it keeps
     state between examples, ``fence()`` (the ``{emq}:version`` value it found or wrote)
     if it fences. A ``serverless`` backend (the model) is a ``Target``: it also answers
-    ``snapshot`` and ``forget_row``.
+    ``snapshot`` and ``forget_row``, and with ``faults`` the key faults (``spoil_key``,
+    ``mend_key``: the backend has them).
 
     It offers every op of the contract and the lane ops (lifecycle.md §10); ``ops``
     narrows what it offers (a partial port), ``absent_args`` declares
@@ -38,9 +40,9 @@ class Driver:
 
     def __init__(self, name: str, open_backend: Callable[[str | None], Any], *, serverless: bool,
                  ops: Sequence[str] | None = None, absent_args: dict[str, list[str]] | None = None,
-                 protocol: int = PROTOCOL) -> None:
+                 protocol: int = PROTOCOL, faults: bool = False) -> None:
         self.name, self.open_backend, self.serverless = name, open_backend, serverless
-        every = REQUIRED_OPS + LANE_OPS + (SERVERLESS_OPS if serverless else ())
+        every = REQUIRED_OPS + LANE_OPS + (SERVERLESS_OPS + (KEY_FAULT_OPS if faults else ()) if serverless else ())
         self.offered = [op for op in every if ops is None or op in ops]
         self.absent_args = absent_args or {}
         self.max_protocol = protocol
@@ -104,6 +106,9 @@ class Driver:
             return encode_answer(op, self.backend.snapshot(request.get("queue")))
         if op == "forget_row":
             self.backend.forget_row(request.get("queue"), args.get("id"))
+            return None
+        if op in KEY_FAULT_OPS:
+            getattr(self.backend, op)(request.get("queue"), **args)
             return None
         queue = self.backend.queue(request.get("queue"))
         answer = getattr(queue, op)(**args)

@@ -21,6 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from emq_kit.check import faults
 from emq_kit.check.machine import Step
 from emq_kit.report.document import printable
 from emq_kit.soak.history import SNAPSHOT, Checked, Event, describe
@@ -103,8 +104,8 @@ def model_keyspaces(steps: Sequence[Step]) -> list[tuple[Snapshot, Snapshot, Any
         before = model.snapshot()
         answer: Any = None
         try:
-            if s.op == "forget_row":
-                model.forget_row(s.args["id"])
+            if s.op in faults.ARGS:
+                faults.on_model(model, s.op, s.args)
             else:
                 answer = getattr(model, s.op)(**s.args)
         except EmqError as refused:
@@ -171,7 +172,7 @@ def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
             parts.append("<p>no keyspace: the queue name is refused</p></div>")
             continue
         before, after, answer = seen
-        if s.op != "forget_row" and _answer(answer) != _answer(s.model):
+        if s.op not in faults.ARGS and _answer(answer) != _answer(s.model):
             parts.append(f"<p class=\"rule\">the model replayed here answers {_e(_answer(answer))}, the trace records "
                          f"{_e(_answer(s.model))}: the keyspace below may not be the run's (a server-clock trace?)</p>")
         rows = [("before", before, None, ""), ("after (model)", after, before, "added")]

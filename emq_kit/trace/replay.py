@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from emq_kit.check import faults
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
 from emq_kit.check.names import with_names
@@ -54,8 +55,8 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
     done: list[Step] = []
     for s in steps:
         try:
-            if s.op == "forget_row":
-                machine.forget(s.queue, s.args["id"])
+            if s.op in faults.ARGS:
+                machine.inject(s.queue, s.op, s.args)
             elif s.op == "queue":
                 machine.open_queue(s.args["name"])
             elif s.op == "raw":

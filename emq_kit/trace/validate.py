@@ -1,7 +1,7 @@
 """A trace read from a file is checked before anything runs: against its schema
 (specs/schemas/trace.json, with jsonschema), then against the contract of the layout its
 header names (each step's op is one of the layout's — for the four sets an op of
-specs/transitions.json, ``forget_row``, ``queue`` or ``raw``; its queue is one of the machine's;
+specs/transitions.json, a fault (``forget_row``, ``spoil_key``, ``mend_key``), ``queue`` or ``raw``; its queue is one of the machine's;
 its arguments are the op's, none missing). The first problem is reported with its JSON
 path (``steps/3/args``), so a hand-edited trace says where it went wrong."""
 
@@ -12,12 +12,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from emq_kit.check import faults
 from emq_kit.errors import KitError
 from emq_model import spec
 
-# The steps the machine records besides the spec's ops, and the arguments they take
-# (a raw call, issue 19: its script, KEYS and ARGV as sent, and what was spoiled).
-EXTRA_OPS = {"forget_row": {"id"}, "queue": {"name"}, "raw": {"op", "keys", "argv", "spoil"}}
+# The steps the machine records besides the spec's ops and its faults, and the arguments
+# they take (a raw call, issue 19: its script, KEYS and ARGV as sent, and what was spoiled).
+EXTRA_OPS = {"queue": {"name"}, "raw": {"op", "keys", "argv", "spoil"}}
 # Steps whose queue is no machine queue: ``queue`` names a queue (any name, a bad one
 # is its point); a raw call's is the queue its KEYS name, empty when refused (TR-2) —
 # replay reads the call, not the field.
@@ -73,6 +74,8 @@ def step_args(op: str) -> tuple[set[str], set[str]] | None:
     op or batch of specs/transitions.json, or one of the machine's extra steps."""
     if op in EXTRA_OPS:
         return EXTRA_OPS[op], EXTRA_OPS[op]
+    if op in faults.ARGS:
+        return faults.ARGS[op]
     if op not in spec.OPS and op not in spec.LANE_OPS and op not in spec.BATCHES:
         return None
     entry = spec.entry(op)

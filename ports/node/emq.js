@@ -32,6 +32,16 @@ const refuse = (code, detail) => {
   throw new EmqError(code, detail);
 };
 
+/** A single-command read (browse, job): a WRONGTYPE reply is EMQTYPE (CC-8). */
+const typed = async (key, reply) => {
+  try {
+    return await reply;
+  } catch (err) {
+    if (String(err.message).startsWith('WRONGTYPE')) refuse('EMQTYPE', `${key} holds another type than its grammar's`);
+    throw err;
+  }
+};
+
 /** The scripts and the table written by `emq scripts --out dir`. */
 export function loadBundle(dir) {
   let text;
@@ -323,7 +333,7 @@ export class Queue {
   /** R-browse: the n newest pending ids, newest first. */
   async browse(n) {
     const a = checkArgs(this.spec, 'browse', { n });
-    const ids = await this.conn.redis.zrangeBuffer(this.keys[0], '+', '-', 'BYLEX', 'REV', 'LIMIT', 0, a.n);
+    const ids = await typed(this.keys[0], this.conn.redis.zrangeBuffer(this.keys[0], '+', '-', 'BYLEX', 'REV', 'LIMIT', 0, a.n));
     return ids.map(text);
   }
 
@@ -376,7 +386,7 @@ export class Queue {
   /** R-job: the row's fields (Buffers), or null. */
   async job(id) {
     const a = checkArgs(this.spec, 'job', { id });
-    const row = await this.conn.redis.hgetallBuffer(this.rowKey(a.id));
+    const row = await typed(this.rowKey(a.id), this.conn.redis.hgetallBuffer(this.rowKey(a.id)));
     return Object.keys(row).length ? row : null;
   }
 }

@@ -1,0 +1,169 @@
+"""The faults the machine injects as an operator would by hand, each a trace step like a
+call: a row deleted (``forget_row``, leaving its member an orphan), a key overwritten
+with a value of another type (``spoil_key``, CC-8) and its content put back
+(``mend_key``). ``on_model`` and ``on_target`` run one on either side; the machine,
+``emq replay`` and the report's step table all go through them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis.stateful import precondition, rule
+
+from emq_kit.check.draws import Draw
+from emq_kit.check.lanes import CLAIMS as LANE_CLAIMS
+from emq_model import model, spec
+from emq_model.keyspace import KEY_TYPES
+from emq_model.model import QueueModel
+from emq_model.snapshot import zset_order
+
+ARGS: dict[str, tuple[set[str], set[str]]] = {
+    "forget_row": ({"id"}, {"id"}),
+    "spoil_key": ({"key", "kind"}, {"key", "kind", "id", "group"}),
+    "mend_key": ({"key"}, {"key", "id", "group"}),
+}
+"""Each fault's (required, allowed) arguments: ``key`` names a key of transitions.json's
+``keys`` (the row of ``id``, the lane of ``group``), ``kind`` the type written over it."""
+
+KINDS = ("string", "list", "set", "hash", "zset", "stream")
+"""The types ``spoil_key`` writes, as ``TYPE`` names them."""
+
+KEY_FAULTS = ("spoil_key", "mend_key")
+"""The faults about a key's type: a target offers both or neither."""
+
+
+def wrong_kinds(key: str) -> tuple[str, ...]:
+    """The types a spoil of ``key`` may write: every type but the grammar's."""
+    return tuple(k for k in KINDS if k != KEY_TYPES[key])
+
+
+def on_model(model: QueueModel, op: str, args: dict[str, Any]) -> None:
+    """Run the fault ``op`` on ``model``."""
+    if op == "forget_row":
+        model.forget_row(args["id"])
+    elif op == "spoil_key":
+        model.spoil(args["key"], args.get("id"), args.get("group"))
+    else:
+        model.mend(args["key"], args.get("id"), args.get("group"))
+
+
+def on_target(target: Any, queue: str, op: str, args: dict[str, Any]) -> None:
+    """Run the fault ``op`` on ``target``'s ``queue``."""
+    if op == "forget_row":
+        target.forget_row(queue, args["id"])
+    elif op == "spoil_key":
+        target.spoil_key(queue, args["key"], args["kind"], args.get("id"), args.get("group"))
+    else:
+        target.mend_key(queue, args["key"], args.get("id"), args.get("group"))
+
+
+# -- the rule that spoils a key ------------------------------------------------------------
+
+SPOIL_KEYS = ("row", "pending", "active", "schedule", "dead", "completed", "failed",
+              "lane", "ring", "paused", "glimit", "gactive", "gweight")
+"""The keys the ``spoil_key`` rule overwrites, the simplest first."""
+LANE_KEYS = ("lane", "ring", "paused", "glimit", "gactive", "gweight")
+LANE_TYPED = ("lane", *model.LANE_TYPED)  # what "lanes" stands for (lifecycle.md CC-8)
+
+
+def _probes(key: str) -> tuple[str, ...]:
+    """The ops that may touch ``key`` (transitions.json's ``touches``, with "rows" and a
+    grouped claim's walk for a row, "lanes" for a lane key), in table order."""
+    out = []
+    for op in (*spec.OPS, *spec.LANE_OPS):
+        touches = spec.entry(op)["touches"]
+        if (key in touches or (key == "row" and ("rows" in touches or op in LANE_CLAIMS))
+                or (key in LANE_TYPED and "lanes" in touches)):
+            out.append(op)
+    return tuple(out)
+
+
+PROBES: dict[str, tuple[str, ...]] = {key: _probes(key) for key in SPOIL_KEYS}
+"""For each key, the calls a spoil of it is tried with."""
+PROBED = tuple(op for op in (*spec.OPS, *spec.LANE_OPS) if any(op in ops for ops in PROBES.values()))
+"""Every op a spoil is tried with, in table order."""
+KEYS_OF: dict[str, tuple[str, ...]] = {
+    op: tuple(sorted((k for k in SPOIL_KEYS if op in PROBES[k]), key=lambda k: k not in spec.entry(op)["touches"]))
+    for op in PROBED}
+"""For each op, the keys it may touch: first those it always touches (its ``touches``
+by name), then those only some calls do (the rows and lanes of the jobs it takes)."""
+PUMPED = {"promote": "schedule", "reap": "active"}
+
+
+def probe_args(op: str, queue: QueueModel, job: str, group: str) -> dict[str, Any]:
+    """Valid arguments of ``op`` about ``job`` and ``group`` (a settle carries the job's
+    current token, so only the spoiled key can refuse it)."""
+    row = queue.rows.get(job)
+    token = int(row["attempts"]) if row is not None and int(row["attempts"]) > 0 else 1
+    return {
+        "enqueue": {"id": job, "payload": b"p"}, "schedule": {"id": job, "payload": b"p", "delay_ms": 5},
+        "claim": {"lease_ms": 5}, "complete": {"id": job, "token": token},
+        "retry": {"id": job, "token": token, "delay_ms": 5, "max_attempts": 3, "error": "e"},
+        "extend": {"id": job, "token": token, "lease_ms": 5}, "promote": {"limit": 100},
+        "reap": {"limit": 100, "max_attempts": None}, "reprocess": {"id": job}, "remove": {"id": job},
+        "browse": {"n": 3}, "counts": {}, "state": {"id": job}, "job": {"id": job},
+        "lane_enqueue": {"id": job, "payload": b"p", "group": group}, "lane_claim": {"lease_ms": 5},
+        "lane_wclaim": {"lease_ms": 5}, "lane_pause": {"group": group}, "lane_resume": {"group": group},
+        "lane_limit": {"group": group, "n": 2}, "lane_weight": {"group": group, "w": 2},
+    }[op]
+
+
+class KeyFaultRules:
+    """CC-8 held on every target that can have a key spoiled (a mixin of ``Conformance``):
+    an operator overwrites one key of a queue with another type, one call that may touch
+    it runs (refused with ``EMQTYPE`` and changing nothing when it does touch it, as the
+    model predicts), and the key's content is put back. While a key is spoiled the
+    machine judges by the snapshots alone: the operator broke the invariants, on both
+    sides alike (``Conformance._expected``)."""
+
+    queues: tuple[str, ...]
+    pool: tuple[str, ...]
+
+    def _key_faults_on(self: Any) -> bool:
+        return callable(getattr(self.target, "spoil_key", None)) and self.run.focus.allows("spoil_key")
+
+    @precondition(lambda self: self._key_faults_on())
+    @rule(a=Draw("SpoilKey", q=(0, 0, 0, 1), op=range(len(PROBED)), key=range(len(SPOIL_KEYS)), kind=range(5),
+                 pick=range(8)).strategy)
+    def spoil_key(self: Any, a: Any) -> None:
+        """The call first, then a key it may touch and the job it would take: the row of
+        the pending head for a claim, of the first due member for a pump (the clock moved
+        onto its score), of a lane's head for a grouped claim. The draws are turned by
+        the example's step count, so their lean to 0 does not keep picking one call; the
+        key's lean to 0 picks a key the call always touches (KEYS_OF)."""
+        q, turn = self.queues[a.q], len(self.steps)
+        mine = self.models[q]
+        lanes = self._lanes_on()
+        ops = [op for op in PROBED if self.run.focus.allows(op) and (lanes or op not in spec.LANE_OPS)]
+        if not ops:
+            return
+        op = ops[(a.op + turn) % len(ops)]
+        keys = [k for k in KEYS_OF[op] if lanes or k not in LANE_KEYS]
+        key = keys[a.key % len(keys)]  # leaning to 0: mostly a key the call always touches
+        if op in PUMPED:
+            self._advance(q, PUMPED[op], (0, 0))
+        job, group = self._taken(mine, op, a.pick), self._group_of(mine, a.pick)
+        which = {"key": key, **({"id": job} if key == "row" else {}), **({"group": group} if key == "lane" else {})}
+        kinds = wrong_kinds(key)
+        self.inject(q, "spoil_key", {**which, "kind": kinds[(a.kind + turn) % len(kinds)]})
+        self.step(q, op, probe_args(op, mine, job, group))
+        self.inject(q, "mend_key", which)
+
+    def _taken(self: Any, mine: QueueModel, op: str, pick: int) -> str:
+        """The job ``op`` would take or is about (``pick``: which one, 0 the first)."""
+        if op == "claim":
+            ids = [m for m, _ in zset_order(mine.sets["pending"].items())]
+        elif op in PUMPED:
+            ids = [m for m, _ in zset_order(mine.sets[PUMPED[op]].items())]
+        elif op in LANE_CLAIMS:
+            ids = [mine.lanes.head(g) for g in mine.lanes.ring if mine.lanes.pending.get(g)]
+        else:
+            ids = sorted({*mine.rows, *(m for loc in mine.sets.values() for m in loc),
+                          *(m for lane in mine.lanes.pending.values() for m in lane)})
+        ids = ids or list(self.pool)
+        return ids[pick % len(ids)]
+
+    @staticmethod
+    def _group_of(mine: QueueModel, pick: int) -> str:
+        groups = [*mine.lanes.ring, *sorted(set(mine.lanes.pending) - set(mine.lanes.ring))] or ["g"]
+        return groups[pick % len(groups)]
