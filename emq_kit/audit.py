@@ -35,7 +35,7 @@ from emq_live.client import _client
 from emq_live.urls import check_url, redact
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.invariants import Violation
-from emq_model.snapshot import Snapshot, canonical_int
+from emq_model.snapshot import Snapshot, canonical_int, norm_score
 
 BATCH = 1000
 """Ids per SCAN/ZSCAN page and per judged MULTI/EXEC batch."""
@@ -104,10 +104,6 @@ class AuditResult:
 
 def _text(value: bytes) -> str:
     return value.decode("utf-8", "surrogateescape")
-
-
-def _score(value: Any) -> int | float:
-    return float(value) if not float(value).is_integer() else int(float(value))
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -290,7 +286,7 @@ class _Auditor:
             if (held[0][0] if held else None) != first:
                 continue  # judged in an earlier location, or moved since it was listed
             for loc, s in held:
-                locations.setdefault(loc, []).append((i, _score(s)))
+                locations.setdefault(loc, []).append((i, norm_score(s)))
             if _wrongtype(row):
                 stray.append(keyspace.prefix(audit.queue) + "job:" + i)  # a row key holding another type
             elif row:
