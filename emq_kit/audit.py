@@ -35,7 +35,7 @@ from emq_live.client import _client
 from emq_live.urls import check_url, redact
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.invariants import Violation
-from emq_model.snapshot import Snapshot
+from emq_model.snapshot import Snapshot, canonical_int, norm_score
 
 BATCH = 1000
 """Ids per SCAN/ZSCAN page and per judged MULTI/EXEC batch."""
@@ -104,10 +104,6 @@ class AuditResult:
 
 def _text(value: bytes) -> str:
     return value.decode("utf-8", "surrogateescape")
-
-
-def _score(value: Any) -> int | float:
-    return float(value) if not float(value).is_integer() else int(float(value))
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -199,10 +195,10 @@ class _Auditor:
             if types[4 + i] != b"hash" or _wrongtype(counters[i]):
                 continue
             fields = dict(counters[i])
-            count = fields.pop(b"count", b"0")
-            if fields or not _canonical(count):
+            count = canonical_int(fields.pop(b"count", b"0"))
+            if fields or count is None:
                 stray.append(keys[4 + i])  # a counter the grammar does not describe
-            setattr(audit, name_, int(count) if _canonical(count) else 0)  # as the snapshot reads it
+            setattr(audit, name_, 0 if count is None else count)  # as the snapshot reads it
         if stray:
             audit.stray += len(stray)
             self.report(audit, invariants.check_invariants(Snapshot.build(name, {}, {}, stray=stray)))
@@ -290,7 +286,7 @@ class _Auditor:
             if (held[0][0] if held else None) != first:
                 continue  # judged in an earlier location, or moved since it was listed
             for loc, s in held:
-                locations.setdefault(loc, []).append((i, _score(s)))
+                locations.setdefault(loc, []).append((i, norm_score(s)))
             if _wrongtype(row):
                 stray.append(keyspace.prefix(audit.queue) + "job:" + i)  # a row key holding another type
             elif row:
@@ -309,10 +305,6 @@ def _wrongtype(reply: Any) -> bool:
     if isinstance(reply, redis.ResponseError) and str(reply).startswith("WRONGTYPE"):
         return True
     raise reply
-
-
-def _canonical(value: bytes) -> bool:
-    return value == b"0" or (value[:1] in b"123456789" and value.isdigit())
 
 
 def audit(url: str, queues: Iterable[str] = (), *, batch: int = BATCH, keep: int = KEEP,

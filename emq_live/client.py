@@ -466,7 +466,7 @@ class Queue:
 
     def counts(self) -> dict[str, int]:
         """R-counts: the cardinality of each location, read at one instant."""
-        return self._run(_Call("counts", list(self.keys), [], self._counts_answer))
+        return self._run(self._call("counts", spec.check_args("counts", {}), self._counts_answer))
 
     def _counts_answer(self, reply: Any) -> dict[str, int]:
         return {loc: int(n) for loc, n in zip(spec.LOCATIONS, reply)}
@@ -474,7 +474,7 @@ class Queue:
     def state(self, id: str) -> str:
         """R-state: the location of the id, ``"unknown"`` or ``"absent"``."""
         a = spec.check_args("state", {"id": id})
-        return self._run(_Call("state", self._id_keys(a["id"]), [a["id"]], self._text_answer))
+        return self._run(self._call("state", a, self._text_answer))
 
     def job(self, id: str) -> dict[str, bytes] | None:
         """R-job: the row's fields, or ``None``."""

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from .branded_id import require
 from .errors import ArgError
-from .spec import LIMITS, SPEC, check_value
+from .spec import LIMITS, LOCATIONS, SPEC, check_value
 
-KINDS: tuple[str, ...] = ("pending", "active", "schedule", "dead", "metrics:completed", "metrics:failed")
-"""The fixed keys of one queue, in the order every script declares them as KEYS."""
+KINDS: tuple[str, ...] = (*LOCATIONS, *(SPEC["keys"][c].removeprefix("emq:{q}:") for c in ("completed", "failed")))
+"""The fixed keys of one queue, in the order every script declares them as KEYS: the four
+locations (``pending``, ``active``, ``schedule``, ``dead``), then the counters
+(``metrics:completed``, ``metrics:failed``)."""
 
 LANE_KINDS: tuple[str, ...] = ("ring", "paused", "glimit", "gactive", "gweight")
 """The fixed lane keys of one queue (lifecycle.md §10, LANE-1); derived from the prefix in

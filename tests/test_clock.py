@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 from test_driver import DRIVERS, NODE, check, emq, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
 
-from emq_kit.check.clock import ServerClock, VirtualClock
+from emq_kit.check.clock import PUMPED, ServerClock, VirtualClock
 from emq_kit.check.machine import outcome
 from emq_model import spec
 from emq_model.branded_id import JOB, encode
@@ -74,6 +74,11 @@ def test_a_score_outside_the_window_is_left_to_diverge() -> None:
     call(clock, model, server, "claim", {"lease_ms": 5}, at=90)  # a client clock 10 ms behind
     assert clock.window == (100, 102, 100)
     assert dict(model.snapshot().active) == {A: 105} != dict(server.snapshot().active)
+
+
+def test_the_pumps_move_from_the_location_transitions_json_names() -> None:
+    """PUMPED is read from the table's ``from`` of promote and reap."""
+    assert PUMPED == {"promote": "schedule", "reap": "active"}
 
 
 def test_ops_without_a_clock_read_no_time() -> None:

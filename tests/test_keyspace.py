@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from emq_model import keyspace as ks
 from emq_model.branded_id import encode
 from emq_model.errors import ArgError, KindError
-from emq_model.spec import LIMITS, SPEC, text
+from emq_model.spec import LIMITS, LOCATIONS, SPEC, text
 
 V = json.loads(text("vectors/keyspace.json"))
 MAX_BYTES = LIMITS["queue_max_bytes"]
@@ -70,6 +70,8 @@ def test_vector_file_header():
     assert V["version"] == 1
     assert V["queue_max_bytes"] == MAX_BYTES == ks.QUEUE_MAX_BYTES == 128
     assert V["kinds"] == list(ks.KINDS)
+    assert ks.KINDS == ("pending", "active", "schedule", "dead", "metrics:completed", "metrics:failed")
+    assert ks.KINDS[:4] == LOCATIONS  # the four locations, in transitions.json's order
     assert V["version_key"] == ks.VERSION_KEY == "{emq}:version"
 
 

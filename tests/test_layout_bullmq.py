@@ -24,7 +24,7 @@ from emq_model.layouts.bullmq import (
     BullModel,
     Projection,
     Retention,
-    check,
+    check_projection,
     diff,
     table,
 )
@@ -51,7 +51,7 @@ def test_add_places_by_kind() -> None:
     assert dict(p.zsets)["delayed"] == (("2", (T0 + 500) * 0x1000),)
     assert dict(p.zsets)["prioritized"] == (("3", 3 * 2**32 + 1),)
     assert p.counter == 4 and p.priority_counter == 1
-    assert not check(p)
+    assert not check_projection(p)
 
 
 def test_custom_id_duplicate_is_a_no_op_but_counts() -> None:
@@ -88,7 +88,7 @@ def test_take_order_wait_then_prioritized_then_due_delayed() -> None:
     assert p.location("active") == ("4", "1", "2", "3")
     assert dict(p.locks) == {"1": "c", "2": "b", "3": "a", "4": "e"}
     assert p.hash("4")["delay"] == "0" and p.hash("4")["ats"] == "1"
-    assert not check(p)
+    assert not check_projection(p)
 
 
 @pytest.mark.parametrize(("keep", "kept"), [(-1, ["1", "2", "3"]), (0, []), (2, ["2", "3"])])
@@ -104,7 +104,7 @@ def test_complete_under_retention(keep: int, kept: list[str]) -> None:
     assert sorted(jid for jid, _ in p.hashes) == kept
     for jid in kept:
         assert p.hash(jid)["finishedOn"] == str(T0 + int(jid) - 1) and p.hash(jid)["atm"] == "1"
-    assert not check(p)
+    assert not check_projection(p)
 
 
 def test_finish_fences_on_the_token() -> None:
@@ -131,7 +131,7 @@ def test_failed_attempt_routes() -> None:
     assert dict(p.zsets)["delayed"] == (("2", (T0 + 201) * 0x1000),) and p.hash("2")["delay"] == "200"
     assert m.promote("2") == 0 and m.promote("2") == NOT_IN_STATE
     assert m.location("2") == "prioritized"  # a job keeps its priority through a backoff
-    assert not check(m.projection())
+    assert not check_projection(m.projection())
 
 
 def test_stall_takes_two_checks_and_defers_failure_past_the_max() -> None:
@@ -179,7 +179,7 @@ def test_invariants_name_each_violation() -> None:
         0,
         0,
     )
-    found = " ".join(check(p))
+    found = " ".join(check_projection(p))
     for rule in ("BQ-INV-1", "BQ-INV-2", "BQ-INV-3", "BQ-INV-4"):
         assert rule in found
 
@@ -212,7 +212,7 @@ class Pair:
             seen = self.target.projection()
             assert got == want, f"{op}{args}: scripts replied {got!r}, model {want!r}"
             assert not diff(self.model.projection(), seen), diff(self.model.projection(), seen)
-            assert not check(seen), check(seen)
+            assert not check_projection(seen), check_projection(seen)
             return got
 
         return step
@@ -319,20 +319,20 @@ def test_integer_custom_id_meets_the_auto_id(target: BullTarget) -> None:
     seen = target.projection()
     assert not diff(model.projection(), seen)
     assert seen.location("wait") == ("2", "2")
-    assert [v[:8] for v in check(seen)] == ["BQ-INV-2", "BQ-INV-1"]
+    assert [v[:8] for v in check_projection(seen)] == ["BQ-INV-2", "BQ-INV-1"]
     for side in (model, target):
         assert side.take("a", T0 + 2) == side.take("b", T0 + 3) == ("2", 0)
         assert side.complete("2", "a", T0 + 4, "1") == LOCK_MISMATCH
         assert side.complete("2", "b", T0 + 4, "1") == 0
     seen = target.projection()
     assert not diff(model.projection(), seen)
-    assert check(seen) == ["BQ-INV-1 job 2 in ['active', 'completed']"]
+    assert check_projection(seen) == ["BQ-INV-1 job 2 in ['active', 'completed']"]
     for side in (model, target):
         assert side.check_stalled(T0 + 5) == []
         assert side.check_stalled(T0 + 6) == ["2"]  # back to wait: it will run a third time
     seen = target.projection()
     assert not diff(model.projection(), seen)
-    assert check(seen) == ["BQ-INV-1 job 2 in ['wait', 'completed']"]
+    assert check_projection(seen) == ["BQ-INV-1 job 2 in ['wait', 'completed']"]
 
 
 def test_fakeredis_is_one_typed_error() -> None:
@@ -357,7 +357,7 @@ def test_no_lock_token_on_a_locked_job_leaves_the_lock_behind(target: BullTarget
     seen = target.projection()
     assert not diff(model.projection(), seen)
     assert seen.location("completed") == ("1",) and dict(seen.locks) == {"1": "a"}
-    assert check(seen) == ["BQ-INV-4 lock on 1, which is not active"]
+    assert check_projection(seen) == ["BQ-INV-4 lock on 1, which is not active"]
     assert target.extend("1", "a") == 1
     assert target.remove("1") == 0
     assert target.fail("1", "a", T0 + 2, "late") == model.fail("1", "a", T0 + 2, "late") == NOT_IN_STATE

@@ -26,8 +26,9 @@ RunTarget = Callable[..., Any]
 """``run_target(args, meanwhile=None)``: the target's outcome; ``meanwhile``, when given,
 is run while the call is on the wire if the target can, and is otherwise left alone."""
 
-PUMPED = {"promote": "schedule", "reap": "active"}
-"""The location whose due members (score <= now) a pump moves."""
+PUMPED: dict[str, str] = {op: loc for op in ("promote", "reap") for (loc,) in [spec.OPS[op]["from"]]}
+"""The location whose due members (score <= now) a pump moves: its one ``from`` in
+transitions.json (promote: schedule, reap: active)."""
 
 
 class Clock(Protocol):

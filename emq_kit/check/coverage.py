@@ -15,16 +15,24 @@ from emq_model.spec import cells, lane_cells
 
 
 def classify(
-    op: str, answer: Any, *, was: str | None = None, dropped: bool = False, dead_before: int = 0, dead_after: int = 0
+    op: str, answer: Any, *, was: str | None = None, dropped: bool = False, dead_before: int = 0, dead_after: int = 0,
+    args: dict[str, Any] | None = None,
 ) -> list[str]:
-    """The outcome names of one call. ``answer`` is the model's answer or its
-    ``EmqError``; ``was`` is the id's location before the call (complete); ``dropped``
-    whether a claim dropped orphans; the failed counter before/after tells a reap's
-    dead-letterings from its requeues."""
+    """The outcome names of one call, a plain op's or a lane op's (``spec.cells()``,
+    ``spec.lane_cells()``). ``answer`` is the model's answer or its ``EmqError``; ``was``
+    is the id's location before the call (complete); ``dropped`` whether a claim (plain
+    or grouped) dropped orphans; the failed counter before/after tells a reap's
+    dead-letterings from its requeues; ``args`` the call's arguments (lane_limit)."""
     if isinstance(answer, EmqError):
         return [answer.code]
-    if op == "claim":
-        return ["empty" if answer is None else "claimed"] + (["dropped"] if dropped else [])
+    extra = ["dropped"] if dropped else []
+    if op in ("claim", "lane_claim"):
+        return ["empty" if answer is None else "claimed"] + extra
+    if op == "lane_wclaim":
+        return [("empty", "one")[len(answer)] if len(answer) < 2 else "several"] + extra
+    if op == "lane_limit":
+        assert args is not None, "lane_limit is classified by its n"
+        return ["cleared" if args["n"] == 0 else "ok"]
     if op == "complete" and answer == "ok" and was == "pending":
         return ["late"]
     if op == "promote":

@@ -58,20 +58,6 @@ ON = (0, 0, 0, 1)  # which of the machine's QUEUES: most steps on the first, as 
 SPOILS = (None,) * 24 + tuple((i % 3, i // 3) for i in range(8))  # one call in four spoiled
 
 
-def lane_outcomes(op: str, answer: Any, args: dict[str, Any], dropped: bool) -> list[str]:
-    """The coverage cells of one lane call (``spec.lane_cells()``)."""
-    if isinstance(answer, EmqError):
-        return [answer.code]
-    extra = ["dropped"] if dropped else []
-    if op == "lane_claim":
-        return ["empty" if answer is None else "claimed"] + extra
-    if op == "lane_wclaim":
-        return [("empty", "one")[len(answer)] if len(answer) < 2 else "several"] + extra
-    if op == "lane_limit":
-        return ["cleared" if args["n"] == 0 else "ok"]
-    return [answer]
-
-
 class LaneRules:
     """The lane rules of the conformance machine (a mixin: see the module doc). The
     machine names its queues and id pool (``queues``, ``pool``)."""

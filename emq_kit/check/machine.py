@@ -34,7 +34,7 @@ from emq_kit.check import faults
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
-from emq_kit.check.lanes import BAD_GROUPS, LaneRules, lane_outcomes
+from emq_kit.check.lanes import BAD_GROUPS, LaneRules
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.rawrule import RawCalls
@@ -522,9 +522,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
                 raise error
             self.judge_answer(step, model.last_dropped, self.impls[queue].last_dropped)
         if op in spec.TRANSITIONS or op in spec.LANE_OPS:
-            names = (lane_outcomes(op, step.model, args, bool(model.last_dropped)) if op in spec.LANE_OPS else
-                     classify(op, step.model, was=was, dropped=bool(model.last_dropped) if op == "claim" else False,
-                              dead_before=failed_before, dead_after=model.failed))
+            names = classify(op, step.model, was=was, dropped=bool(model.last_dropped), dead_before=failed_before,
+                             dead_after=model.failed, args=args)
             for name in names:
                 self.run.coverage.add(op, name)
                 if currently_in_test_context():

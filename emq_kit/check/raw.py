@@ -43,7 +43,7 @@ from emq_live.client import Connection, Queue
 from emq_live.scripts import ScriptSet
 from emq_model import branded_id, errors, keyspace, spec
 from emq_model.model import QueueModel
-from emq_model.snapshot import diff
+from emq_model.snapshot import canonical_int, diff
 
 from . import memory
 from .clock import ServerClock, _same
@@ -127,11 +127,6 @@ def _integer(t: dict[str, Any]) -> bool:
     return "min" in t
 
 
-def _canonical(v: bytes) -> bool:
-    """CC-2: ``0``, or a non-zero digit followed by digits."""
-    return v.isdigit() and v.isascii() and (v == b"0" or not v.startswith(b"0"))
-
-
 def _value(arg: dict[str, Any], v: bytes) -> Any:
     """The model's value of one wire argument, or ``ArgError`` (CC-2: an absent optional
     argument is the empty string; integers are canonical decimals in the type's range)."""
@@ -139,9 +134,10 @@ def _value(arg: dict[str, Any], v: bytes) -> Any:
     if arg.get("optional") and v == b"":
         return None
     if _integer(t):
-        if not _canonical(v):
+        n = canonical_int(v)  # CC-2: ``0``, or a non-zero digit followed by digits
+        if n is None:
             raise errors.ArgError(f"{arg['name']} is not a canonical decimal: {v[:40]!r}")
-        return spec.check_value(arg["type"], arg["name"], int(v))
+        return spec.check_value(arg["type"], arg["name"], n)
     if "values" in t:
         return spec.check_value(arg["type"], arg["name"], v.decode("latin-1"))
     return spec.check_value(arg["type"], arg["name"], v)

@@ -27,7 +27,7 @@ from emq_kit.check.machine import Divergence, Run, Selection, Step, outcome, tar
 from emq_kit.check.target import unavailable
 from emq_kit.errors import BadArgument, TargetUnavailable
 from emq_kit.layouts import Layout
-from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check, diff, table
+from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check_projection, diff, table
 from emq_model.layouts.bullmq_steps import CUSTOM_LOW, UNKNOWN_ID
 
 QUEUE = table()["queue"]  # the one queue a run drives; every step names it
@@ -213,7 +213,7 @@ class BullConformance(RuleBasedStateMachine):
         if mine != theirs:
             raise self.diverge("snapshot", "BQ-projection", step, diff(mine, theirs))
         self.run.checks += 5  # the projection, BQ-INV-1..4
-        bad = check(theirs)
+        bad = check_projection(theirs)
         if bad:
             raise self.diverge("invariant", bad[0].split()[0], step, bad)
 
@@ -351,7 +351,7 @@ def audit(url: str) -> tuple[dict[str, int], list[str]]:
         target.close()
     from emq_model.layouts.bullmq import LOCATIONS
 
-    return {loc: len(seen.location(loc)) for loc in LOCATIONS}, check(seen)
+    return {loc: len(seen.location(loc)) for loc in LOCATIONS}, check_projection(seen)
 
 
 LAYOUT = Layout(

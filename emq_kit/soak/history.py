@@ -91,8 +91,8 @@ INPUTS = {
     "enqueue": ("id", "payload"),
     "schedule": ("id", "payload", "run_at_lo", "run_at_hi"),
     "claim": ("lease_ms", "now_lo", "now_hi"),
-    "lane_enqueue": ("id", "payload", "group"),
-    "lane_claim": ("lease_ms", "now_lo", "now_hi"),
+    "lane_enqueue": ("id", "payload", "group"),  # a lane's jobs count as pending (INV-1, lifecycle.md §10)
+    "lane_claim": ("lease_ms", "now_lo", "now_hi"),  # its group is the lanes report's business
     "complete": ("id", "token"),
     "retry": ("id", "token", "delay_ms", "max_attempts", "now_lo", "now_hi"),
     "extend": ("id", "token", "lease_ms", "now_lo", "now_hi"),
@@ -106,33 +106,23 @@ window, ms)."""
 
 def to_op(event: Event, serial: int) -> Op:
     """The checker's ``Op`` for an event. Inputs carry the server clock window; a
-    snapshot's input is ``("observe", serial)`` and its output stays the Snapshot."""
+    snapshot's input is ``("observe", serial)`` and its output stays the Snapshot. The
+    input tuple is the op's name and its ``INPUTS`` fields, in that order."""
     a, lo_hi = event.args, event.now or (0, 0)
     name, out = event.op, event.output
-    if name == "enqueue":
-        inp: tuple[Any, ...] = (name, a["id"], _bytes(a["payload"]))
-    elif name == "lane_enqueue":  # a lane's jobs count as pending (INV-1, lifecycle.md §10)
-        inp = (name, a["id"], _bytes(a["payload"]), a["group"])
-    elif name == "schedule":  # the run-at window
-        at = (a["run_at"], a["run_at"]) if a.get("run_at") is not None else (lo_hi[0] + a["delay_ms"], lo_hi[1] + a["delay_ms"])
-        inp = (name, a["id"], _bytes(a["payload"]), *at)
-    elif name in CLAIMS:  # a lane claim's group is the lanes report's business, not the job model's
-        inp = (name, a["lease_ms"], *lo_hi)
-        out = None if out is None else (out[0], _bytes(out[1]), out[2])
-    elif name == "complete":
-        inp = (name, a["id"], a["token"])
-    elif name == "retry":
-        inp = (name, a["id"], a["token"], a["delay_ms"], a["max_attempts"], *lo_hi)
-    elif name == "extend":
-        inp = (name, a["id"], a["token"], a["lease_ms"], *lo_hi)
-    elif name == "reap":
-        inp = (name, a["limit"], a.get("max_attempts"), *lo_hi)
-    elif name == "promote":
-        inp = (name, a["limit"], *lo_hi)
-    elif name == SNAPSHOT:
-        inp = ("observe", serial)
-    else:
+    if name == SNAPSHOT:
+        return Op(event.process, ("observe", serial), out, event.invoke, event.ret)
+    if name not in INPUTS or name == "observe":
         raise ValueError(f"no history model for op {name!r}")
+    fields: dict[str, Any] = {**a, "now_lo": lo_hi[0], "now_hi": lo_hi[1]}
+    if name == "schedule":  # the run-at window
+        at = (a["run_at"], a["run_at"]) if a.get("run_at") is not None else (lo_hi[0] + a["delay_ms"], lo_hi[1] + a["delay_ms"])
+        fields["run_at_lo"], fields["run_at_hi"] = at
+    elif name == "reap":  # a reap may have no cap
+        fields.setdefault("max_attempts", None)
+    inp = (name, *(_bytes(fields[k]) if k == "payload" else fields[k] for k in INPUTS[name]))
+    if name in CLAIMS:  # the claimed payload as bytes
+        out = None if out is None else (out[0], _bytes(out[1]), out[2])
     return Op(event.process, inp, out, event.invoke, event.ret)
 
 

@@ -171,7 +171,7 @@ def diff(expected: Projection, seen: Projection) -> list[str]:
     return out
 
 
-def check(p: Projection) -> list[str]:
+def check_projection(p: Projection) -> list[str]:
     """The layout's invariants (BQ-INV-1..4 of bullmq.md) on one projection: the
     violations, empty when it holds. ``hash_iff_located`` holds under any Retention the
     run uses, because every modelled op deletes the hash exactly when it drops the id."""
