@@ -34,6 +34,17 @@ def test_delete_write_removes_each_write_and_skips_comments() -> None:
     assert edits("delete-write") == [(6, ""), (8, "")]
 
 
+def test_no_operator_edits_a_trailing_comment() -> None:
+    """A mutant that only edits a comment is the same script: it would survive as a
+    false "survived" (promote.lua's `-- ... (LANE-1)` became `(LANE-0)`)."""
+    line = 'local lane = emq.lane_route(a, row) -- returns to its lane (LANE-1): 0 or 1 < 2'
+    assert mutants_of("x", line + "\n") == []
+    for m in all_mutants():
+        if "--" in m.before:
+            comment = m.before[m.before.index("--"):]
+            assert m.after == "" or m.after.endswith(comment), m.key
+
+
 def test_swap_compare_swaps_operators_and_range_bounds() -> None:
     assert (5, "if attempts <= a.max_attempts then") in edits("swap-compare")
     assert (9, 'local due = redis.call("ZRANGE", k.active, "-inf", "(" .. emq.int(a.now), "BYSCORE")') in \

@@ -83,6 +83,18 @@ def _outside_strings(line: str, match: re.Match[str]) -> bool:
     return line[: match.start()].count('"') % 2 == 0
 
 
+def _comment_start(line: str) -> int:
+    """Where the line's trailing ``--`` comment starts (outside strings), or its length:
+    a mutant never edits a comment (it would be the same script)."""
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and line.startswith("--", i):
+            return i
+    return len(line)
+
+
 def mutants_of(script: str, text: str, call_pattern: re.Pattern[str] = _CALL,
                writes: tuple[str, ...] = WRITES) -> list[Mutant]:
     """Every mutant of one script under the six operators of specs/selftest.md
@@ -91,14 +103,15 @@ def mutants_of(script: str, text: str, call_pattern: re.Pattern[str] = _CALL,
     out: list[Mutant] = []
     lines = text.split("\n")
     for n, line in _code_lines(text):
+        code = _comment_start(line)
         call = call_pattern.match(line)
         if call and call.group(1) in writes:
             out.append(Mutant("delete-write", script, n, line, ""))
-        for i, m in enumerate(m for m in _COMPARE.finditer(line) if _outside_strings(line, m)):
+        for i, m in enumerate(m for m in _COMPARE.finditer(line, 0, code) if _outside_strings(line, m)):
             out.append(Mutant("swap-compare", script, n, line, line[: m.start()] + _SWAP[m.group()] + line[m.end():], i))
-        for m in _RANGE.finditer(line):  # a score range's inclusive upper bound is a <=
+        for m in _RANGE.finditer(line, 0, code):  # a score range's inclusive upper bound is a <=
             out.append(Mutant("swap-compare", script, n, line, line[: m.start(1)] + '"(" .. ' + line[m.start(1):], 9))
-        for i, m in enumerate(_CONSTANT.finditer(line)):
+        for i, m in enumerate(_CONSTANT.finditer(line, 0, code)):
             if m.group().startswith('"') or _outside_strings(line, m):
                 out.append(Mutant("flip-constant", script, n, line, line[: m.start()] + _FLIP[m.group()] + line[m.end():], i))
         guard = _GUARD.match(line)
