@@ -202,6 +202,26 @@ class Twin:
             self.redis.delete(keyspace.job_key(self.name, job_id))
         self.check()
 
+    def spoil(self, name: str, id: str | None = None) -> None:
+        """Overwrite a key with a string by hand (CC-8's fault), on both sides; ``mend``
+        puts its content back."""
+        self.model.spoil(name, id)
+        if self.live is not None:
+            key = keyspace.key_of(self.name, name, id)
+            self._held = self.redis.dump(key)
+            self.redis.delete(key)
+            self.redis.set(key, "x")
+        self.check()
+
+    def mend(self, name: str, id: str | None = None) -> None:
+        self.model.mend(name, id)
+        if self.live is not None:
+            key = keyspace.key_of(self.name, name, id)
+            self.redis.delete(key)
+            if self._held is not None:
+                self.redis.restore(key, 0, self._held)
+        self.check()
+
     def _record(self, op: str, args: tuple, before: Snapshot, answer: Any) -> None:
         """The cells of a transition's answer, named as ``emq check`` names them."""
         if op not in spec.TRANSITIONS:

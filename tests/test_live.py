@@ -113,6 +113,22 @@ def tour(q) -> None:
     assert q.counts() == {"pending": 0, "active": 2, "schedule": 0, "dead": 0}
     assert q.state(D) == "active" and q.state(C) == "absent"
 
+    # CC-8: a key the call touches holds another type: refused, nothing changes
+    for key, call in (("active", lambda: q.extend(D, 1, 5, now=t + 800)),
+                      ("pending", lambda: q.enqueue(E, b"e")),
+                      ("pending", lambda: q.schedule(E, b"e", delay_ms=1, now=t + 800)),
+                      ("pending", lambda: q.claim(100, now=t + 800)),
+                      ("pending", lambda: q.complete(D, 1)),
+                      ("pending", lambda: q.retry(D, 1, delay_ms=0, max_attempts=5, error="e", now=t + 800)),
+                      ("pending", lambda: q.promote(now=t + 800)),
+                      ("pending", lambda: q.reap(now=t + 800)),
+                      ("pending", lambda: q.reprocess(C)),
+                      ("pending", lambda: q.remove(C))):
+        q.spoil(key)
+        with pytest.raises(errors.WrongTypeError):
+            call()
+        q.mend(key)
+
 
 def test_tour_reaches_every_cell(backend) -> None:
     q = backend.queue("tour")

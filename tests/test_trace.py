@@ -29,6 +29,7 @@ from emq_model import branded_id
 from emq_model.errors import StaleError
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
+from emq_model.snapshot import Snapshot
 from emq_model.spec import text
 
 SCHEMA = json.loads(text("schemas/trace.json"))
@@ -85,6 +86,25 @@ def test_a_recorded_trace_matches_the_schema_and_round_trips(found: tuple[Trace,
     assert again.to_json() == data
     assert again.divergence is not None and again.divergence["step"] == len(again.steps)
     assert set(again.snapshots) == {"model", "target"} and again.snapshots["model"] != again.snapshots["target"]
+
+
+def test_snapshot_rows_are_bytes_as_everywhere_and_old_traces_still_read(found: tuple[Trace, Path],
+                                                                          tmp_path: Path) -> None:
+    """TR-4, version 3: a snapshot's row values are {"b64"} like every other bytes value
+    (any byte kept); a version 2 trace's latin-1 text is still read as the same bytes."""
+    trace, _ = found
+    job = branded_id.encode("JOB", 5)
+    odd = Snapshot.from_json({**trace.snapshots["target"].to_json(),
+                              "rows": {job: {"state": "pending", "attempts": "0", "payload": "\x00\xff\u00e9"}}})
+    trace = Trace(trace.header, trace.steps, trace.divergence, {**trace.snapshots, "target": odd})
+    data = json.loads(trace.write(tmp_path / "t.json").read_text())
+    assert data["version"] == 3
+    assert data["divergence"]["target_snapshot"]["rows"][job]["payload"] == {"b64": "AP/p"}
+    assert Trace.load(tmp_path / "t.json").snapshots["target"] == odd
+    old = {**data, "version": 2, "divergence": {**data["divergence"], "target_snapshot": odd.to_json(),
+                                                "model_snapshot": trace.snapshots["model"].to_json()}}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert Trace.load(tmp_path / "old.json").snapshots["target"] == odd
 
 
 def test_ids_are_renamed_readably_in_byte_order(found: tuple[Trace, Path]) -> None:

@@ -24,7 +24,7 @@ from emq_model import spec
 RunModel = Callable[[Any, dict[str, Any]], Any]
 RunTarget = Callable[..., Any]
 """``run_target(args, meanwhile=None)``: the target's outcome; ``meanwhile``, when given,
-is run while the call is on the wire if the target can, and is otherwise left alone."""
+runs exactly once, while the call is on the wire if the target can (``Target.call``)."""
 
 PUMPED: dict[str, str] = {op: loc for op in ("promote", "reap") for (loc,) in [spec.OPS[op]["from"]]}
 """The location whose due members (score <= now) a pump moves: its one ``from`` in
@@ -65,11 +65,12 @@ class VirtualClock:
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
              run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
-        """The model runs while the target's call is on the wire when the target can say
-        so (``meanwhile``), else after it: the same clock, so the order is free."""
+        """The model runs while the target's call is on the wire where the target can
+        overlap them (``Target.call``'s ``meanwhile``), else after it: the same clock, so
+        the order is free."""
         ran: list[Any] = []
         target = run_target(args, lambda: ran.append(run_model(model, args)))
-        return (ran[0] if ran else run_model(model, args)), target
+        return ran[0], target
 
 
 def _same(a: Any, b: Any) -> bool:

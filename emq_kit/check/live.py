@@ -37,6 +37,7 @@ class ModelTarget:
     batches = True
     raw = False
     lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
+    batch_max = 0  # no windows: each call is answered at once
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueModel] = {}
@@ -52,6 +53,12 @@ class ModelTarget:
 
     def snapshot(self, name: str) -> Snapshot:
         return self.queue(name).snapshot()
+
+    def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
+        return call_then(self.queue(name), op, args, meanwhile)
+
+    def dropped(self, name: str) -> tuple[str, ...]:
+        return self.queue(name).last_dropped
 
     def forget_row(self, name: str, job_id: str) -> None:
         self.queue(name).forget_row(job_id)
@@ -123,6 +130,24 @@ class LiveTarget:
             self.used.add(name)
             self.queues[name] = queue
         return self.queues[name]
+
+    def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
+        """On a server with ``observe`` the queue runs ``meanwhile`` once its call is on
+        the wire (``ObservedQueue``); otherwise, or when the call was refused before any
+        I/O, it runs after."""
+        queue = self.queue(name)
+        if not isinstance(queue, ObservedQueue):
+            return call_then(queue, op, args, meanwhile)
+        queue.meanwhile = meanwhile
+        try:
+            return getattr(queue, op)(**args)
+        finally:
+            work, queue.meanwhile = queue.meanwhile, None
+            if work is not None:
+                work()
+
+    def dropped(self, name: str) -> tuple[str, ...]:
+        return self.queue(name).last_dropped
 
     def held(self, names: Iterable[str]) -> int:
         """How many keys the queues ``names`` hold now (what handing them out would delete)."""
@@ -274,6 +299,15 @@ class ObservedQueue(Queue):
         """The snapshot the last call brought back, or a fresh one."""
         snap, self.observed = self.observed, None
         return snap if snap is not None else self.snapshot()
+
+
+def call_then(queue: Any, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
+    """``op`` on ``queue``, then ``meanwhile`` (whatever the call answered or raised)."""
+    try:
+        return getattr(queue, op)(**args)
+    finally:
+        if meanwhile is not None:
+            meanwhile()
 
 
 def _answer(call: Any, reply: Any) -> Any:

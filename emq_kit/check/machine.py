@@ -520,7 +520,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             if self._aside is not None:  # the model's side failed while the call was on the wire
                 error, self._aside = self._aside, None
                 raise error
-            self.judge_answer(step, model.last_dropped, self.impls[queue].last_dropped)
+            self.judge_answer(step, model.last_dropped, self.target.dropped(queue))
         if op in spec.TRANSITIONS or op in spec.LANE_OPS:
             names = classify(op, step.model, was=was, dropped=bool(model.last_dropped), dead_before=failed_before,
                              dead_after=model.failed, args=args)
@@ -583,13 +583,12 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             self.drain()
 
     def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
-        """``op`` on the target; ``meanwhile`` (the model's side of the step) handed to a
-        queue that runs it while the call is on the wire (``ObservedQueue``), followed by
-        the model's half of ``verify``. Whatever that raises is kept aside for
-        ``execute`` to raise: it is never the target's outcome."""
-        impl = self.impls[queue]
-        if meanwhile is None or not hasattr(impl, "meanwhile"):
-            return getattr(impl, op)(**args)
+        """``op`` on the target (``Target.call``); ``meanwhile`` (the model's side of the
+        step) runs once, while the call is on the wire where the target can overlap them,
+        followed by the model's half of ``verify``. Whatever that raises is kept aside
+        for ``execute`` to raise: it is never the target's outcome."""
+        if meanwhile is None:
+            return self.target.call(queue, op, args)
 
         def aside() -> None:
             try:
@@ -599,11 +598,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             except BaseException as exc:  # noqa: BLE001 - re-raised by execute
                 self._aside = exc
 
-        impl.meanwhile = aside
-        try:
-            return getattr(impl, op)(**args)
-        finally:
-            impl.meanwhile = None  # not run when the call was refused before any I/O
+        return self.target.call(queue, op, args, aside)
 
     def verify(self, queue: str, step: Step, theirs: Snapshot | None = None) -> None:
         """INV-8 (snapshots equal), then INV-1..7 against the previous step. Once the two

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from emq_kit.errors import BadArgument
 from emq_model import errors, keyspace
@@ -63,6 +63,12 @@ class Renamed:
 
     def queue(self, name: str) -> Any:
         return self.inner.queue(self._on_server(name))
+
+    def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
+        return self.inner.call(self._on_server(name), op, args, meanwhile)
+
+    def dropped(self, name: str) -> tuple[str, ...]:
+        return self.inner.dropped(self._on_server(name))
 
     def snapshot(self, name: str) -> Any:
         """The server's snapshot, told in the logical name (``told``)."""

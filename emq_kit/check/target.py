@@ -10,7 +10,7 @@ machine reads of a target is declared here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from emq_kit.errors import BadArgument, FencedElsewhere, ServerUnreachable, TargetUnavailable
 
@@ -31,10 +31,35 @@ class Target(Protocol):
     them past the client (``emq_kit/check/raw.py``) and runs a server-clock phase. Not a
     driver (a port's own client is in between), not the model."""
 
+    conn: Any
+    """With ``raw``: the ``emq_live.client.Connection`` the scripts run over."""
+
     @property
     def lanes(self) -> bool:
         """Whether the target has the lane ops (lifecycle.md §10): the machine draws none
         when it does not."""
+
+    batch_max: int
+    """How many calls ``batch`` takes at once: 0 when the target has no windows (the
+    machine then verifies step by step; emq_kit/check/window.py)."""
+
+    fence: str | None
+    """The ``{emq}:version`` value the target runs under, when it reports one (a driver,
+    DP-9d); a target without the attribute fences as the contract says."""
+
+    def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
+        """``op`` with ``args`` on the queue ``name``: its answer, a refusal raised as the
+        ``EmqError`` it is. ``meanwhile`` (the model's side of the step) runs exactly
+        once: while the call is on the wire when the target can overlap the two, else
+        after the answer came back (or the refusal was raised). ``snapshot(name)`` right
+        after hands out the snapshot that came back with the call, where one did."""
+
+    def dropped(self, name: str) -> tuple[str, ...]:
+        """The orphans the queue's last claim dropped (T-claim-5)."""
+
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[Any]:
+        """A window's calls (op, queue, args) in one round trip, each answered with the
+        queue's snapshot after it (``BatchReply``); only when ``batch_max`` > 0."""
 
     def reset(self) -> None:
         """Forget every queue: each queue handed out afterwards starts empty."""

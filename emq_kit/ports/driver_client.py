@@ -21,9 +21,9 @@ import shlex
 import subprocess
 import threading
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from emq_kit.check.live import LiveTarget
+from emq_kit.check.live import LiveTarget, call_then
 from emq_kit.check.machine import QUEUES, Crash
 from emq_kit.check.window import BatchReply
 from emq_kit.errors import KitError, TargetFault
@@ -197,7 +197,7 @@ class DriverQueue:
             answer, dropped = decode_answer(op, self.target.process.request(op, self.target.wire_args(op, args),
                                                                             self.name))
             if op in ("claim", "lane_claim", "lane_wclaim"):
-                self.last_dropped = dropped
+                self.last_dropped = self.target._dropped[self.name] = dropped
             return answer
 
         return call
@@ -232,6 +232,7 @@ class DriverTarget:
         self.command, self.url, self.clock, self.timeout = command, url, clock, timeout
         self.names, self.partial = tuple(queues), partial
         self.inspector: LiveTarget | None = None
+        self._dropped: dict[str, tuple[str, ...]] = {}  # each queue's last claim's orphans
         self.info: dict[str, Any] = {}
         self.protocol, self.batch_max, self.fence = 1, 0, None
         self.offered: frozenset[str] = frozenset()
@@ -385,6 +386,12 @@ class DriverTarget:
         except DriverError as exc:
             return Crash(exc)
         return DriverQueue(self, name)
+
+    def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
+        return call_then(self.queue(name), op, args, meanwhile)
+
+    def dropped(self, name: str) -> tuple[str, ...]:
+        return self._dropped.get(name, ())
 
     def snapshot(self, name: str) -> Snapshot:
         if self.inspector is not None:

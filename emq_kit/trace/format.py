@@ -30,8 +30,23 @@ from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
 
 FORMAT = "emq-trace"
-VERSION = 2
-READS = (1, 2)  # version 1 wrote bytes as {"$bytes": ...}; both are read
+VERSION = 3
+READS = (1, 2, 3)  # version 1 wrote bytes as {"$bytes": ...}, 1 and 2 snapshot rows as latin-1 text: all are read
+
+
+def snapshot_json(snap: Snapshot) -> dict[str, Any]:
+    """A snapshot in a trace: its row values as bytes are everywhere else (TR-4)."""
+    data = snap.to_json()
+    data["rows"] = {i: {f: bytes_json(v) for f, v in row} for i, row in snap.rows}
+    return data
+
+
+def json_snapshot(data: dict[str, Any], version: int) -> Snapshot:
+    """The inverse of ``snapshot_json``; a version 1 or 2 trace wrote row values as latin-1 text."""
+    if version >= 3:
+        data = {**data, "rows": {i: {f: json_bytes(v).decode("latin-1") for f, v in row.items()}
+                                 for i, row in data["rows"].items()}}
+    return Snapshot.from_json(data)
 
 
 def encode(value: Any) -> Any:
@@ -114,7 +129,7 @@ class Trace:
             **self.header,
             "steps": [step_json(s, i) for i, s in enumerate(self.steps, 1)],
             "divergence": None if self.divergence is None else {
-                **self.divergence, **{f"{side}_snapshot": snap.to_json() for side, snap in self.snapshots.items()}},
+                **self.divergence, **{f"{side}_snapshot": snapshot_json(snap) for side, snap in self.snapshots.items()}},
         }
 
     @classmethod
@@ -127,7 +142,7 @@ class Trace:
         div = data.get("divergence")
         snapshots = {}
         if div is not None:
-            snapshots = {side: Snapshot.from_json(div[f"{side}_snapshot"])
+            snapshots = {side: json_snapshot(div[f"{side}_snapshot"], data["version"])
                          for side in ("model", "target") if div.get(f"{side}_snapshot")}
             div = {k: v for k, v in div.items() if not k.endswith("_snapshot")}
         return cls(header, [step_of_json(s) for s in data["steps"]], div, snapshots)
