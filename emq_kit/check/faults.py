@@ -123,34 +123,40 @@ class KeyFaultRules:
         return callable(getattr(self.target, "spoil_key", None)) and self.run.focus.allows("spoil_key")
 
     @precondition(lambda self: self._key_faults_on())
-    @rule(a=Draw("SpoilKey", q=(0, 0, 0, 1), op=range(len(PROBED)), key=range(len(SPOIL_KEYS)), kind=range(5),
-                 pick=range(8)).strategy)
+    @rule(a=Draw("SpoilKey", q=(0, 0, 0, 1), op=PROBED, always=(True, False), key=range(len(SPOIL_KEYS)),
+                 kind=range(5), pick=range(8)).strategy)
     def spoil_key(self: Any, a: Any) -> None:
         """The call first, then a key it may touch and the job it would take: the row of
         the pending head for a claim, of the first due member for a pump (the clock moved
-        onto its score), of a lane's head for a grouped claim. The draws are turned by
-        the example's step count, so their lean to 0 does not keep picking one call; the
-        key's lean to 0 picks a key the call always touches (KEYS_OF)."""
-        q, turn = self.queues[a.q], len(self.steps)
+        onto its score), of a lane's head for a grouped claim, a grouped job when the key
+        is a lane key. Half the spoils take a key the call always touches (its
+        ``touches`` by name: the refusal is certain), half any key it may touch. Every choice is the rule's own draw (never the example's state
+        beyond the model's), so the shrinker can delete the steps before an episode
+        without changing what it does."""
+        q = self.queues[a.q]
         mine = self.models[q]
         lanes = self._lanes_on()
         ops = [op for op in PROBED if self.run.focus.allows(op) and (lanes or op not in spec.LANE_OPS)]
         if not ops:
             return
-        op = ops[(a.op + turn) % len(ops)]
-        keys = [k for k in KEYS_OF[op] if lanes or k not in LANE_KEYS]
-        key = keys[a.key % len(keys)]  # leaning to 0: mostly a key the call always touches
+        op = a.op if a.op in ops else ops[PROBED.index(a.op) % len(ops)]
+        keys = [k for k in KEYS_OF[op] if (lanes or k not in LANE_KEYS)
+                and (not a.always or k in spec.entry(op)["touches"])] or list(KEYS_OF[op])
+        key = keys[a.key % len(keys)]
         if op in PUMPED:
             self._advance(q, PUMPED[op], (0, 0))
-        job, group = self._taken(mine, op, a.pick), self._group_of(mine, a.pick)
+        job, group = self._taken(mine, op, key, a.pick), self._group_of(mine, a.pick)
         which = {"key": key, **({"id": job} if key == "row" else {}), **({"group": group} if key == "lane" else {})}
         kinds = wrong_kinds(key)
-        self.inject(q, "spoil_key", {**which, "kind": kinds[(a.kind + turn) % len(kinds)]})
+        self.inject(q, "spoil_key", {**which, "kind": kinds[a.kind % len(kinds)]})
         self.step(q, op, probe_args(op, mine, job, group))
         self.inject(q, "mend_key", which)
 
-    def _taken(self: Any, mine: QueueModel, op: str, pick: int) -> str:
-        """The job ``op`` would take or is about (``pick``: which one, 0 the first)."""
+    def _taken(self: Any, mine: QueueModel, op: str, key: str, pick: int) -> str:
+        """The job ``op`` would take or is about (``pick``: which one, 0 the first): for
+        an op about one id, one it would act on (a live attempt for a settle, a dead job
+        for reprocess), grouped when the spoiled key is a lane key (only a grouped job's
+        call types its lane)."""
         if op == "claim":
             ids = [m for m, _ in zset_order(mine.sets["pending"].items())]
         elif op in PUMPED:
@@ -160,6 +166,12 @@ class KeyFaultRules:
         else:
             ids = sorted({*mine.rows, *(m for loc in mine.sets.values() for m in loc),
                           *(m for lane in mine.lanes.pending.values() for m in lane)})
+            acted = {"complete": ("active", "pending"), "retry": ("active", "pending"), "extend": ("active",),
+                     "reprocess": ("dead",)}.get(op)
+            if acted:
+                ids = [i for i in ids if mine.state(i) in acted] or ids
+            if key in LANE_KEYS:
+                ids = [i for i in ids if "group" in mine.rows.get(i, {})] or ids
         ids = ids or list(self.pool)
         return ids[pick % len(ids)]
 
