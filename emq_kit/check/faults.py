@@ -133,6 +133,8 @@ class KeyFaultRules:
         ``touches`` by name: the refusal is certain), half any key it may touch. Every choice is the rule's own draw (never the example's state
         beyond the model's), so the shrinker can delete the steps before an episode
         without changing what it does."""
+        if self.stopped:  # a known difference ended the example (its key may be left spoiled)
+            return
         q = self.queues[a.q]
         mine = self.models[q]
         lanes = self._lanes_on()
@@ -169,7 +171,7 @@ class KeyFaultRules:
             acted = {"complete": ("active", "pending"), "retry": ("active", "pending"), "extend": ("active",),
                      "reprocess": ("dead",)}.get(op)
             if acted:
-                ids = [i for i in ids if mine.state(i) in acted] or ids
+                ids = [i for i in ids if any(i in mine.sets[loc] for loc in acted)] or ids
             if key in LANE_KEYS:
                 ids = [i for i in ids if "group" in mine.rows.get(i, {})] or ids
         ids = ids or list(self.pool)
