@@ -151,6 +151,21 @@ def test_an_unreadable_trace_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert "cannot read trace" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args, words", [
+    ({"key": "nonsense", "kind": "string"}, "args/key: 'nonsense' is no key"),
+    ({"key": "pending", "kind": "blob"}, "args/kind: 'blob' is not one of"),
+    ({"key": "row", "kind": "set"}, "key 'row' takes id"),
+])
+def test_a_malformed_key_fault_is_exit_2_naming_it(found: tuple[Trace, Path], tmp_path: Path, args: dict, words: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(found[0].write(tmp_path / "t.json").read_text())
+    data["steps"] = [{**data["steps"][0], "op": "spoil_key", "args": args}]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    assert cli.main(["replay", str(tmp_path / "bad.json")]) == cli.EXIT_ENV
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1 and "emq bug" not in err
+
+
 def test_the_pytest_file_fails_while_broken_and_passes_when_fixed(found: tuple[Trace, Path], tmp_path: Path) -> None:
     trace, _ = found
     path = str(trace.write(tmp_path / "t.json"))

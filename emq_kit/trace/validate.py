@@ -67,6 +67,20 @@ def check_trace(data: Any) -> None:
             raise TraceError(f"{where}/args: {op} needs {', '.join(sorted(required - args))}")
         if args - allowed:
             raise TraceError(f"{where}/args: {op} takes no {', '.join(sorted(args - allowed))}")
+        if op in faults.KEY_FAULTS:
+            _check_key_fault(where, step["args"])
+
+
+def _check_key_fault(where: str, args: dict[str, Any]) -> None:
+    """A spoil_key/mend_key step names a key of the grammar (an id with row, a group with
+    lane only) and, for spoil_key, a type of ``faults.KINDS``."""
+    key = args["key"]
+    if key not in faults.KEY_TYPES:
+        raise TraceError(f"{where}/args/key: {key!r} is no key of transitions.json ({', '.join(sorted(faults.KEY_TYPES))})")
+    if ("id" in args) != (key == "row") or ("group" in args) != (key == "lane"):
+        raise TraceError(f"{where}/args: key {key!r} takes {'id' if key == 'row' else 'group' if key == 'lane' else 'neither id nor group'}")
+    if "kind" in args and args["kind"] not in faults.KINDS:
+        raise TraceError(f"{where}/args/kind: {args['kind']!r} is not one of {', '.join(faults.KINDS)}")
 
 
 def step_args(op: str) -> tuple[set[str], set[str]] | None:
