@@ -35,6 +35,8 @@ def zset_order(entries: Iterable[tuple[str, Score]]) -> Entries:
 def norm_score(score: float | int | str | bytes) -> Score:
     """An integral score as ``int`` (Valkey hands scores back as doubles, the client
     sometimes as text): the one score normalisation of the model, the client and the kit."""
+    if type(score) is int:  # the model's own scores: already normal
+        return score
     f = float(score)
     return int(f) if f.is_integer() else f
 

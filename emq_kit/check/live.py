@@ -46,10 +46,11 @@ class ModelTarget:
         self.queues.clear()
 
     def queue(self, name: str) -> QueueModel:
-        check_queue(name)
-        if name not in self.queues:
-            self.queues[name] = QueueModel(name)
-        return self.queues[name]
+        queue = self.queues.get(name)
+        if queue is None:  # a name is checked once, when its queue is first handed out
+            check_queue(name)
+            queue = self.queues[name] = QueueModel(name)
+        return queue
 
     def snapshot(self, name: str) -> Snapshot:
         return self.queue(name).snapshot()

@@ -14,8 +14,10 @@ step's (README, "What a step is").
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from hypothesis import event
@@ -306,12 +308,15 @@ class Selection(RuleStrategy):
         # a constant Hypothesis mixes in), so index 0 must be the most common rule, not
         # whichever sorts first by name (bad_queue, which was 7-17% of calls at weight 1).
         self.heaviest = sorted(self.rules, key=lambda r: -self.weights.get(r.function.__name__, 1))
+        self.weight = {id(r): self.weights.get(r.function.__name__, 1) for r in self.rules}
+        self.allowed: list[Any] | None = None  # _in_focus's
+        self.free = {id(r) for r in self.rules if not r.bundles and not r.preconditions}  # always valid
         self.drawn = 0  # rules drawn: the fence test's proof that Hypothesis draws through this
 
     def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
         if getattr(self.machine, "clock", None) is not None and self.machine.clock.mode != "virtual":
             return self._draw_steady(data)
-        valid = [r for r in self.rules if self._valid(r)]
+        valid = [r for r in self._in_focus() if id(r) in self.free or self._holds(r)]
         if not valid:  # Hypothesis's own "no progress can be made" error (InvalidDefinition)
             return super().do_draw(data)
         rule = self._weighted(data, valid)
@@ -329,8 +334,9 @@ class Selection(RuleStrategy):
                         if b < swarm[0] and r.function.__name__ not in always}
         on = {id(r) for r in candidates if r.function.__name__ not in self.off} or {id(r) for r in candidates}
         live = [r for r in self.heaviest if id(r) in on]
-        weighted = [r for r in live for _ in range(self.weights.get(r.function.__name__, 1))]
-        return weighted[data.draw_integer(0, len(weighted) - 1)]
+        # One index into the rules laid end to end, each as many times as it weighs.
+        ends = list(accumulate(self.weight[id(r)] for r in live))
+        return live[bisect_right(ends, data.draw_integer(0, ends[-1] - 1))]
 
     def _draw_steady(self, data: Any) -> tuple[Any, dict[str, Any]]:
         """Under the server clock the model's state follows the server's timing (a lease
@@ -338,9 +344,9 @@ class Selection(RuleStrategy):
         state, or Hypothesis meets other choices when it replays an example (a
         ``FlakyStrategyDefinition``): the rule is drawn among those the focus allows, its
         arguments drawn, and a rule whose preconditions do not hold now is a tick of 0."""
-        rule = self._weighted(data, [r for r in self.rules if self._allowed(r)])
+        rule = self._weighted(data, self._in_focus())
         args = {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
-        if self._valid(rule):
+        if self._holds(rule):
             return rule, args
         return next(r for r in self.rules if r.function.__name__ == "tick"), {"delta": 0}
 
@@ -356,13 +362,19 @@ class Selection(RuleStrategy):
             return False
         return not (rule.function.__name__ in ("bad_queue", "raw_call") and focus.hostile == "off")
 
-    def _valid(self, rule: Any) -> bool:
-        """``is_valid`` without its per-call observability bookkeeping (a description of
-        every precondition, built for every rule at every step, cost more than the
-        preconditions themselves); a rule none of whose ops the focus allows is off."""
+    def _in_focus(self) -> list[Any]:
+        """The rules the run's focus allows (``_allowed``), found once: the focus is fixed
+        for a run."""
+        if self.allowed is None:
+            self.allowed = [r for r in self.rules if self._allowed(r)]
+        return self.allowed
+
+    def _holds(self, rule: Any) -> bool:
+        """The rule's bundles are not empty and its preconditions hold now: ``is_valid``
+        without its per-call observability bookkeeping (a description of every
+        precondition, built for every rule at every step, cost more than the
+        preconditions themselves)."""
         machine = self.machine
-        if not self._allowed(rule):
-            return False
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 

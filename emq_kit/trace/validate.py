@@ -15,6 +15,7 @@ from typing import Any
 from emq_kit.check import faults
 from emq_kit.errors import KitError
 from emq_model import spec
+from emq_model.keyspace import KEY_TYPES
 
 # The steps the machine records besides the spec's ops and its faults, and the arguments
 # they take (a raw call, issue 19: its script, KEYS and ARGV as sent, and what was spoiled).
@@ -75,8 +76,8 @@ def _check_key_fault(where: str, args: dict[str, Any]) -> None:
     """A spoil_key/mend_key step names a key of the grammar (an id with row, a group with
     lane only) and, for spoil_key, a type of ``faults.KINDS``."""
     key = args["key"]
-    if key not in faults.KEY_TYPES:
-        raise TraceError(f"{where}/args/key: {key!r} is no key of transitions.json ({', '.join(sorted(faults.KEY_TYPES))})")
+    if key not in KEY_TYPES:
+        raise TraceError(f"{where}/args/key: {key!r} is no key of transitions.json ({', '.join(sorted(KEY_TYPES))})")
     if ("id" in args) != (key == "row") or ("group" in args) != (key == "lane"):
         raise TraceError(f"{where}/args: key {key!r} takes {'id' if key == 'row' else 'group' if key == 'lane' else 'neither id nor group'}")
     if "kind" in args and args["kind"] not in faults.KINDS:
