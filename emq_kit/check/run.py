@@ -237,16 +237,16 @@ def run_check(
                 phase_found.add(_record(run, found, divergence, started))
                 if run.first_failure is None:
                     run.first_failure = phase.first_failure
+        unreached = _unreached(run, focus)
+        minimized = time.perf_counter()
+        for d in found:  # replaying a counterexample drops its orphans again: still quiet
+            d.met = run.met[d.signature]
+            if getattr(clock, "mode", "virtual") == "virtual" and d.signature not in phase_found:
+                d.divergence = minimize(d.divergence, d.signature, target, layout.replay, clock,
+                                        settings=layout.settings)
+                d.shrunk = list(d.divergence.steps)
     finally:
         quiet.setLevel(level)
-    unreached = _unreached(run, focus)
-    minimized = time.perf_counter()
-    for d in found:
-        d.met = run.met[d.signature]
-        if getattr(clock, "mode", "virtual") == "virtual" and d.signature not in phase_found:
-            d.divergence = minimize(d.divergence, d.signature, target, layout.replay, clock,
-                                    settings=layout.settings)
-            d.shrunk = list(d.divergence.steps)
     if found:
         phases["minimize"] = {"seconds": round(time.perf_counter() - minimized, 3)}
     seconds = time.perf_counter() - started
