@@ -29,3 +29,18 @@ def cluster() -> Iterator[ClusterProcess]:
     """A 3-primary Valkey Cluster for the whole session (no replicas, no persistence)."""
     with ClusterProcess(3) as c:
         yield c
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here and in every child started meanwhile, however
+    the suite was launched: a suite started with SIGINT ignored (a background job of a
+    non-interactive shell, `cmd &`) passes that on to its workers and their children, and
+    a test of what Ctrl-C does would then wait for an interrupt that never comes."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # a child's exec resets it to SIG_DFL
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)

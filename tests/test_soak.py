@@ -322,7 +322,7 @@ BUSY = SoakConfig(workers=3, jobs=5000, seconds=30, rate=200)
 """A run that would go on for 25 s if nothing stopped it."""
 
 
-def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch, ctrl_c: None) -> None:
     """Ctrl-C in the coordinator while its children and its own valkey-server run: when
     ``run_soak`` returns, none of them is left (the children would otherwise work on)."""
     import emq_kit.server as server_module

@@ -394,7 +394,7 @@ def test_a_trace_replays_on_the_names_its_run_used(valkey: Any, tmp_path: Path, 
         r.delete(keyspace.job_key(QUEUES[0], POOL[0]))
 
 
-def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path) -> None:
+def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path, ctrl_c: None) -> None:
     proc = subprocess.Popen([str(EMQ), "check", "--profile", "thorough", "--seed", "77", "--traces", "traces"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
