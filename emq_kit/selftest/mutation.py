@@ -286,16 +286,23 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     proc = ctx.Process(target=work, daemon=True)
     proc.start()
     child.close()
+
+    # On fakeredis the script runs in the child: one command that has not returned for
+    # HANG_AFTER seconds is a script that never returns (a server's would be SCRIPT
+    # KILLed). It ends the wait at once, not when the budget is spent; a command still in
+    # flight when the budget runs out is given the rest of its HANG_AFTER to return.
+    def hung() -> bool:
+        return url is None and not found.value and bool(calling.value) \
+            and time.perf_counter() - calling.value > HANG_AFTER
+
     try:
-        if parent.poll(budget) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
+        if _answered(parent, started + budget, hung) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
             verdict: MutantVerdict = parent.recv()
         elif found.value:  # killed; only the shrinking did not finish in time
             verdict = MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
-        elif url is None and calling.value and time.perf_counter() - calling.value > HANG_AFTER:
-            # On fakeredis the script runs in the child: one command that has not returned
-            # for so long is a script that never returns (a server's would be SCRIPT KILLed).
+        elif url is None and _never_returns(calling):
             verdict = MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
-                                    f"a script had not returned for {HANG_AFTER:g} s when the budget was spent")
+                                    f"a script had not returned for {HANG_AFTER:g} s")
         else:
             verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1,
                                     reason=f"budget of {budget:g} s spent")
@@ -313,6 +320,27 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
                              "a script was still running when the budget was spent (stopped with SCRIPT KILL)")
     return verdict
+
+
+def _answered(parent: Any, until: float, hung: Callable[[], bool]) -> bool:
+    """Whether the child has answered by ``until`` (``perf_counter`` time); the wait ends
+    early, unanswered, once ``hung()``: a script that never returns need not hold the
+    run for the whole budget."""
+    while (left := until - time.perf_counter()) > 0:
+        if parent.poll(min(left, 1.0)):
+            return True
+        if hung():
+            return False
+    return bool(parent.poll(0))
+
+
+def _never_returns(calling: Any) -> bool:
+    """Whether the child's command in flight (``calling``: when it was sent, 0 for none)
+    is still running ``HANG_AFTER`` seconds after it was sent."""
+    sent = calling.value
+    while sent and calling.value == sent and time.perf_counter() - sent <= HANG_AFTER:
+        time.sleep(0.05)
+    return bool(sent) and calling.value == sent
 
 
 HANG = "hang"
