@@ -58,6 +58,10 @@ class Lanes:
         """The lowest id of a non-empty lane (score 0: byte order, mint order)."""
         return min(self.pending[group], key=lambda m: m.encode())
 
+    def members(self, group: str) -> list[str]:
+        """The ids of a lane in lane order (its head first); ``[]`` for an empty lane."""
+        return sorted(self.pending.get(group, {}), key=lambda m: m.encode())
+
     def holds(self, group: str, job_id: str) -> bool:
         return job_id in self.pending.get(group, {})
 

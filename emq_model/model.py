@@ -337,7 +337,7 @@ class QueueModel:
         ``None`` when no lane is serviceable. Orphans met go to ``last_dropped``."""
         a = spec.check_args("lane_claim", {"lease_ms": lease_ms})
         now = spec.check_now(now)
-        self._typed("lane_claim", plan=self._plan(weighted=False))
+        self._typed("lane_claim", plan=self.claim_plan(weighted=False))
         jobs = self._turn(a["lease_ms"], now, weighted=False)
         return jobs[0] if jobs else None
 
@@ -346,7 +346,7 @@ class QueueModel:
         heads of that lane become active, in lane order; ``[]`` when none is serviceable."""
         a = spec.check_args("lane_wclaim", {"lease_ms": lease_ms})
         now = spec.check_now(now)
-        self._typed("lane_wclaim", plan=self._plan(weighted=True))
+        self._typed("lane_wclaim", plan=self.claim_plan(weighted=True))
         return self._turn(a["lease_ms"], now, weighted=True)
 
     def _most(self, group: str, weighted: bool) -> int:
@@ -357,7 +357,7 @@ class QueueModel:
             most = min(most, self.lanes.glimit[group] - self.lanes.gactive.get(group, 0))
         return most
 
-    def _plan(self, *, weighted: bool) -> list[str | tuple[str, str]]:
+    def claim_plan(self, *, weighted: bool) -> list[str | tuple[str, str]]:
         """The keys a grouped claim types before its first write (CC-8, "lanes"): the
         ring walked from its head as the turns will, each lane and the rows of the
         members a turn would meet, until a lane that serves a job (or a spoiled key,
@@ -368,7 +368,7 @@ class QueueModel:
             if ("lane", group) in self.spoiled:
                 return keys
             found, most = 0, self._most(group, weighted)
-            for job_id in sorted(self.lanes.pending.get(group, {}), key=lambda m: m.encode()):
+            for job_id in self.lanes.members(group):
                 if found >= most:
                     break
                 keys.append(("row", job_id))

@@ -50,6 +50,11 @@ VARIANTS = [
            "a poison job is requeued forever (T-reap-2)"),
     Broken("extend-non-active", "extend", 'emq.live_attempt(a, {"active"})', 'emq.live_attempt(a, {"active", "pending"})',
            "extend puts a reaped (pending) job back in active: two sets (T-extend-1)"),
+    Broken("lane-plan-skips-head", "lane_claim", "for i = 0, redis.call(\"LLEN\", ring) - 1 do",
+           "for i = 1, redis.call(\"LLEN\", ring) - 1 do",
+           "a grouped claim does not type the ring's first lane: a spoiled one fails mid-script (CC-8)"),
+    Broken("lane-plan-overreach", "lane_claim", "if found > 0 then", "if found > 1 then",
+           "a grouped claim types lanes past the one it serves: a spoiled later lane refuses a good claim (CC-8)"),
 ]
 
 

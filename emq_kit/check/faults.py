@@ -90,6 +90,26 @@ by name), then those only some calls do (the rows and lanes of the jobs it takes
 PUMPED = {"promote": "schedule", "reap": "active"}
 
 
+def walk_edges(mine: QueueModel, weighted: bool) -> list[tuple[str, str]]:
+    """The lanes and rows a grouped claim's plan types before its first write
+    (``QueueModel.claim_plan``: the ring from its head, each lane and the rows of the
+    members a turn would meet, until a lane that serves a job), then one more of each
+    past its end: the next member of the last lane walked, the next lane on the ring and
+    that lane's head. A walk one step too short or too long (a mutant of
+    lane_claim.lua's ``plan``) answers differently only when one of these is spoiled."""
+    walked = [key for key in mine.claim_plan(weighted=weighted) if isinstance(key, tuple)]
+    lanes = [group for kind, group in walked if kind == "lane"]
+    if not lanes:
+        return walked
+    last, typed = lanes[-1], {job for kind, job in walked if kind == "row"}
+    past = [("row", job) for job in mine.lanes.members(last) if job not in typed][:1]
+    ring = list(mine.lanes.ring)
+    after = ring[ring.index(last) + 1:][:1] if last in ring else []
+    for group in after:
+        past += [("lane", group), *(("row", job) for job in mine.lanes.members(group)[:1])]
+    return walked + past
+
+
 def probe_args(op: str, queue: QueueModel, job: str, group: str) -> dict[str, Any]:
     """Valid arguments of ``op`` about ``job`` and ``group`` (a settle carries the job's
     current token, so only the spoiled key can refuse it)."""
@@ -127,12 +147,13 @@ class KeyFaultRules:
                  kind=range(5), pick=range(8)).strategy)
     def spoil_key(self: Any, a: Any) -> None:
         """The call first, then a key it may touch and the job it would take: the row of
-        the pending head for a claim, of the first due member for a pump (the clock moved
-        onto its score), of a lane's head for a grouped claim, a grouped job when the key
-        is a lane key. Half the spoils take a key the call always touches (its
-        ``touches`` by name: the refusal is certain), half any key it may touch. Every choice is the rule's own draw (never the example's state
-        beyond the model's), so the shrinker can delete the steps before an episode
-        without changing what it does."""
+        a pending member for a claim, of a due member for a pump (the clock moved onto
+        its score), of a lane's head for a grouped claim, a grouped job when the key is a
+        lane key (``spoil_walk`` takes the edges of a grouped claim's walk). Half the spoils take a key the call
+        always touches (its ``touches`` by name: the refusal is certain), half any key it
+        may touch. Every choice is the rule's own draw (never the example's state beyond
+        the model's), so the shrinker can delete the steps before an episode without
+        changing what it does."""
         if self.stopped:  # a known difference ended the example (its key may be left spoiled)
             return
         q = self.queues[a.q]
@@ -149,10 +170,26 @@ class KeyFaultRules:
             self._advance(q, PUMPED[op], (0, 0))
         job, group = self._taken(mine, op, key, a.pick), self._group_of(mine, a.pick)
         which = {"key": key, **({"id": job} if key == "row" else {}), **({"group": group} if key == "lane" else {})}
-        kinds = wrong_kinds(key)
-        self.inject(q, "spoil_key", {**which, "kind": kinds[a.kind % len(kinds)]})
-        self.step(q, op, probe_args(op, mine, job, group))
+        self._episode(q, which, a.kind, op, probe_args(op, mine, job, group))
+
+    def _episode(self: Any, q: str, which: dict[str, str], kind: int, op: str, args: dict[str, Any]) -> None:
+        """Spoil the key ``which`` names (with the ``kind``-th type it may take), call
+        ``op``, put the key back."""
+        kinds = wrong_kinds(which["key"])
+        self.inject(q, "spoil_key", {**which, "kind": kinds[kind % len(kinds)]})
+        self.step(q, op, args)
         self.inject(q, "mend_key", which)
+
+    def spoil_walk(self: Any, q: str, op: str, edge: int, kind: int) -> None:
+        """The grouped claim ``op`` with one lane or row at the edges of its walk spoiled
+        (the ``edge``-th of ``walk_edges``): lane_claim.lua's plan must type exactly what
+        its turn will touch. A walk one step too short answers a script error (or writes
+        before it refuses), one step too long refuses a claim that should serve."""
+        edges = walk_edges(self.models[q], op == "lane_wclaim")
+        if self.stopped or not edges:
+            return
+        key, value = edges[edge % len(edges)]
+        self._episode(q, {"key": key, ("id" if key == "row" else "group"): value}, kind, op, {"lease_ms": 5})
 
     def _taken(self: Any, mine: QueueModel, op: str, key: str, pick: int) -> str:
         """The job ``op`` would take or is about (``pick``: which one, 0 the first): for

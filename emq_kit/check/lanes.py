@@ -48,12 +48,14 @@ CONFIGS = ("lane_pause", "lane_resume", "lane_limit", "lane_weight")
 CLAIMS = ("lane_claim", "lane_wclaim")
 RULE_OPS: dict[str, tuple[str, ...]] = {
     "lane_enqueue": ("lane_enqueue",), "lane_claim": CLAIMS, "lane_config": CONFIGS, "lane_backlog": ("lane_enqueue",),
-    "lane_orphan": ("lane_enqueue",),
+    "lane_orphan": ("lane_enqueue",), "lane_scene": ("lane_enqueue",),
 }
 """The ops each lane rule may send (the machine's ``RULE_OPS``): a driver that offers
 only some lane ops gets the rules of those, the cells of the others not implemented."""
 CELLS = spec.lane_cells()
 """The lane cells a run must reach."""
+SCENE = tuple(dict.fromkeys(GROUPS))[:3]
+"""The lanes of ``lane_scene``, in the order they join the ring."""
 ON = (0, 0, 0, 1)  # which of the machine's QUEUES: most steps on the first, as the plain rules
 SPOILS = (None,) * 24 + tuple((i % 3, i // 3) for i in range(8))  # one call in four spoiled
 
@@ -91,17 +93,22 @@ class LaneRules:
         self._turn(q, before, jobs[0].group if jobs else None)
 
     @precondition(lambda self: self._lanes_on() and self.run.focus.allows("forget_row"))
-    @rule(a=Draw("LaneOrphan", q=ON, job=range(8), weighted=(False, True), lease=range(1, 13)).strategy)
+    @rule(a=Draw("LaneOrphan", q=ON, job=range(8), weighted=(False, True), lease=range(1, 13),
+                 turns=(True, False)).strategy)
     def lane_orphan(self: Any, a: Any) -> None:
         """An operator deletes the row of the job waiting alone in lane ORPHANED; the
         turns go round the ring until that lane's, which drops the orphan unserved and
         takes the next turn (T-lane_claim-2, the lane ``dropped`` cells): a state the
-        one-call rules reach only by a long lucky run."""
+        one-call rules reach only by a long lucky run. Half the time the orphan is left
+        for the turns of later steps: a grouped claim's walk then passes an orphan-only
+        lane (a walk that stops there is wrong only when a key past it is spoiled)."""
         q, pool = self.queues[a.q], self.pool
         job = pool[a.job % len(pool)]
         if self.step(q, "lane_enqueue", {"id": job, "payload": b"orphan", "group": ORPHANED}) != "enqueued":
             return
         self.forget(q, job)
+        if not a.turns:
+            return
         op = self._offered(CLAIMS[a.weighted], CLAIMS)
         for _ in range(len(self.models[q].lanes.ring)):
             if self.stopped or job not in self.models[q].lanes.pending.get(ORPHANED, {}):
@@ -128,6 +135,46 @@ class LaneRules:
             self.step(q, "lane_enqueue", {"id": job, "payload": b"lane", "group": "g"})
         if self.run.focus.allows("lane_weight"):
             self.step(q, "lane_weight", {"group": "g", "w": a.w})
+
+    @precondition(lambda self: self._lanes_on())
+    @rule(a=Draw("LaneScene", q=ON, lanes=(2, 3), depth=(1, 2), first=range(8), cap=(1, 0, 2),
+                 pause=(False, True), weighted=(False, True), turns=(1, 0, 2), lease=range(1, 13),
+                 edge=(None, None, 0, 1, 2, 3, 4, 5), kind=range(5), orphan=(False, False, True)).strategy)
+    def lane_scene(self: Any, a: Any) -> None:
+        """Several lanes at once, the first limited (to ``cap``, while none of its jobs is
+        active: its headroom is its whole limit) and the last perhaps paused, then a few
+        turns of the ring: limits, pauses and the rotation meet within one rule, where
+        the one-call rules meet them only by a long lucky run (a seeded selftest run made
+        no grouped claim while any lane had a limit). Most scenes end with one more
+        grouped claim, a key at the edges of its walk spoiled (``spoil_walk``): a walk
+        over several lanes and members is what lane_claim.lua's plan is for. With
+        ``orphan`` the first lane's rows are deleted: a walk must pass an orphan-only
+        lane to type the lane the turns will serve (a plan that counts an orphan as a
+        job stops short of it)."""
+        q, pool, focus = self.queues[a.q], self.pool, self.run.focus
+        groups = SCENE[:a.lanes]
+        first_lane = []
+        for i in range(a.lanes * a.depth):
+            job = pool[(a.first + i) % len(pool)]
+            got = self.step(q, "lane_enqueue", {"id": job, "payload": b"scene", "group": groups[i % a.lanes]})
+            if got == "enqueued" and i % a.lanes == 0:
+                first_lane.append(job)
+        if a.orphan and focus.allows("forget_row"):
+            for job in first_lane:
+                self.forget(q, job)
+        if a.cap and focus.allows("lane_limit"):
+            self.step(q, "lane_limit", {"group": groups[0], "n": a.cap})
+        if a.pause and focus.allows("lane_pause"):
+            self.step(q, "lane_pause", {"group": groups[-1]})
+        if not any(focus.allows(op) for op in CLAIMS):
+            return
+        op = self._offered(CLAIMS[a.weighted], CLAIMS)
+        for _ in range(a.turns):
+            if self.stopped:
+                break
+            self._claim_turn(q, op, a.lease)
+        if a.edge is not None and self._key_faults_on():
+            self.spoil_walk(q, op, a.edge, a.kind)
 
     def _turn(self: Any, q: str, before: tuple[str, ...], served: str | None) -> None:
         """LANE-F on the queue's stable run of turns (see the module doc)."""
