@@ -4,6 +4,7 @@ answers (``emq_model.model.QueueModel``), running the scripts of ``emq_live/lua`
 Targets (``connect(url)``):
 - no URL: an in-process fakeredis server (Lua 5.1 through lupa), a fresh isolated one
   for every ``connect()`` unless a ``fakeredis.FakeServer`` is passed as ``server``;
+  its runtime compiles each script once (``emq_live.embedded``);
 - ``redis://``, ``rediss://``, ``unix://``, and ``valkey://`` / ``valkeys://`` (read as
   ``redis://`` / ``rediss://``): redis-py.
 - ``redis+cluster://host:port`` (also ``rediss+cluster``, ``valkey+cluster``,
@@ -45,7 +46,7 @@ from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
 from emq_model.snapshot import LANE_HASHES, Snapshot, canonical_int, norm_score
 
-from . import urls
+from . import embedded, urls
 from .scripts import ScriptSet
 from .urls import CLUSTER_SCHEMES, ConnectError, UrlError  # noqa: F401  (CLUSTER_SCHEMES: the kit's)
 
@@ -103,6 +104,7 @@ def connect(
 
         server = server if server is not None else fakeredis.FakeServer()
         client = fakeredis.FakeRedis(server=server, protocol=PROTOCOL)
+        embedded.compile_once(client, server)
     else:
         if server is not None:
             raise ValueError("server is only for the in-process fakeredis target (url=None)")

@@ -1,0 +1,64 @@
+"""The embedded target: an in-process fakeredis server whose Lua runtime compiles each
+script once.
+
+fakeredis 2.41 runs every ``EVAL``/``EVALSHA`` as ``LuaRuntime.execute(source)``: the
+whole assembled script (prelude, lib.lua, the op: about 22 KB) is parsed and compiled
+again on every call, more than half of an op's cost there. ``CompiledScripts`` stands
+in for the server's runtime and keeps the compiled chunk of each source it has run.
+Compiling a chunk once and calling it is what ``execute`` does in one go (lupa loads
+both under the same chunk name, so a script error reads the same), and a chunk holds no
+state between calls: KEYS, ARGV and the globals are the runtime's, set by fakeredis
+before each call. Everything else (the ``redis.call`` bridge, the globals check, the
+garbage collection after a call) is fakeredis's own, untouched.
+
+The stand-in reaches one private attribute of fakeredis (``FakeServer._lua_runtime``,
+which ``_get_server_runtime`` creates on a server's first script and reuses after);
+tests/test_embedded.py fails if a fakeredis within pyproject.toml's range stops using
+it, so the speed-up cannot silently vanish or change what a script does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROBE = "return 1"
+"""The script that makes fakeredis create a server's Lua runtime."""
+MOST = 512
+"""Compiled chunks kept at most (a selftest child runs mutants of a few scripts; a raw
+call sends assembled scripts only): past it the cache starts again."""
+
+
+class CompiledScripts:
+    """A fakeredis server's ``LuaRuntime`` whose ``execute`` compiles a source once."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.chunks: dict[Any, Any] = {}
+        self.compiled = 0  # sources compiled: the test's proof that a chunk is reused
+
+    def execute(self, source: Any, *args: Any) -> Any:
+        chunk = self.chunks.get(source)
+        if chunk is None:
+            if len(self.chunks) >= MOST:
+                self.chunks.clear()
+            chunk = self.chunks[source] = self.runtime.compile(source)
+            self.compiled += 1
+        return chunk(*args)
+
+    def __getattr__(self, name: str) -> Any:  # table_from, globals, eval, ...: the runtime's
+        return getattr(self.runtime, name)
+
+
+def compile_once(client: Any, server: Any) -> CompiledScripts | None:
+    """Put a ``CompiledScripts`` in front of ``server``'s Lua runtime (``client`` is a
+    fakeredis client of it; the runtime is made by a probe script if the server has
+    none yet). Idempotent; ``None`` where this fakeredis keeps no runtime there."""
+    runtime = getattr(server, "_lua_runtime", None)
+    if runtime is None:
+        client.eval(PROBE, 0)
+        runtime = getattr(server, "_lua_runtime", None)
+    if runtime is None:
+        return None
+    if not isinstance(runtime, CompiledScripts):
+        runtime = server._lua_runtime = CompiledScripts(runtime)
+    return runtime
