@@ -68,7 +68,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import unquote, urlparse
 
 from emq_kit.check.clock import Clock, ServerClock
-from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.live import LiveTarget
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument, ToolMissing
@@ -567,7 +567,7 @@ def check_figures(url: str, params: Params) -> list[Figure]:
     memory), each held against the machine alone; then on Valkey the server's clock,
     and the Node port's driver held against the built-in client. Each the best of
     ``repeat`` runs of the same seed."""
-    alone = best(params.repeat, lambda: bench_check(ModelTarget(), params))
+    alone = best(params.repeat, lambda: bench_check(open_target(model=True), params))
     out = [Figure("check.model", alone, "steps/s", note="the machine alone: model vs model")]
     for label, where in (("fakeredis", None), ("valkey", url)):
         out.append(Figure(f"check.{label}", measure_check(params, lambda: open_target(where)), "steps/s",
@@ -654,11 +654,19 @@ def lifecycle_figures(label: str, target: LiveTarget, url: str | None, ids: Ids,
     ]
 
 
+def live(url: str | None) -> LiveTarget:
+    """The built-in client on ``url`` (fakeredis when None), opened as ``emq check`` opens
+    it; the lifecycle, scale, lane and audit figures reach its queues and connection."""
+    target = open_target(url)
+    assert isinstance(target, LiveTarget)  # no driver, no model: open_target's live client
+    return target
+
+
 def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: None) -> Bench:
     """Every figure, fakeredis and the Valkey at ``url``."""
     bench = Bench(params, machine())
     ids = Ids()
-    valkey, fake = LiveTarget(url), LiveTarget(None)
+    valkey, fake = live(url), live(None)
     try:
         bench.versions = versions(valkey)
         say("model")

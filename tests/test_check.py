@@ -15,6 +15,8 @@ from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget, ModelTarget
 from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.run import PROFILES, Profile, run_check
+from emq_kit.check.target import open_target
+from emq_kit.errors import BadArgument
 from emq_model.spec import cells
 
 # A target with the lane ops (ours, the model) must also reach the lane cells.
@@ -49,6 +51,18 @@ def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:
 def test_without_the_gate_unreached_cells_are_reported_not_failed() -> None:
     report = run_check(ModelTarget(), Profile("tiny", examples=1, steps=2, gate=False), seed=1)
     assert report.verdict == "no-divergence" and report.ok and report.unreached
+
+
+def test_open_target_opens_the_model_itself_and_refuses_what_does_not_go_with_it() -> None:
+    """bench's machine-alone figure and ``emq driver --model`` get the model through the
+    one factory: a run on it is the machine against itself (no divergence)."""
+    target = open_target(model=True)
+    assert isinstance(target, ModelTarget)
+    report = run_check(target, Profile("tiny", examples=3, steps=10, gate=False), seed=1)
+    assert report.verdict == "no-divergence" and report.steps > 0
+    for kwargs in ({"url": "redis://127.0.0.1:1"}, {"scripts": "."}, {"driver": "cat"}):
+        with pytest.raises(BadArgument, match="the model is its own target"):
+            open_target(model=True, **kwargs)
 
 
 def test_the_same_seed_gives_the_same_run() -> None:

@@ -93,22 +93,28 @@ class Target(Protocol):
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
                 clock: str = "virtual", timeout: float = 10.0, observe: bool = True, partial: bool = False,
-                queues: Sequence[str] | None = None) -> Target:
+                queues: Sequence[str] | None = None, model: bool = False) -> Target:
     """The live client on ``url`` (embedded fakeredis when None) running ``scripts`` (ours
     when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py; with
-    ``partial`` a driver may lack ops outside the core, DP-9a). Every way
+    ``partial`` a driver may lack ops outside the core, DP-9a), or with ``model`` the
+    model itself (``ModelTarget``: the machine alone, bench's ceiling and the backend of
+    ``emq driver --model``). Every way
     it can fail to exist is a ``TargetUnavailable`` (``BadArgument`` for arguments that
     do not go together); nothing else escapes. ``queues``: the run's queue names on the
     server, for a driver's ``init`` (``emq_kit.check.names``; default the machine's)."""
     import redis
 
-    from emq_kit.check.live import LiveTarget
+    from emq_kit.check.live import LiveTarget, ModelTarget
     from emq_kit.ports.driver_client import DriverError, DriverTarget
     from emq_live.urls import redact
     from emq_model.errors import EmqError, VersionError
 
     if driver is not None and scripts is not None:
         raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
+    if model:
+        if url is not None or scripts is not None or driver is not None:
+            raise BadArgument("the model is its own target: no URL, scripts or driver")
+        return ModelTarget()
     try:
         if driver is not None:
             return DriverTarget(driver, url, clock=clock, timeout=timeout, partial=partial,
