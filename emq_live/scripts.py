@@ -18,6 +18,7 @@ run, so repeating it is exact.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
@@ -125,11 +126,13 @@ def _touches(op: str) -> list[str]:
     return [name for name in spec.entry(op)["touches"] if name not in ("rows", "lanes")]
 
 
+@functools.lru_cache(maxsize=None)
 def prelude(op: str | None = None) -> str:
     """The generated head of a script: ``local emq = {...}``. For one ``op`` it names the
     op (``emq.op``) and carries only that op's entry and the argument types it uses: a
-    script builds this table on every call (and fakeredis compiles it on every call too),
-    so it holds nothing the script does not read. Without ``op``: every op and type."""
+    script builds this table on every call, so it holds nothing the script does not
+    read. Without ``op``: every op and type. Made once per op (the table is fixed at
+    import; a ``ScriptSet`` is built per example by the raw calls' judge)."""
     everything = [*spec.OPS, *spec.LANE_OPS, *spec.BATCHES, "snapshot"]
     ops = {name: _op_entry(name) for name in ([op] if op else everything)}
     used = {a["type"] for e in ops.values() for a in [*e["argv"], *(e["items"] or [])]}

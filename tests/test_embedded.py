@@ -71,3 +71,24 @@ def test_past_its_bound_the_cache_starts_again(monkeypatch: pytest.MonkeyPatch) 
     for n in range(10):
         assert client.eval(f"return {n}", 0) == n
     assert len(runtime.chunks) <= 3
+
+
+def test_the_step_after_each_script_keeps_the_lua_heap_bounded() -> None:
+    """fakeredis's full collection after each script is one incremental step here: the
+    KEYS and ARGV tables of every call are still collected (the heap does not grow with
+    the number of calls)."""
+    with connect() as conn:
+        runtime = conn.server._lua_runtime
+        q = conn.queue("emb-gc")
+
+        def heap_after(calls: int, first: int) -> float:
+            for n in range(first, first + calls):
+                assert q.enqueue(id=encode(JOB, n), payload=b"x" * 200) == "enqueued"
+                assert q.remove(id=encode(JOB, n)) == "ok"
+            return float(runtime.eval('collectgarbage("count")'))
+
+        early = heap_after(300, 1)
+        late = heap_after(3000, 1000)
+        assert late < 1.5 * early, (early, late)
+        assert embedded.STEP in runtime.chunks  # the step ran, the full collection never did
+        assert not any(full in runtime.chunks for full in embedded.FULL)
