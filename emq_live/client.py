@@ -491,7 +491,14 @@ class Queue:
         return self.snapshot_answer(self.conn.scripts.run(self.conn.redis, "snapshot", self.keys, []))
 
     def snapshot_answer(self, reply: Any) -> Snapshot:
-        """The ``Snapshot`` a snapshot.lua reply describes."""
+        """The ``Snapshot`` a snapshot.lua reply describes; a reply of another shape is a
+        ``BadReply`` (a port's own snapshot.lua, or a server, that answers wrongly)."""
+        try:
+            return self._snapshot_of(reply)
+        except Exception as exc:  # noqa: BLE001 - whatever the shape broke in reading it
+            raise BadReply(f"snapshot: cannot read the reply {reply!r:.200}: {type(exc).__name__}: {exc}") from exc
+
+    def _snapshot_of(self, reply: Any) -> Snapshot:
         n = len(spec.LOCATIONS)
         locations = {loc: [(_text(m), norm_score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
         rows = {_text(i): {_text(f): bytes(v) for f, v in _pairs(fields)} for i, fields in _pairs(reply[n])}

@@ -252,4 +252,8 @@ def diff(expected: Snapshot, seen: Snapshot) -> list[str]:
             out.append(f"counter {name} is {getattr(seen, name)}, expected {getattr(expected, name)}")
     for key in sorted(set(seen.stray) - set(expected.stray)):
         out.append(f"stray key {key} exists")
+    for key in sorted(set(expected.stray) - set(seen.stray)):
+        out.append(f"stray key {key} is not reported (a key the grammar does not describe)")
+    if not out and expected != seen:  # never a difference without words
+        out.append(f"the snapshots differ: expected {expected!r:.300}, seen {seen!r:.300}")
     return out

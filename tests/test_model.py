@@ -821,3 +821,12 @@ def test_attempts_never_reset_across_reprocess() -> None:
     # a worker with a higher cap cannot revive token 2 (T-retry-6)
     with pytest.raises(errors.StaleError):
         m.retry(A, 2, delay_ms=0, max_attempts=99, error=b"", now=0)
+
+
+def test_diff_names_every_difference_a_stray_key_missing_too() -> None:
+    """``diff`` of two unequal snapshots is never empty: a stray key the model expects and
+    the target does not report is named (a snapshot.lua that forgets strays)."""
+    base = Snapshot.build("q", {loc: [] for loc in spec.LOCATIONS}, {}, 0, 0, ["emq:{q}:job:x"])
+    seen = Snapshot.build("q", {loc: [] for loc in spec.LOCATIONS}, {}, 0, 0, [])
+    assert diff(base, seen) == ["stray key emq:{q}:job:x is not reported (a key the grammar does not describe)"]
+    assert diff(seen, base) == ["stray key emq:{q}:job:x exists"]

@@ -458,3 +458,21 @@ def test_the_readme_python_example_runs() -> None:
     assert marker in readme
     code = readme.split(marker, 1)[1].split("```", 1)[0]
     exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_snapshot_reply_of_another_shape_is_a_snapshot_divergence_not_a_kit_bug(
+        where: str, request: Any, tmp_path: Path, capsys: Any) -> None:
+    """A port's own snapshot.lua (here ours with its rows put in the dead location's
+    place) answers in a shape the client cannot read: the target's difference, shown as
+    the step's snapshot divergence with what could not be read, never 'emq bug'."""
+    from broken import Broken
+
+    url = request.getfixturevalue(where).url
+    scripts = broken_dir(Broken("snapshot-rows-misplaced", "snapshot", "reply[#reply + 1] = rows",
+                                "reply[#reply + 0] = rows", "the rows overwrite the dead location"), tmp_path)
+    code, out, err = run(["check", "--url", url, "--scripts", str(scripts), "--profile", "dev", "--seed", "1",
+                          "--traces", str(tmp_path / "traces")], capsys)
+    assert code == cli.EXIT_FAIL, out + err
+    assert "emq bug" not in out + err
+    assert "the target's snapshot cannot be read" in out and "(INV-8)" in out

@@ -194,8 +194,7 @@ class LiveTarget:
         for queue, call in plan:
             answer = call if isinstance(call, EmqError) else _answer(call, next(results))
             snap = next(results)
-            out.append(BatchReply(answer, queue.last_dropped,
-                                  None if isinstance(snap, Exception) else queue.snapshot_answer(snap)))
+            out.append(BatchReply(answer, queue.last_dropped, _snapshot(queue, snap)))
         return out
 
     def forget_row(self, name: str, job_id: str) -> None:
@@ -267,7 +266,7 @@ class ObservedQueue(Queue):
     replies are read: the checker's own work for the step (the model's side) overlaps
     the server's."""
 
-    observed: Snapshot | None = None
+    observed: Snapshot | BadReply | None = None
     meanwhile: Callable[[], None] | None = None
     building = False  # see ``build``
 
@@ -282,7 +281,7 @@ class ObservedQueue(Queue):
                 work()
         finally:
             reply, snap = receive()  # always: the connection goes back to the pool in step
-        self.observed = None if isinstance(snap, Exception) else self.snapshot_answer(snap)
+        self.observed = _snapshot(self, snap)
         if isinstance(reply, Exception):
             raise reply
         return call.read(reply)
@@ -296,8 +295,9 @@ class ObservedQueue(Queue):
         finally:
             self.building = False
 
-    def take_snapshot(self) -> Snapshot:
-        """The snapshot the last call brought back, or a fresh one."""
+    def take_snapshot(self) -> Snapshot | BadReply:
+        """The snapshot the last call brought back (a ``BadReply`` where it could not be
+        read: the machine's snapshot divergence), or a fresh one."""
         snap, self.observed = self.observed, None
         return snap if snap is not None else self.snapshot()
 
@@ -309,6 +309,18 @@ def call_then(queue: Any, op: str, args: dict[str, Any], meanwhile: Callable[[],
     finally:
         if meanwhile is not None:
             meanwhile()
+
+
+def _snapshot(queue: Queue, reply: Any) -> Snapshot | BadReply | None:
+    """The snapshot a window's snapshot.lua reply describes; ``None`` for an error reply
+    (the machine reads the snapshot again), the ``BadReply`` for a reply of another shape
+    (the machine's snapshot divergence)."""
+    if isinstance(reply, Exception):
+        return None
+    try:
+        return queue.snapshot_answer(reply)
+    except BadReply as exc:
+        return exc
 
 
 def _answer(call: Any, reply: Any) -> Any:

@@ -494,7 +494,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             self.stopped = True
             return None
         mine = self.models[queue].snapshot()
-        if mine != self.target.snapshot(queue):
+        if mine != self._theirs(queue, step):
             self.stopped = True
             return None
         self.previous[queue] = mine
@@ -622,8 +622,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         self.run.steps += 1
         prepared, self._prepared = self._prepared, None  # made for this step's queue
         mine = prepared[0] if prepared else self.models[queue].snapshot()
-        if theirs is None:
-            theirs = self.target.snapshot(queue)
+        theirs = self._theirs(queue, step, theirs)
         if mine != theirs:
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         if not self.models[queue].spoiled:  # a spoiled location hides its members until mended
@@ -634,6 +633,21 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         if found:
             raise self.diverge("invariant", found[0].invariant, step, [str(v) for v in found])
         self.previous[queue] = mine
+
+    def _theirs(self, queue: str, step: Step, given: Any = None) -> Snapshot:
+        """The target's snapshot of ``queue`` after ``step`` (``given``: the one a window
+        brought back). One that cannot be read — a reply of another shape, from a port's
+        own snapshot.lua or a server answering ours wrongly — is the step's snapshot
+        divergence, never a kit error."""
+        from emq_live.client import BadReply
+
+        try:
+            theirs = self.target.snapshot(queue) if given is None else given
+            if isinstance(theirs, BadReply):
+                raise theirs
+            return theirs
+        except BadReply as exc:
+            raise self.diverge("snapshot", "INV-8", step, [f"the target's snapshot cannot be read: {exc}"]) from None
 
     def _expected(self, queue: str, v: Violation) -> bool:
         """Nothing is a violation while a key is spoiled (the operator broke the

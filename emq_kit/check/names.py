@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from emq_kit.errors import BadArgument
 from emq_model import errors, keyspace
+from emq_model.snapshot import Snapshot
 
 SUFFIX_BYTES = 4
 """Random bytes of a run's suffix (8 hex digits): two runs on one server never meet."""
@@ -83,8 +84,9 @@ class Renamed:
 
     def told(self, name: str, snap: Any) -> Any:
         """A snapshot of the server's queue for ``name`` as the model tells it: its
-        ``queue`` and the stray keys under its prefix in the logical name."""
-        if name not in self.names:
+        ``queue`` and the stray keys under its prefix in the logical name (a window's
+        snapshot that could not be read, a ``BadReply``, as it is)."""
+        if name not in self.names or not isinstance(snap, Snapshot):
             return snap
         theirs, mine = keyspace.prefix(self.names[name]), keyspace.prefix(name)
         stray = tuple(mine + k[len(theirs):] if k.startswith(theirs) else k for k in snap.stray)

@@ -82,6 +82,8 @@ def _diverged(machine: Conformance, done: list[Step], d: Divergence) -> Replayed
         theirs = machine.target.snapshot(queue)
     except Exception:  # noqa: BLE001 - a serverless driver that died has no keyspace left to read
         return Replayed(done, d, len(done), mine)
+    if not isinstance(theirs, Snapshot):  # a reply that could not be read (BadReply): nothing to show
+        return Replayed(done, d, len(done), mine)
     previous = machine.previous.get(queue)
     return Replayed(done, d, len(done), mine, theirs, tuple(check_invariants(theirs, previous)))
 
