@@ -145,7 +145,9 @@ def test_a_snapshot_mutant_that_never_returns_is_killed_and_its_server_freed(whe
     and the server answers again (the next mutant would otherwise fail on BUSY)."""
     server = request.getfixturevalue(where)
     mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot" and m.after.strip() == 'until cursor == "1"')
-    verdict = judge(mutant, server.url, budget=3, seed=0)
+    # the budget must cover the child's start and the sweep before its first snapshot
+    # (3 s did not on a loaded machine: no script was running yet when it was spent)
+    verdict = judge(mutant, server.url, budget=10, seed=0)
     assert verdict.status == "killed" and verdict.rule == HANG, verdict
     with server.client() as r:
         assert r.ping()
@@ -172,3 +174,31 @@ def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang() 
     assert verdict.status == "killed" and verdict.rule == HANG, verdict
     # the hang ends the wait (HANG_AFTER after the call was sent), not the spent budget
     assert verdict.seconds < 60, verdict
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_snapshot_mutant_whose_reply_cannot_be_read_is_killed(where: str, request: Any) -> None:
+    """``reply[#reply + 0] = rows``: snapshot.lua's rows overwrite the dead location. The
+    client cannot read that reply; it is the step's snapshot divergence (the check process
+    died on it and the mutant was reported survived before)."""
+    mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot"
+                  and m.after.strip() == "reply[#reply + 0] = rows")
+    verdict = judge(mutant, request.getfixturevalue(where).url, budget=60, seed=0)
+    assert verdict.status == "killed" and verdict.rule == "INV-8", verdict
+
+
+def test_a_check_that_fails_in_the_kit_stops_the_selftest_as_an_emq_bug(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A mutant whose check raised in the kit's own code (or whose check process died) has
+    no verdict: the run stops with 'emq bug' and names the mutant, never 'survived'."""
+    from emq_kit import cli
+    from emq_kit.selftest import mutation
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("our own mistake")
+
+    monkeypatch.setattr(mutation, "run_check", broken)  # the judging child is forked: it has it too
+    assert cli.main(["selftest", "--only", "delete-write|enqueue|", "--budget", "20"]) == cli.EXIT_ENV
+    out, err = capsys.readouterr()
+    assert "| survived |" not in out and "survived 0" not in out
+    assert "emq bug in mutant 1 of" in err and "TypeError: our own mistake" in err

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from emq_kit.selftest.mutation import Mutant, MutantVerdict, judge, mutants_of
+from emq_kit.selftest.mutation import Mutant, MutantVerdict, judge, mutants_of, require_verdict
 
 _RCALL = re.compile(r'^\s*(?:local \w+ = |return )?rcall\("(\w+)"')
 WRITES = ("LPUSH", "RPUSH", "LREM", "ZADD", "ZREM", "SADD", "SREM", "HSET", "HMSET", "HDEL", "DEL",
@@ -86,8 +86,8 @@ def run_selftest(url: str, budget: float, seed: int, sample: int | None = None, 
         picked = set(random.Random(seed).sample(range(len(chosen)), sample))
         chosen = [m for i, m in enumerate(chosen) if i in picked]
     verdicts = []
-    for mutant in chosen:
-        v = judge(mutant, url, budget, seed, commands(), layout("bullmq"))
+    for k, mutant in enumerate(chosen, 1):
+        v = require_verdict(judge(mutant, url, budget, seed, commands(), layout("bullmq")), k, len(chosen))
         if v.status == "survived":
             v.reason = f"{v.reason or 'no divergence'}; in {where(mutant)}()"
         verdicts.append(v)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 from emq_kit.check.machine import Focus
 from emq_kit.check.run import Profile, run_check
-from emq_kit.errors import BadArgument, ServerUnreachable
+from emq_kit.errors import BadArgument, KitBug, ServerUnreachable
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_live.urls import redact
@@ -198,7 +198,7 @@ class MutantVerdict:
     """What the machine did to one mutant."""
 
     mutant: Mutant
-    status: str  # killed, survived, equivalent; error: the environment failed (never reported)
+    status: str  # killed, survived, equivalent; error: the environment failed, bug: the kit did (never reported)
     seconds: float  # to the first divergence when killed, else the time spent
     examples: int
     shrunk: int = 0
@@ -243,12 +243,23 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead
             return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, SCRIPT_ERROR,
                                  " ".join(str(exc).split())[:160])
+        except Exception as exc:  # noqa: BLE001 - the kit's own failure: no verdict on the mutant
+            return MutantVerdict(mutant, BUG, time.perf_counter() - started, 0, reason=f"{type(exc).__name__}: {exc}")
         finally:
             target.close()
     if report.divergence is None:
         return MutantVerdict(mutant, "survived", report.seconds, report.examples)
     return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
                    len(report.shrunk), report.divergence.rule)
+
+
+BUG = "bug"
+"""The status of a mutant whose check failed in the kit's own code, or whose check
+process died: no verdict, the run stops (``emq bug``)."""
+
+
+class CheckFailed(Exception):
+    """The machine's run on a mutant failed in the kit, not in the mutant's scripts."""
 
 
 SCRIPT_ERROR = "script error"
@@ -306,13 +317,15 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
         else:
             verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1,
                                     reason=f"budget of {budget:g} s spent")
-    except EOFError:
-        verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1, reason="the check process died")
+    except EOFError:  # no verdict was sent: the kit's run died, not the mutant's doing
+        verdict = MutantVerdict(mutant, BUG, time.perf_counter() - started, -1, reason="the check process died")
     finally:
         if proc.is_alive():
             proc.kill()
         proc.join()
         parent.close()
+    if verdict.status == BUG and proc.exitcode:
+        verdict.reason += f" (exit code {proc.exitcode})"
     # A mutant whose script never returns (a SCAN loop that never ends) blocks its server,
     # and the child's death does not stop it: stop it, or every later mutant would fail on
     # BUSY. A script still running after the budget is the mutant's fault: killed.
@@ -416,15 +429,24 @@ def run_selftest(url: str | None, budget: float, seed: int, only: str | None = N
     for k, mutant in enumerate(chosen, 1):
         if started:
             started(k, len(chosen), mutant)
-        v = judge(mutant, url, budget, seed)
-        if v.status == "error":
-            raise ServerUnreachable(f"mutant {k} of {len(chosen)} ({mutant.key}): {v.reason}")
+        v = require_verdict(judge(mutant, url, budget, seed), k, len(chosen))
         if v.status == "survived" and mutant.key in known:
             v.status, v.reason = "equivalent", known[mutant.key]
         verdicts.append(v)
         if report:
             report(v)
     return verdicts
+
+
+def require_verdict(v: MutantVerdict, k: int, n: int) -> MutantVerdict:
+    """``v``, the ``k``-th of ``n``, when the machine gave one; a mutant the environment
+    (``error``) or the kit (``BUG``) left without one stops the run, never "survived"."""
+    where = f"mutant {k} of {n} ({v.mutant.key})"
+    if v.status == "error":
+        raise ServerUnreachable(f"{where}: {v.reason}")
+    if v.status == BUG:
+        raise KitBug(CheckFailed(v.reason), where=where)
+    return v
 
 
 def summary(verdicts: list[MutantVerdict]) -> dict[str, Any]:
