@@ -328,8 +328,9 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
         verdict.reason += f" (exit code {proc.exitcode})"
     # A mutant whose script never returns (a SCAN loop that never ends) blocks its server,
     # and the child's death does not stop it: stop it, or every later mutant would fail on
-    # BUSY. A script still running after the budget is the mutant's fault: killed.
-    if url is not None and stop_script(url) and verdict.status == "survived":
+    # BUSY. A script still running after the budget, or when the check died (on BUSY), is
+    # the mutant's fault: killed.
+    if url is not None and stop_script(url) and verdict.status in ("survived", BUG):
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
                              "a script was still running when the budget was spent (stopped with SCRIPT KILL)")
     return verdict
