@@ -96,6 +96,19 @@ def group_of(queue: str, key: str) -> str | None:
         return None
 
 
+def outside(queue: str, key: str) -> bool:
+    """Whether ``key`` is under ``queue``'s prefix yet names nothing of the grammar: no
+    fixed key, no row (``job:`` and a suffix, any suffix), no lane of a well-formed group.
+    A snapshot reports such a key as stray, whatever its type (lifecycle.md §7)."""
+    head = prefix(queue)
+    if not key.startswith(head):
+        return False
+    rest = key[len(head):]
+    if rest in KINDS or rest in LANE_KINDS or (rest.startswith("job:") and rest != "job:"):
+        return False
+    return group_of(queue, key) is None
+
+
 def job_key(queue: str, branded: str) -> str:
     """``emq:{queue}:job:<id>`` for a well-formed JOB id (``KindError`` otherwise)."""
     return prefix(queue) + "job:" + require(branded)

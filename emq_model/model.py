@@ -9,7 +9,7 @@ import copy
 from typing import Any, Iterable, NamedTuple
 
 from . import errors, spec
-from .keyspace import KEY_TYPES, check_queue, key_of
+from .keyspace import KEY_TYPES, check_queue, key_of, outside, prefix
 from .lanes import LaneClaimed, Lanes
 from .snapshot import Snapshot, zset_order
 
@@ -34,7 +34,9 @@ class QueueModel:
     holds the keys an operator overwrote with another type (``spoil``), by their name in
     ``transitions.json``'s ``keys`` (``("row", id)`` for a row, ``("lane", group)`` for a
     lane): a call touching one is refused with ``EMQTYPE`` (CC-8), and the snapshot shows
-    them as stray keys until ``mend`` puts their content back.
+    them as stray keys until ``mend`` puts their content back. ``strays`` holds the keys
+    an operator wrote outside the grammar under the queue's prefix (``write_stray``), by
+    their suffix: no call touches them, every snapshot reports them until ``drop_stray``.
     """
 
     def __init__(self, queue: str) -> None:
@@ -47,6 +49,7 @@ class QueueModel:
         self.lanes = Lanes()
         self.spoiled: set[str | tuple[str, str]] = set()
         self._lost: dict[str | tuple[str, str], Any] = {}  # what each spoil overwrote, for ``mend``
+        self.strays: set[str] = set()
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -515,6 +518,22 @@ class QueueModel:
             held.clear()
             held.update(lost)
 
+    def write_stray(self, key: str) -> None:
+        """An operator writes the key ``emq:{q}:<key>``, which the grammar does not name
+        (``ArgError`` for a key it does name): every snapshot reports it as stray, and no
+        call reads or changes it, until ``drop_stray``."""
+        self.strays.add(self._outside(key))
+
+    def drop_stray(self, key: str) -> None:
+        """The operator deletes the stray key ``emq:{q}:<key>``."""
+        self.strays.discard(self._outside(key))
+
+    def _outside(self, key: str) -> str:
+        if not isinstance(key, str) or not outside(self.queue, prefix(self.queue) + key):
+            raise errors.ArgError(f"a stray key is a suffix under {prefix(self.queue)} that the grammar does not "
+                                  f"name, not {key!r}")
+        return key
+
     def _spoilable(self, name: str, id: str | None, group: str | None) -> str | tuple[str, str]:
         if name not in KEY_TYPES or (name == "row") != (id is not None) or (name == "lane") != (group is not None):
             raise errors.ArgError(f"spoil takes a key name of {sorted(KEY_TYPES)}, an id with row only "
@@ -568,7 +587,8 @@ class QueueModel:
         """The whole queue as an immutable value (the type emq_live reads too)."""
         lanes = self.lanes
         return Snapshot.build(self.queue, {k: v.items() for k, v in self.sets.items()}, self.rows,
-                              self.completed, self.failed, [self._key_name(k) for k in self.spoiled],
+                              self.completed, self.failed,
+                              [*(self._key_name(k) for k in self.spoiled), *(prefix(self.queue) + k for k in self.strays)],
                               {g: m.items() for g, m in lanes.pending.items()}, lanes.ring, lanes.paused,
                               lanes.hashes())
 

@@ -1,8 +1,10 @@
 """The faults the machine injects as an operator would by hand, each a trace step like a
 call: a row deleted (``forget_row``, leaving its member an orphan), a key overwritten
 with a value of another type (``spoil_key``, CC-8) and its content put back
-(``mend_key``). ``on_model`` and ``on_target`` run one on either side; the machine,
-``emq replay`` and the report's step table all go through them."""
+(``mend_key``), a key written under the queue's prefix outside the grammar
+(``stray_key``) and deleted again (``drop_key``). ``on_model`` and ``on_target`` run one
+on either side; the machine, ``emq replay`` and the report's step table all go through
+them."""
 
 from __future__ import annotations
 
@@ -21,15 +23,36 @@ ARGS: dict[str, tuple[set[str], set[str]]] = {
     "forget_row": ({"id"}, {"id"}),
     "spoil_key": ({"key", "kind"}, {"key", "kind", "id", "group"}),
     "mend_key": ({"key"}, {"key", "id", "group"}),
+    "stray_key": ({"key", "kind"}, {"key", "kind"}),
+    "drop_key": ({"key"}, {"key"}),
 }
-"""Each fault's (required, allowed) arguments: ``key`` names a key of transitions.json's
-``keys`` (the row of ``id``, the lane of ``group``), ``kind`` the type written over it."""
+"""Each fault's (required, allowed) arguments: for a spoil ``key`` names a key of
+transitions.json's ``keys`` (the row of ``id``, the lane of ``group``), ``kind`` the type
+written over it; for a stray key ``key`` is the suffix after ``emq:{q}:``, ``kind`` the
+type it is written as."""
 
 KINDS = ("string", "list", "set", "hash", "zset", "stream")
 """The types ``spoil_key`` writes, as ``TYPE`` names them."""
 
 KEY_FAULTS = ("spoil_key", "mend_key")
 """The faults about a key's type: a target offers both or neither."""
+STRAY_FAULTS = ("stray_key", "drop_key")
+"""The faults about a key outside the grammar: a target offers both or neither."""
+
+TEMPTING: dict[str, str] = {
+    "job:": "hash", "g::pending": "zset", "g:pending": "zset", "g:a b:pending": "zset",
+    "g:" + "g" * (spec.LIMITS["group_max_bytes"] + 1) + ":pending": "zset", "job": "hash", "pending:": "zset",
+    "x": "string"}
+"""The keys (suffixes after ``emq:{q}:``) the ``stray_keys`` rule writes, each with the
+type a classifier one step off would take it for: the grammar's edges, each one step
+outside it — the row head with no id (a row's hash), a lane of an empty group, of a head
+and tail that overlap, of a byte outside the group alphabet, of a group one byte too
+long (a lane's zset); the row head without its colon, a location's name with one; any
+other name. A snapshot reports each as stray whatever its type (lifecycle.md §7)."""
+STRAY_KEYS = tuple(TEMPTING)
+STRAY_KINDS = (None, None, None, *KINDS)
+"""A stray key's type as the rule draws it: its tempting one (``None``) three times in
+nine, else any (a key of another type is stray to a snapshot one step off too)."""
 
 
 def wrong_kinds(key: str) -> tuple[str, ...]:
@@ -43,8 +66,12 @@ def on_model(model: QueueModel, op: str, args: dict[str, Any]) -> None:
         model.forget_row(args["id"])
     elif op == "spoil_key":
         model.spoil(args["key"], args.get("id"), args.get("group"))
-    else:
+    elif op == "mend_key":
         model.mend(args["key"], args.get("id"), args.get("group"))
+    elif op == "stray_key":
+        model.write_stray(args["key"])
+    else:
+        model.drop_stray(args["key"])
 
 
 def on_target(target: Any, queue: str, op: str, args: dict[str, Any]) -> None:
@@ -53,8 +80,12 @@ def on_target(target: Any, queue: str, op: str, args: dict[str, Any]) -> None:
         target.forget_row(queue, args["id"])
     elif op == "spoil_key":
         target.spoil_key(queue, args["key"], args["kind"], args.get("id"), args.get("group"))
-    else:
+    elif op == "mend_key":
         target.mend_key(queue, args["key"], args.get("id"), args.get("group"))
+    elif op == "stray_key":
+        target.stray_key(queue, args["key"], args["kind"])
+    else:
+        target.drop_key(queue, args["key"])
 
 
 # -- the rule that spoils a key ------------------------------------------------------------
@@ -190,6 +221,35 @@ class KeyFaultRules:
             return
         key, value = edges[edge % len(edges)]
         self._episode(q, {"key": key, ("id" if key == "row" else "group"): value}, kind, op, {"lease_ms": 5})
+
+    def _strays_on(self: Any) -> bool:
+        return callable(getattr(self.target, "stray_key", None)) and self.run.focus.allows("stray_key")
+
+    @precondition(lambda self: self._strays_on())
+    @rule(a=Draw("StrayKeys", q=(0, 0, 0, 1), first=range(len(STRAY_KEYS)), second=range(len(STRAY_KEYS) + 1),
+                 kinds=range(len(STRAY_KINDS) ** 2), op=PROBED, pick=range(8)).strategy)
+    def stray_keys(self: Any, a: Any) -> None:
+        """An operator writes one or two keys just outside the grammar under the queue's
+        prefix (``STRAY_KEYS``), one call runs, and the keys are deleted: every snapshot
+        between reports exactly those keys as stray (snapshot.lua's SCAN and its
+        classification of each key, held at the grammar's edges), and the call answers
+        and writes as if they were not there (no script reads a key the grammar does not
+        name)."""
+        if self.stopped:
+            return
+        q = self.queues[a.q]
+        mine = self.models[q]
+        ops = [op for op in PROBED if self.run.focus.allows(op) and (self._lanes_on() or op not in spec.LANE_OPS)]
+        if not ops:
+            return
+        keys = list(dict.fromkeys([STRAY_KEYS[a.first], *STRAY_KEYS[a.second:a.second + 1]]))  # two at once, or one
+        for n, key in enumerate(keys):
+            kind = STRAY_KINDS[(a.kinds // len(STRAY_KINDS) ** n) % len(STRAY_KINDS)]
+            self.inject(q, "stray_key", {"key": key, "kind": kind or TEMPTING[key]})
+        op = a.op if a.op in ops else ops[PROBED.index(a.op) % len(ops)]
+        self.step(q, op, probe_args(op, mine, self._taken(mine, op, "row", a.pick), self._group_of(mine, a.pick)))
+        for key in keys:
+            self.inject(q, "drop_key", {"key": key})
 
     def _taken(self: Any, mine: QueueModel, op: str, key: str, pick: int) -> str:
         """The job ``op`` would take or is about (``pick``: which one, 0 the first): for

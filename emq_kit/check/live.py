@@ -10,8 +10,8 @@ from emq_kit.check import memory
 from emq_kit.check.window import BatchReply
 from emq_live.client import BadReply, Queue
 from emq_live.urls import redact
-from emq_model.errors import EmqError
-from emq_model.keyspace import check_queue, job_key, key_of, pattern
+from emq_model.errors import ArgError, EmqError
+from emq_model.keyspace import check_queue, job_key, key_of, outside, pattern, prefix
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 
@@ -69,6 +69,12 @@ class ModelTarget:
 
     def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
         self.queue(name).mend(key, id, group)
+
+    def stray_key(self, name: str, key: str, kind: str) -> None:
+        self.queue(name).write_stray(key)
+
+    def drop_key(self, name: str, key: str) -> None:
+        self.queue(name).drop_stray(key)
 
     def describe(self) -> dict[str, Any]:
         return {"target": "model"}
@@ -221,6 +227,26 @@ class LiveTarget:
         held = self.spoiled.pop(at, None)
         if held is not None:
             r.restore(at, 0, held)
+
+    def stray_key(self, name: str, key: str, kind: str) -> None:
+        """An operator writes ``emq:{q}:<key>``, a key the grammar does not name, as a
+        value of type ``kind`` (``WRONG``)."""
+        self._unobserved(name)
+        at = self._stray(name, key)
+        self.conn.redis.delete(at)
+        self.conn.redis.execute_command(*WRONG[kind](at))
+
+    def drop_key(self, name: str, key: str) -> None:
+        """The operator deletes the stray key ``emq:{q}:<key>``."""
+        self._unobserved(name)
+        self.conn.redis.delete(self._stray(name, key))
+
+    @staticmethod
+    def _stray(name: str, key: str) -> str:
+        at = prefix(name) + key
+        if not outside(name, at):
+            raise ArgError(f"{at!r} is a key of the grammar, not a stray key")
+        return at
 
     def _unobserved(self, name: str) -> None:
         queue = self.queue(name)

@@ -46,6 +46,7 @@ from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
+from emq_model.keyspace import prefix
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
@@ -137,7 +138,8 @@ LIFECYCLE = ("claim", "settle", "work", "promote", "reap")
 rules off), so they stay at least half of a run's calls whatever the swarm draws."""
 WEIGHTS = {"claim": 10, "settle": 8, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
            "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 3, "enqueue_many": 2, "claim_many": 2,
-           "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "raw_call": 3, "spoil_key": 5}
+           "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "raw_call": 3, "spoil_key": 5,
+           "stray_keys": 2}
 """How often ``Selection`` picks each rule among those on: the lifecycle (claim, the
 settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
 often enough that a lane grows deep under a weight (``lane_wclaim/several``). A rule
@@ -656,6 +658,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         and INV-9 broken by the operator's deletion, on both sides alike)."""
         if self.models[queue].spoiled:
             return True  # while a key is spoiled the snapshots alone judge (KeyFaultRules)
+        strays = self.models[queue].strays
+        if v.invariant == "INV-6" and strays and v.id in {prefix(queue) + key for key in strays}:
+            return True  # a key the operator wrote outside the grammar (stray_keys): reported on both sides
         if v.id not in self.orphans[queue]:
             return False
         return (v.invariant == "INV-2" and "orphan member" in v.seen) or v.invariant in ("INV-1", "INV-9")

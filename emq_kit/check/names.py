@@ -101,6 +101,12 @@ class Renamed:
     def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
         self.inner.mend_key(self._on_server(name), key, id, group)
 
+    def stray_key(self, name: str, key: str, kind: str) -> None:
+        self.inner.stray_key(self._on_server(name), key, kind)
+
+    def drop_key(self, name: str, key: str) -> None:
+        self.inner.drop_key(self._on_server(name), key)
+
     def held(self, names: Iterable[str]) -> int:
         return int(self.inner.held([self._on_server(n) for n in names]))
 

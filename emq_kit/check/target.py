@@ -84,6 +84,13 @@ class Target(Protocol):
     def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
         """Put back what ``spoil_key`` overwrote."""
 
+    def stray_key(self, name: str, key: str, kind: str) -> None:
+        """Write ``emq:{q}:<key>``, a key the grammar does not name, as a value of type
+        ``kind`` (the machine's ``stray_keys`` rule)."""
+
+    def drop_key(self, name: str, key: str) -> None:
+        """Delete the stray key ``emq:{q}:<key>``."""
+
     def describe(self) -> dict[str, Any]:
         """What this target is: kind, URL, script directory and SHA1s, server version."""
 

@@ -417,6 +417,18 @@ class DriverTarget:
         else:
             self.process.request("mend_key", _which(key, id, group), name)
 
+    def stray_key(self, name: str, key: str, kind: str) -> None:
+        if self.inspector is not None:
+            self.inspector.stray_key(name, key, kind)
+        else:
+            self.process.request("stray_key", {"key": key, "kind": kind}, name)
+
+    def drop_key(self, name: str, key: str) -> None:
+        if self.inspector is not None:
+            self.inspector.drop_key(name, key)
+        else:
+            self.process.request("drop_key", {"key": key}, name)
+
     def describe(self) -> dict[str, Any]:
         server = self.inspector.describe()["server"] if self.inspector else "serverless"
         return {

@@ -40,10 +40,11 @@ SERVERLESS_OPS = ("snapshot", "forget_row")
 """Ops only a driver without a server offers: with a server the kit reads the keyspace
 and deletes rows itself."""
 
-KEY_FAULT_OPS = ("spoil_key", "mend_key")
+KEY_FAULT_OPS = ("spoil_key", "mend_key", "stray_key", "drop_key")
 """Ops a serverless driver may offer (any version) so the kit can spoil a key's type and
-put it back (CC-8, DP-9e); with a server the kit does it itself. Without them the
-driver's ``EMQTYPE`` cells are not implemented."""
+put it back (CC-8), and write a key outside the grammar and delete it (DP-9e); with a
+server the kit does it itself. Without the first two the driver's ``EMQTYPE`` cells are
+not implemented; without the last two its snapshot is never shown a stray key."""
 
 REQUIRED_OPS = CONTROL_OPS + QUEUE_OPS
 """What a version-1 driver must offer: every op."""

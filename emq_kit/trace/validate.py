@@ -1,7 +1,8 @@
 """A trace read from a file is checked before anything runs: against its schema
 (specs/schemas/trace.json, with jsonschema), then against the contract of the layout its
 header names (each step's op is one of the layout's — for the four sets an op of
-specs/transitions.json, a fault (``forget_row``, ``spoil_key``, ``mend_key``), ``queue`` or ``raw``; its queue is one of the machine's;
+specs/transitions.json, a fault (``forget_row``, ``spoil_key``, ``mend_key``, ``stray_key``,
+``drop_key``), ``queue`` or ``raw``; its queue is one of the machine's;
 its arguments are the op's, none missing). The first problem is reported with its JSON
 path (``steps/3/args``), so a hand-edited trace says where it went wrong."""
 
@@ -15,7 +16,7 @@ from typing import Any
 from emq_kit.check import faults
 from emq_kit.errors import KitError
 from emq_model import spec
-from emq_model.keyspace import KEY_TYPES
+from emq_model.keyspace import KEY_TYPES, outside, prefix
 
 # The steps the machine records besides the spec's ops and its faults, and the arguments
 # they take (a raw call, issue 19: its script, KEYS and ARGV as sent, and what was spoiled).
@@ -70,6 +71,8 @@ def check_trace(data: Any) -> None:
             raise TraceError(f"{where}/args: {op} takes no {', '.join(sorted(args - allowed))}")
         if op in faults.KEY_FAULTS:
             _check_key_fault(where, step["args"])
+        elif op in faults.STRAY_FAULTS:
+            _check_stray(where, queue, step["args"])
 
 
 def _check_key_fault(where: str, args: dict[str, Any]) -> None:
@@ -80,6 +83,20 @@ def _check_key_fault(where: str, args: dict[str, Any]) -> None:
         raise TraceError(f"{where}/args/key: {key!r} is no key of transitions.json ({', '.join(sorted(KEY_TYPES))})")
     if ("id" in args) != (key == "row") or ("group" in args) != (key == "lane"):
         raise TraceError(f"{where}/args: key {key!r} takes {'id' if key == 'row' else 'group' if key == 'lane' else 'neither id nor group'}")
+    _check_kind(where, args)
+
+
+def _check_stray(where: str, queue: str, args: dict[str, Any]) -> None:
+    """A stray_key/drop_key step names a key outside the grammar (a suffix after
+    ``emq:{q}:``) and, for stray_key, a type of ``faults.KINDS``."""
+    key = args["key"]
+    if not isinstance(key, str) or not outside(queue, prefix(queue) + key):
+        raise TraceError(f"{where}/args/key: {key!r} is not a stray key (a suffix after emq:{{q}}: that the grammar "
+                         "does not name)")
+    _check_kind(where, args)
+
+
+def _check_kind(where: str, args: dict[str, Any]) -> None:
     if "kind" in args and args["kind"] not in faults.KINDS:
         raise TraceError(f"{where}/args/kind: {args['kind']!r} is not one of {', '.join(faults.KINDS)}")
 
