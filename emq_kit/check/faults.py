@@ -121,24 +121,25 @@ by name), then those only some calls do (the rows and lanes of the jobs it takes
 PUMPED = {"promote": "schedule", "reap": "active"}
 
 
-def walk_edges(mine: QueueModel, weighted: bool) -> list[tuple[str, str]]:
+def walk_edges(mine: QueueModel, weighted: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The lanes and rows a grouped claim's plan types before its first write
     (``QueueModel.claim_plan``: the ring from its head, each lane and the rows of the
-    members a turn would meet, until a lane that serves a job), then one more of each
-    past its end: the next member of the last lane walked, the next lane on the ring and
-    that lane's head. A walk one step too short or too long (a mutant of
-    lane_claim.lua's ``plan``) answers differently only when one of these is spoiled."""
+    members a turn would meet, until a lane that serves a job), and those just past its
+    end: the next member of the last lane walked, the next lane on the ring and that
+    lane's head. A walk one step too short or too long (a mutant of lane_claim.lua's
+    ``plan``) answers differently only when one of these is spoiled: a walked one for a
+    walk too short, a past one for a walk too long."""
     walked = [key for key in mine.claim_plan(weighted=weighted) if isinstance(key, tuple)]
     lanes = [group for kind, group in walked if kind == "lane"]
     if not lanes:
-        return walked
+        return walked, []
     last, typed = lanes[-1], {job for kind, job in walked if kind == "row"}
     past = [("row", job) for job in mine.lanes.members(last) if job not in typed][:1]
     ring = list(mine.lanes.ring)
     after = ring[ring.index(last) + 1:][:1] if last in ring else []
     for group in after:
         past += [("lane", group), *(("row", job) for job in mine.lanes.members(group)[:1])]
-    return walked + past
+    return walked, past
 
 
 def probe_args(op: str, queue: QueueModel, job: str, group: str) -> dict[str, Any]:
@@ -213,13 +214,15 @@ class KeyFaultRules:
 
     def spoil_walk(self: Any, q: str, op: str, edge: int, kind: int) -> None:
         """The grouped claim ``op`` with one lane or row at the edges of its walk spoiled
-        (the ``edge``-th of ``walk_edges``): lane_claim.lua's plan must type exactly what
+        (``walk_edges``: an even ``edge`` takes a walked key, an odd one a key past the
+        walk's end, each side as often): lane_claim.lua's plan must type exactly what
         its turn will touch. A walk one step too short answers a script error (or writes
         before it refuses), one step too long refuses a claim that should serve."""
-        edges = walk_edges(self.models[q], op == "lane_wclaim")
+        walked, past = walk_edges(self.models[q], op == "lane_wclaim")
+        edges = (past if edge % 2 and past else walked) or past
         if self.stopped or not edges:
             return
-        key, value = edges[edge % len(edges)]
+        key, value = edges[(edge // 2) % len(edges)]
         self._episode(q, {"key": key, ("id" if key == "row" else "group"): value}, kind, op, {"lease_ms": 5})
 
     def _strays_on(self: Any) -> bool:

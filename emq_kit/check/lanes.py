@@ -137,9 +137,9 @@ class LaneRules:
             self.step(q, "lane_weight", {"group": "g", "w": a.w})
 
     @precondition(lambda self: self._lanes_on())
-    @rule(a=Draw("LaneScene", q=ON, lanes=(2, 3), depth=(1, 2), first=range(8), cap=(1, 0, 2),
+    @rule(a=Draw("LaneScene", q=ON, lanes=(2, 3), depth=(1, 2, 2), first=range(8), cap=(1, 0, 2),
                  pause=(False, True), weighted=(False, True), turns=(1, 0, 2), lease=range(1, 13),
-                 edge=(None, None, 0, 1, 2, 3, 4, 5), kind=range(5), orphan=(False, False, True)).strategy)
+                 edge=(None, 0, 1, 1, 2, 3, 4, 5), kind=range(5), orphan=(False, False, True)).strategy)
     def lane_scene(self: Any, a: Any) -> None:
         """Several lanes at once, the first limited (to ``cap``, while none of its jobs is
         active: its headroom is its whole limit) and the last perhaps paused, then a few
