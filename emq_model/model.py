@@ -534,6 +534,11 @@ class QueueModel:
                                   f"name, not {key!r}")
         return key
 
+    def ids(self) -> set[str]:
+        """Every id the queue holds: a row, a member of a location or of a lane."""
+        return {*self.rows, *(m for loc in self.sets.values() for m in loc),
+                *(m for lane in self.lanes.pending.values() for m in lane)}
+
     def _spoilable(self, name: str, id: str | None, group: str | None) -> str | tuple[str, str]:
         if name not in KEY_TYPES or (name == "row") != (id is not None) or (name == "lane") != (group is not None):
             raise errors.ArgError(f"spoil takes a key name of {sorted(KEY_TYPES)}, an id with row only "

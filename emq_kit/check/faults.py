@@ -181,9 +181,10 @@ class KeyFaultRules:
         """The call first, then a key it may touch and the job it would take: the row of
         a pending member for a claim, of a due member for a pump (the clock moved onto
         its score), of a lane's head for a grouped claim, a grouped job when the key is a
-        lane key (``spoil_walk`` takes the edges of a grouped claim's walk). Half the spoils take a key the call
-        always touches (its ``touches`` by name: the refusal is certain), half any key it
-        may touch. Every choice is the rule's own draw (never the example's state beyond
+        lane key (``spoil_walk`` takes the edges of a grouped claim's walk). Half the
+        spoils take a key the call always touches (its ``touches`` by name, and the row
+        of the member a claim or a pump takes, which is made to exist first: the refusal
+        is certain), half any key it may touch. Every choice is the rule's own draw (never the example's state beyond
         the model's), so the shrinker can delete the steps before an episode without
         changing what it does."""
         if self.stopped:  # a known difference ended the example (its key may be left spoiled)
@@ -195,11 +196,14 @@ class KeyFaultRules:
         if not ops:
             return
         op = a.op if a.op in ops else ops[PROBED.index(a.op) % len(ops)]
+        touches = spec.entry(op)["touches"]
         keys = [k for k in KEYS_OF[op] if (lanes or k not in LANE_KEYS)
-                and (not a.always or k in spec.entry(op)["touches"])] or list(KEYS_OF[op])
+                and (not a.always or k in touches or (k == "row" and "rows" in touches))] or list(KEYS_OF[op])
         key = keys[a.key % len(keys)]
         if op in PUMPED:
             self._advance(q, PUMPED[op], (0, 0))
+        elif op == "claim" and key == "row" and not mine.sets["pending"]:
+            self._fill(q)  # a claim types the row of the member it takes: let there be one
         job, group = self._taken(mine, op, key, a.pick), self._group_of(mine, a.pick)
         which = {"key": key, **({"id": job} if key == "row" else {}), **({"group": group} if key == "lane" else {})}
         self._episode(q, which, a.kind, op, probe_args(op, mine, job, group))
@@ -214,12 +218,14 @@ class KeyFaultRules:
 
     def spoil_walk(self: Any, q: str, op: str, edge: int, kind: int) -> None:
         """The grouped claim ``op`` with one lane or row at the edges of its walk spoiled
-        (``walk_edges``: an even ``edge`` takes a walked key, an odd one a key past the
-        walk's end, each side as often): lane_claim.lua's plan must type exactly what
+        (``walk_edges``: an even ``edge`` takes a walked key, from the walk's end back,
+        an odd one a key past the walk's end, each side as often): lane_claim.lua's plan must type exactly what
         its turn will touch. A walk one step too short answers a script error (or writes
         before it refuses), one step too long refuses a claim that should serve."""
         walked, past = walk_edges(self.models[q], op == "lane_wclaim")
-        edges = (past if edge % 2 and past else walked) or past
+        # walked keys from the walk's end back (the serving lane and its head first: a
+        # walk that stops short misses those), past ones from the end on
+        edges = (past if edge % 2 and past else walked[::-1]) or past
         if self.stopped or not edges:
             return
         key, value = edges[(edge // 2) % len(edges)]
@@ -254,6 +260,25 @@ class KeyFaultRules:
         for key in keys:
             self.inject(q, "drop_key", {"key": key})
 
+    def _free(self: Any, q: str) -> str | None:
+        """A job of the pool that ``q`` does not hold, if one is left."""
+        held = self.models[q].ids()
+        return next((j for j in self.pool if j not in held), None)
+
+    def _fill(self: Any, q: str) -> None:
+        """Enqueue a job of the pool that exists nowhere (if one is left)."""
+        job = self._free(q)
+        if job is not None:
+            self.step(q, "enqueue", {"id": job, "payload": b"p"})
+
+    def spoil_lane_of(self: Any, q: str, op: str, job: str, group: str, kind: int) -> None:
+        """The settle ``op`` of the grouped ``job`` with one of its lane keys spoiled (the
+        ``kind``-th of ``LANE_TYPED``): refused with ``EMQTYPE``, nothing moved, as the
+        model predicts."""
+        key = LANE_TYPED[kind % len(LANE_TYPED)]
+        which = {"key": key, **({"group": group} if key == "lane" else {})}
+        self._episode(q, which, kind, op, probe_args(op, self.models[q], job, group))
+
     def _taken(self: Any, mine: QueueModel, op: str, key: str, pick: int) -> str:
         """The job ``op`` would take or is about (``pick``: which one, 0 the first): for
         an op about one id, one it would act on (a live attempt for a settle, a dead job
@@ -266,15 +291,20 @@ class KeyFaultRules:
         elif op in LANE_CLAIMS:
             ids = [mine.lanes.head(g) for g in mine.lanes.ring if mine.lanes.pending.get(g)]
         else:
-            ids = sorted({*mine.rows, *(m for loc in mine.sets.values() for m in loc),
-                          *(m for lane in mine.lanes.pending.values() for m in lane)})
+            ids = sorted(mine.ids())
             acted = {"complete": ("active", "pending"), "retry": ("active", "pending"), "extend": ("active",),
                      "reprocess": ("dead",)}.get(op)
-            if acted:
-                ids = [i for i in ids if any(i in mine.sets[loc] for loc in acted)] or ids
-            if key in LANE_KEYS:
-                ids = [i for i in ids if "group" in mine.rows.get(i, {})] or ids
+            laned = {m for lane in mine.lanes.pending.values() for m in lane} if acted and "pending" in acted else set()
+            live = [i for i in ids if i in laned or any(i in mine.sets[loc] for loc in acted or ())]
+            grouped = [i for i in ids if "group" in mine.rows.get(i, {})] if key in LANE_KEYS else []
+            # a lane key is typed only by a call about a grouped job: one it would act on
+            # first (a grouped job waiting in its lane counts as pending), else any
+            ids = [i for i in live if i in grouped] or grouped or live or ids
         ids = ids or list(self.pool)
+        if op == "claim" or op in PUMPED or op in LANE_CLAIMS:
+            # the call types the rows of the members it takes, the first of them always:
+            # that one six times in eight, a later one (the call must not type it) else
+            return ids[pick % len(ids)] if pick >= 6 else ids[0]
         return ids[pick % len(ids)]
 
     @staticmethod

@@ -82,15 +82,17 @@ class LaneRules:
     def lane_claim(self: Any, a: Any) -> None:
         self._claim_turn(self.queues[a.q], self._offered(CLAIMS[a.weighted], CLAIMS), a.lease, a.spoil)
 
-    def _claim_turn(self: Any, q: str, op: str, lease: int, spoil: Any = None) -> None:
-        """One grouped claim, its jobs kept like a claim's, its turn judged by LANE-F."""
+    def _claim_turn(self: Any, q: str, op: str, lease: int, spoil: Any = None) -> list[Any]:
+        """One grouped claim, its jobs kept like a claim's, its turn judged by LANE-F:
+        the jobs it served."""
         before = tuple(self.models[q].lanes.ring)
         got = self.step(q, op, {"lease_ms": lease}, spoil=spoil)
         if isinstance(got, EmqError):
-            return
+            return []
         jobs = got if isinstance(got, list) else [got] if got is not None else []
         self.kept.extend((q, j.id, j.token) for j in jobs)
         self._turn(q, before, jobs[0].group if jobs else None)
+        return jobs
 
     @precondition(lambda self: self._lanes_on() and self.run.focus.allows("forget_row"))
     @rule(a=Draw("LaneOrphan", q=ON, job=range(8), weighted=(False, True), lease=range(1, 13),
@@ -139,7 +141,8 @@ class LaneRules:
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneScene", q=ON, lanes=(2, 3), depth=(1, 2, 2), first=range(8), cap=(1, 0, 2),
                  pause=(False, True), weighted=(False, True), turns=(1, 0, 2), lease=range(1, 13),
-                 edge=(None, 0, 1, 1, 2, 3, 4, 5), kind=range(5), orphan=(False, False, True)).strategy)
+                 edge=(None, 0, 1, 1, 2, 3, 4, 5), kind=range(5), orphan=(False, False, True),
+                 settle=(None, None, None, "complete", "retry", "extend")).strategy)
     def lane_scene(self: Any, a: Any) -> None:
         """Several lanes at once, the first limited (to ``cap``, while none of its jobs is
         active: its headroom is its whole limit) and the last perhaps paused, then a few
@@ -148,20 +151,27 @@ class LaneRules:
         no grouped claim while any lane had a limit). Most scenes end with one more
         grouped claim, a key at the edges of its walk spoiled (``spoil_walk``): a walk
         over several lanes and members is what lane_claim.lua's plan is for. With
-        ``orphan`` the first lane's rows are deleted: a walk must pass an orphan-only
-        lane to type the lane the turns will serve (a plan that counts an orphan as a
-        job stops short of it)."""
+        ``orphan`` the rows of the lane at the ring's head are deleted and no turn is
+        taken: the walk must pass that orphan-only lane to type the lane the claim will
+        serve (a plan that counts an orphan as a job, or stops after one lane, stops
+        short of it). With ``settle`` the scene ends instead with a settle of a
+        job its turns served, one of the job's lane keys spoiled: a settle types its lane
+        keys before its first write (CC-8), or it moves the job and leaves ``gactive``
+        wrong."""
         q, pool, focus = self.queues[a.q], self.pool, self.run.focus
         groups = SCENE[:a.lanes]
-        first_lane = []
+        # jobs the queue does not hold, so each lane is as deep as drawn
+        held = self.models[q].ids()
+        free = [job for job in pool if job not in held] or list(pool)
         for i in range(a.lanes * a.depth):
-            job = pool[(a.first + i) % len(pool)]
-            got = self.step(q, "lane_enqueue", {"id": job, "payload": b"scene", "group": groups[i % a.lanes]})
-            if got == "enqueued" and i % a.lanes == 0:
-                first_lane.append(job)
-        if a.orphan and focus.allows("forget_row"):
-            for job in first_lane:
-                self.forget(q, job)
+            job = free[(a.first + i) % len(free)]
+            self.step(q, "lane_enqueue", {"id": job, "payload": b"scene", "group": groups[i % a.lanes]})
+        mine = self.models[q]
+        orphaned = a.orphan and focus.allows("forget_row") and bool(mine.lanes.ring)
+        if orphaned:
+            for job in mine.lanes.members(mine.lanes.ring[0]):
+                if job in mine.rows:
+                    self.forget(q, job)
         if a.cap and focus.allows("lane_limit"):
             self.step(q, "lane_limit", {"group": groups[0], "n": a.cap})
         if a.pause and focus.allows("lane_pause"):
@@ -169,11 +179,16 @@ class LaneRules:
         if not any(focus.allows(op) for op in CLAIMS):
             return
         op = self._offered(CLAIMS[a.weighted], CLAIMS)
-        for _ in range(a.turns):
+        served = []
+        for _ in range(0 if orphaned else a.turns):
             if self.stopped:
                 break
-            self._claim_turn(q, op, a.lease)
-        if a.edge is not None and self._key_faults_on():
+            served += self._claim_turn(q, op, a.lease)
+        if not self._key_faults_on():
+            return
+        if a.settle is not None and served and focus.allows(a.settle):
+            self.spoil_lane_of(q, a.settle, served[-1].id, served[-1].group, a.kind)
+        elif a.edge is not None:
             self.spoil_walk(q, op, a.edge, a.kind)
 
     def _turn(self: Any, q: str, before: tuple[str, ...], served: str | None) -> None:

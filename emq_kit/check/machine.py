@@ -759,6 +759,15 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
 
     @rule(a=REMOVE.strategy)
     def remove(self, a: Any) -> None:
+        """A remove of a member of the drawn location; a scheduled one is scheduled first
+        when there is none (jobs leave schedule soon, promoted as the clock moves on: a
+        seeded run of 25,000 steps removed no scheduled job)."""
+        if a.where == "schedule" and a.pick is not None and not self.models[a.q].sets["schedule"]:
+            job = self._free(a.q)
+            if job is not None and self.run.focus.allows("schedule"):
+                when = {"run_at": self.now + 50} if "delay_ms" in self.run.focus.absent.get("schedule", ()) \
+                    else {"delay_ms": 50}
+                self.step(a.q, "schedule", {"id": job, "payload": b"s", **when})
         self.step(a.q, "remove", {"id": self._pick(a.q, a.where, a.pick, a.job)}, spoil=self._spoil(a))
 
     @rule(a=READ.strategy)
