@@ -136,7 +136,7 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
 LIFECYCLE = ("claim", "settle", "work", "promote", "reap")
 """The rules of the lifecycle ops: on in every example (the swarm turns only the other
 rules off), so they stay at least half of a run's calls whatever the swarm draws."""
-WEIGHTS = {"claim": 10, "settle": 8, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
+WEIGHTS = {"claim": 11, "settle": 9, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
            "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 3, "enqueue_many": 2, "claim_many": 2,
            "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "lane_scene": 2, "raw_call": 3, "spoil_key": 5,
            "stray_keys": 2}
