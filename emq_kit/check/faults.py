@@ -192,10 +192,9 @@ class KeyFaultRules:
         q = self.queues[a.q]
         mine = self.models[q]
         lanes = self._lanes_on()
-        ops = [op for op in PROBED if self.run.focus.allows(op) and (lanes or op not in spec.LANE_OPS)]
-        if not ops:
+        op = self._probe(a.op)
+        if op is None:
             return
-        op = a.op if a.op in ops else ops[PROBED.index(a.op) % len(ops)]
         touches = spec.entry(op)["touches"]
         keys = [k for k in KEYS_OF[op] if (lanes or k not in LANE_KEYS)
                 and (not a.always or k in touches or (k == "row" and "rows" in touches))] or list(KEYS_OF[op])
@@ -248,22 +247,34 @@ class KeyFaultRules:
             return
         q = self.queues[a.q]
         mine = self.models[q]
-        ops = [op for op in PROBED if self.run.focus.allows(op) and (self._lanes_on() or op not in spec.LANE_OPS)]
-        if not ops:
+        op = self._probe(a.op)
+        if op is None:
             return
         keys = list(dict.fromkeys([STRAY_KEYS[a.first], *STRAY_KEYS[a.second:a.second + 1]]))  # two at once, or one
         for n, key in enumerate(keys):
             kind = STRAY_KINDS[(a.kinds // len(STRAY_KINDS) ** n) % len(STRAY_KINDS)]
             self.inject(q, "stray_key", {"key": key, "kind": kind or TEMPTING[key]})
-        op = a.op if a.op in ops else ops[PROBED.index(a.op) % len(ops)]
         self.step(q, op, probe_args(op, mine, self._taken(mine, op, "row", a.pick), self._group_of(mine, a.pick)))
         for key in keys:
             self.inject(q, "drop_key", {"key": key})
 
+    def _probe(self: Any, drawn: str) -> str | None:
+        """The op of ``PROBED`` a draw selects under the run's focus (the next one the
+        focus allows, lane ops only on a target with lanes), or None when none is."""
+        lanes = self._lanes_on()
+        ops = [op for op in PROBED if self.run.focus.allows(op) and (lanes or op not in spec.LANE_OPS)]
+        if not ops:
+            return None
+        return drawn if drawn in ops else ops[PROBED.index(drawn) % len(ops)]
+
+    def _free_ids(self: Any, q: str) -> list[str]:
+        """The jobs of the pool that ``q`` does not hold, in pool order."""
+        held = self.models[q].ids()
+        return [j for j in self.pool if j not in held]
+
     def _free(self: Any, q: str) -> str | None:
         """A job of the pool that ``q`` does not hold, if one is left."""
-        held = self.models[q].ids()
-        return next((j for j in self.pool if j not in held), None)
+        return next(iter(self._free_ids(q)), None)
 
     def _fill(self: Any, q: str) -> None:
         """Enqueue a job of the pool that exists nowhere (if one is left)."""

@@ -161,8 +161,7 @@ class LaneRules:
         q, pool, focus = self.queues[a.q], self.pool, self.run.focus
         groups = SCENE[:a.lanes]
         # jobs the queue does not hold, so each lane is as deep as drawn
-        held = self.models[q].ids()
-        free = [job for job in pool if job not in held] or list(pool)
+        free = self._free_ids(q) or list(pool)
         for i in range(a.lanes * a.depth):
             job = free[(a.first + i) % len(free)]
             self.step(q, "lane_enqueue", {"id": job, "payload": b"scene", "group": groups[i % a.lanes]})
