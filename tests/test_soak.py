@@ -296,7 +296,10 @@ def _children() -> set[int]:
     """The pids of this process's live children (every thread's)."""
     out: set[int] = set()
     for task in Path("/proc/self/task").iterdir():
-        text = (task / "children").read_text().split()
+        try:
+            text = (task / "children").read_text().split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended since the listing (a driver test's reader thread)
         out |= {int(pid) for pid in text}
     return out
 
@@ -306,12 +309,14 @@ def _when_busy(url: str, then: Callable[[], None], seen: set[int]) -> threading.
     notes this process's children, and runs ``then``."""
 
     def run() -> None:
-        deadline = time.monotonic() + 20
-        with redis.Redis.from_url(url) as r:
-            while time.monotonic() < deadline and r.dbsize() < 30:
-                time.sleep(0.01)
-        seen.update(_children())
-        then()
+        try:
+            deadline = time.monotonic() + 20
+            with redis.Redis.from_url(url) as r:
+                while time.monotonic() < deadline and r.dbsize() < 30:
+                    time.sleep(0.01)
+            seen.update(_children())
+        finally:
+            then()  # whatever failed above (the test then fails on ``seen``), never a run left to go on
 
     thread = threading.Thread(target=run)
     thread.start()
