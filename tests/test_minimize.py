@@ -36,7 +36,9 @@ def foreign():
 def test_the_foreign_ports_orphan_claim_comes_out_as_its_three_steps(foreign: DriverTarget) -> None:
     found = replay(SHRUNK, foreign).divergence
     assert found is not None and signature(found) == ORPHAN
-    small = minimize(found, ORPHAN, foreign, replay)
+    made = minimize(found, ORPHAN, foreign, replay)
+    small = made.divergence
+    assert made.replayed > 0 and not made.cut
     assert [(s.op, s.args.get("id")) for s in small.steps] == [("enqueue", C), ("forget_row", C), ("claim", None)]
     assert signature(small) == ORPHAN
     for i in range(len(small.steps) - 1):  # 1-minimal: without any one step it conforms or differs otherwise
@@ -49,10 +51,11 @@ def test_steps_that_do_not_replay_to_the_signature_are_left_as_they_are(foreign:
     found = replay(SHRUNK, foreign).divergence
     assert found is not None
     other = Signature("claim/claimed", "T-claim")
-    assert minimize(found, other, foreign, replay) is found
+    assert minimize(found, other, foreign, replay).divergence is found
 
 
 def test_a_budget_of_no_replays_changes_nothing(foreign: DriverTarget) -> None:
     found = replay(SHRUNK, foreign).divergence
     assert found is not None
-    assert minimize(found, ORPHAN, foreign, replay, budget=0) is found  # not one step may be replayed
+    made = minimize(found, ORPHAN, foreign, replay, budget=0)
+    assert made == (found, 0, True)  # not one step may be replayed, and it says so

@@ -177,6 +177,24 @@ class Step:
         return f"{self.op}({self.queue!r}, {body})"
 
 
+SHRINK_STEPS = 500
+"""The default shrink budget (``Run.shrink_budget``), in checked steps rather than
+seconds so that a seed's counterexample does not depend on the machine's load. Why so
+few: over the selftest's mutants the kit's minimizer alone (budget 0) made traces as
+short as 2,000 or unbounded steps of Hypothesis's shrinking did; what Hypothesis adds is
+simpler values (a lease of 1 ms where the search drew 11), which its first few hundred
+steps make. About a second on the embedded fakeredis (benchmarks/README.md)."""
+
+
+class ShrinkCut(KeyboardInterrupt):
+    """The round's shrink budget is spent: raised when the next example would start, to
+    end Hypothesis's shrinking there; the round ends with ``Run.best``. A
+    ``KeyboardInterrupt`` because that is the one exception Hypothesis's engine lets
+    through untouched: any other is recorded as the example's end (a test case that drew
+    nothing, which the next replay of its choices contradicts: FlakyStrategyDefinition).
+    ``run._search`` catches it; it never reaches a caller."""
+
+
 @dataclass
 class Run:
     """What a whole run accumulates across examples (the machine is rebuilt per example)."""
@@ -206,8 +224,28 @@ class Run:
     examples that shrink a difference (they repeat the failing steps, as many times as
     the shrinker tries)."""
     shrinking: bool = False  # this round met its difference: its later examples shrink it
+    shrink_budget: int = SHRINK_STEPS
+    """The checked steps Hypothesis's shrinker may run for one difference (``ShrinkCut``)."""
+    shrink_from: int = 0  # ``steps`` when the round met its difference
+    cuts: int = 0  # rounds whose shrinking the budget ended
+    best: "Divergence | None" = None
+    """The round's divergence with the fewest steps so far: the counterexample a cut
+    shrink ends with."""
     fatal: BaseException | None = None
     """A failure outside a step (the target's ``reset``): the run ends on it (DP-17)."""
+
+    def starting(self) -> None:
+        """An example starts: ``ShrinkCut`` if it would shrink past the budget."""
+        if self.shrinking and self.steps - self.shrink_from >= self.shrink_budget:
+            raise ShrinkCut(f"{self.steps - self.shrink_from} steps spent shrinking")
+
+    def diverged(self, found: "Divergence") -> None:
+        """An example failed with ``found``: the round shrinks from here on (its budget
+        counted from now), and ``found`` is its best if it is as short as any before."""
+        if not self.shrinking:
+            self.shrinking, self.shrink_from = True, self.steps
+        if self.best is None or len(found.steps) <= len(self.best.steps):
+            self.best = found
 
 
 @dataclass(frozen=True)
@@ -394,6 +432,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
 
     def __init__(self) -> None:
         super().__init__()
+        self.run.starting()
         self._rules_strategy = Selection(self)  # see Selection: Hypothesis reads this attribute
         try:
             self.target.reset()
@@ -451,7 +490,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             if self.run.hunting is None:
                 self.run.hunting, self.run.hunted_at = sig, self.run.examples
         self._diverged = True
-        self.run.shrinking = True
+        self.run.diverged(found)
         return found
 
     def count(self, op: str) -> None:

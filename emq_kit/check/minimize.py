@@ -17,20 +17,30 @@ not depend on the machine's load.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from emq_kit.check.machine import Divergence, Step
 from emq_kit.check.signature import Signature, signature
 
-STEPS_MAX = 20_000
-"""The most steps one counterexample's minimizing may replay in all (about 10 s on the
-embedded fakeredis); past it the trace stays as the last accepted candidate left it."""
+STEPS_MAX = 5_000
+"""The most steps one counterexample's minimizing may replay in all (a few seconds on the
+embedded fakeredis; the counterexamples of the selftest's mutants took at most a few
+hundred); past it the trace stays as the last accepted candidate left it."""
 
 Replay = Callable[[list[Step], Any, Any], Any]  # a layout's replay: steps, target, clock -> Replayed
 
 
+class Minimized(NamedTuple):
+    """What ``minimize`` made: the divergence, the steps it replayed, and whether the
+    budget stopped it before the trace was 1-minimal."""
+
+    divergence: Divergence
+    replayed: int
+    cut: bool
+
+
 def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay, clock: Any = None,
-             budget: int = STEPS_MAX, settings: tuple[str, ...] = ()) -> Divergence:
+             budget: int = STEPS_MAX, settings: tuple[str, ...] = ()) -> Minimized:
     """``divergence`` with its steps as few as deletions can make them, each candidate
     replayed on ``target`` by ``replay``: first the shortest suffix that still diverges
     (1, 2, 4... steps: a difference mostly needs only the steps just before it), then
@@ -41,12 +51,15 @@ def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay
     divergence the smallest candidate's replay raised (the original when none was
     smaller, or when the steps do not replay to ``sig`` at all)."""
     best, steps = divergence, list(divergence.steps)
-    spent = 0
+    spent, cut = 0, False
 
     def diverges(candidate: list[Step]) -> Divergence | None:
-        nonlocal spent
-        if len(candidate) == len(steps) or spent + len(candidate) > budget:
-            return None  # nothing deleted (settings steps only), or the budget is spent
+        nonlocal spent, cut
+        if len(candidate) == len(steps):
+            return None  # nothing deleted (settings steps only)
+        if spent + len(candidate) > budget:
+            cut = True
+            return None
         spent += len(candidate)
         found = replay([Step(s.queue, s.op, s.args) for s in candidate], target, clock).divergence
         return found if found is not None and signature(found) == sig else None
@@ -80,7 +93,7 @@ def minimize(divergence: Divergence, sig: Signature, target: Any, replay: Replay
         if chunk == 1 and not deleted:
             break  # 1-minimal, also by jobs
         chunk = max(chunk // 2, 1)
-    return best
+    return Minimized(best, spent, cut)
 
 
 def _job_steps(steps: list[Step], i: int) -> list[Step]:

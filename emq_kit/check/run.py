@@ -30,13 +30,13 @@ from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.fence import SIGNATURE as FENCE
 from emq_kit.check.fence import fence_divergence
-from emq_kit.check.machine import Conformance, Divergence, Focus, Run, Step
-from emq_kit.check.minimize import minimize
+from emq_kit.check.machine import SHRINK_STEPS, Conformance, Divergence, Focus, Run, ShrinkCut, Step
+from emq_kit.check.minimize import STEPS_MAX, minimize
 from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.signature import Signature, ordered, signature
 from emq_kit.check.target import Target
 from emq_kit.check.window import run_machine
-from emq_kit.errors import KitBug, SearchFailed
+from emq_kit.errors import BadArgument, KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_model import errors
@@ -172,6 +172,7 @@ def run_check(
     raw_calls: bool = True,
     layout: Layout | None = None,
     focus: Focus | None = None,
+    shrink_steps: int = SHRINK_STEPS,
 ) -> Report:
     """Run the ``layout``'s machine (the default layout's when None) on ``target`` under
     ``clock`` (virtual by default) and ``focus`` (every op, hostile calls mixed in, every
@@ -179,13 +180,19 @@ def run_check(
     (``Target.raw``; ``raw_calls`` False, ``--hostile off`` or a focus without ``raw``:
     none), a profile with ``sweep`` first sweeps the raw calls the draws leave out, and a
     gated one ends with the server-clock phase (``SERVER_CLOCK``); a difference either
-    finds is one of the run's. Exceptions that are not divergences (a server that went
-    away, a bug in the kit) propagate."""
+    finds is one of the run's. ``shrink_steps``: the checked steps Hypothesis's shrinker
+    may run for each difference, after which the shortest divergence so far goes to the
+    minimizer (``phases["shrink"]``: steps spent, budget, rounds it cut, seconds).
+    Exceptions that are not divergences (a server that went away, a bug in the kit)
+    propagate."""
     seed = random.randrange(2**32) if seed is None else seed
     layout = layout or layout_named()
     focus = focus or Focus()
     raw_on = bool(raw_calls and focus.hostile != "off" and focus.allows("raw") and getattr(target, "raw", False))
-    run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus, raw_calls=raw_on)
+    if isinstance(shrink_steps, bool) or not isinstance(shrink_steps, int) or shrink_steps < 0:
+        raise BadArgument(f"shrink_steps must be an integer >= 0, not {shrink_steps!r}")
+    run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus, raw_calls=raw_on,
+              shrink_budget=shrink_steps)
     once = raw_on and profile.sweep
     if raw_on:
         run.coverage.total = [*run.coverage.total, *raw_cells(sweep=once)]
@@ -206,13 +213,18 @@ def run_check(
             if swept is not None:
                 _record(run, found, swept, started)
         round_no, size = 0, per_round if focus.report or not found else 0
+        shrunk: dict[str, float] = {"steps": 0, "budget": shrink_steps, "cut": 0, "seconds": 0.0}
         while size > 0:
-            before, run.hunting, run.shrinking = run.examples, None, False
+            before, run.hunting, run.shrinking, run.best, cuts = run.examples, None, False, None, run.cuts
             divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps,
                                  run)
             if divergence is not None:
-                _record(run, found, divergence, started)
+                sig = _record(run, found, divergence, started)
                 searched += max(run.hunted_at - before, 1)
+                shrunk["steps"] += run.steps - run.shrink_from
+                shrunk["cut"] += run.cuts - cuts
+                shrunk["seconds"] += time.perf_counter() - run.seen_at.get(sig, time.perf_counter())
+                phases["shrink"] = {**shrunk, "seconds": round(float(shrunk["seconds"]), 3)}
                 if not focus.report:
                     break
             else:
@@ -226,7 +238,8 @@ def run_check(
         if (raw_on and profile.gate and (focus.report or not found)
                 and getattr(clock, "mode", "virtual") != "server"):
             phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
-            phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known)
+            phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known,
+                        shrink_budget=shrink_steps)
             divergence = _search(layout.machine(target, phase, phase_clock), seed, SERVER_CLOCK.examples,
                                  SERVER_CLOCK.steps, phase)
             phases["server_clock"] = {"examples": phase.examples, "steps": phase.steps,
@@ -238,17 +251,18 @@ def run_check(
                 if run.first_failure is None:
                     run.first_failure = phase.first_failure
         unreached = _unreached(run, focus)
-        minimized = time.perf_counter()
+        minimized, replayed, cuts = time.perf_counter(), 0, 0
         for d in found:  # replaying a counterexample drops its orphans again: still quiet
             d.met = run.met[d.signature]
             if getattr(clock, "mode", "virtual") == "virtual" and d.signature not in phase_found:
-                d.divergence = minimize(d.divergence, d.signature, target, layout.replay, clock,
-                                        settings=layout.settings)
-                d.shrunk = list(d.divergence.steps)
+                made = minimize(d.divergence, d.signature, target, layout.replay, clock, settings=layout.settings)
+                d.divergence, d.shrunk = made.divergence, list(made.divergence.steps)
+                replayed, cuts = replayed + made.replayed, cuts + made.cut
     finally:
         quiet.setLevel(level)
     if found:
-        phases["minimize"] = {"seconds": round(time.perf_counter() - minimized, 3)}
+        phases["minimize"] = {"steps": replayed, "budget": STEPS_MAX, "cut": cuts,
+                              "seconds": round(time.perf_counter() - minimized, 3)}
     seconds = time.perf_counter() - started
     fenced = fence_divergence(target)  # DP-9d: known at init, before any example
     found += [Difference(FENCE, fenced, [], 0.0)] if fenced is not None else []
@@ -309,6 +323,10 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, ru
         # The explain phase re-runs the failing example many times to annotate
         # which draws matter; our trace says that better, at a fraction of the cost.
         phases=[p for p in Phase if p is not Phase.explain],
+        # One difference a round: the run finds the others in rounds of its own (and
+        # Hypothesis would go on generating for up to 10 s of wall time after a failure,
+        # so what it shrank would depend on the machine's load).
+        report_multiple_bugs=False,
     )
     try:
         with with_reporter(lambda _: None):  # the report and the trace say it better
@@ -316,6 +334,9 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, ru
     except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
         if run.fatal is not None:  # whatever Hypothesis made of it (a flaky test, a group)
             raise run.fatal from None
+        if first_of(exc, ShrinkCut) is not None and run.best is not None:
+            run.cuts += 1
+            return run.best  # the budget ended the shrinking: the shortest divergence so far
         divergence = first_divergence(exc)
         bug = first_of(exc, KitBug)
         if divergence is None and bug is not None:

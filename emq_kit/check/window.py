@@ -29,6 +29,9 @@ the shrunk counterexample is then one step-by-step verification finds (a windowe
 example draws the steps after its divergence until its window is sent, which leads the
 shrinker elsewhere), each shrink attempt stops at its divergence, and Hypothesis, which
 demands that a choice sequence draw the same whenever it runs, sees one mode per run.
+The shrinking is bounded either way by the run's budget of checked steps
+(``Run.shrink_budget``, ``ShrinkCut``): what it costs on a target is the steps it
+replays, so a window would save little there.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from emq_kit.check import expect
 from emq_kit.check.clock import ServerClock
 from emq_kit.check.fence import refenced
 from emq_kit.check.live import LiveTarget
-from emq_kit.check.machine import HOSTILE, QUEUES, Focus, Step
+from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS, Focus, Step
 from emq_kit.check.names import named, suffixed, with_names
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive, seconds, writable_path
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, non_negative, positive, seconds, writable_path
 from emq_kit.cli.progress import Progress
 from emq_kit.errors import FencedElsewhere
 from emq_kit.layouts import NAMES, layout
@@ -115,7 +115,7 @@ def format_differences(report: Report) -> list[str]:
 
 
 RERUN_FLAGS = ("layout", "url", "queue", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops",
-               "hostile", "expect", "traces")
+               "hostile", "expect", "traces", "shrink_steps")
 RERUN_SWITCHES = ("first", "strict", "refence")
 
 
@@ -128,7 +128,8 @@ def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str
     from emq_live.urls import redact
 
     parts = ["emq", "check", "--seed", str(report.seed), "--profile", report.profile]
-    defaults = {"layout": "echomq", "timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces"}
+    defaults = {"layout": "echomq", "timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces",
+                "shrink_steps": SHRINK_STEPS}
     for name in RERUN_FLAGS:
         value = getattr(args, name, None) if args is not None else None
         for one in value if isinstance(value, list) else [value]:  # --queue: once per queue
@@ -230,7 +231,7 @@ def _check(args: argparse.Namespace) -> int:
         clock = ServerClock.for_url(args.url) if args.clock == "server" else None
         report = run_check(target, profile, examples=args.examples, steps=args.steps, seed=seed,
                            progress=progress, clock=clock, layout=chosen,
-                           focus=focus)
+                           focus=focus, shrink_steps=args.shrink_steps)
         report.rerun = rerun_command(report, args)
         if args.expect:
             expect.apply(report, expected, args.expect)
@@ -323,6 +324,9 @@ def register(sub: Any) -> None:
     c.add_argument("--examples", type=positive, help="examples per round (default: the profile's)")
     c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
     c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
+    c.add_argument("--shrink-steps", type=non_negative, default=SHRINK_STEPS, metavar="N",
+                   help="checked steps Hypothesis's shrinker may run for each difference before the kit's "
+                        f"own minimizing takes the shortest so far (0: none; default {SHRINK_STEPS})")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     c.add_argument("--wipe", action="store_true",
                    help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")

@@ -27,6 +27,14 @@ def positive(text: str) -> int:
     return value
 
 
+def non_negative(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 def seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0 (``--timeout``, ``--budget``)."""
     try:

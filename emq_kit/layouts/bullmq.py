@@ -159,6 +159,7 @@ class BullConformance(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        self.run.starting()
         self._rules_strategy = Selection(self)
         self.target.reset()
         self.run.examples += 1
@@ -182,7 +183,9 @@ class BullConformance(RuleBasedStateMachine):
 
         if self.run.first_failure is None:
             self.run.first_failure = time.perf_counter()
-        return Divergence(kind, rule, step, lines, self.steps)
+        found = Divergence(kind, rule, step, lines, self.steps)
+        self.run.diverged(found)
+        return found
 
     def execute(self, op: str, args: dict[str, Any]) -> Any:
         """Run ``op`` with exactly ``args`` on the model and the scripts, then check the
