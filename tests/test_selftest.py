@@ -112,6 +112,9 @@ def test_a_real_mutant_is_killed_with_a_short_trace() -> None:
                   and "DEL" in m.before and "ZREM" not in m.before)
     verdict = judge(mutant, None, budget=120, seed=0)
     assert verdict.status == "killed" and 1 <= verdict.shrunk <= 6 and verdict.rule
+    assert verdict.shrink_seconds is not None and verdict.shrink_seconds > 0
+    s = summary([verdict])
+    assert s["median_shrink_seconds"] == s["max_shrink_seconds"] == round(verdict.shrink_seconds, 3)
 
 
 def test_an_equivalent_mutant_survives_its_budget() -> None:

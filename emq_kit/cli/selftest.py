@@ -76,7 +76,8 @@ def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerd
     s = summary(verdicts)
     out.say()
     out.say(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
-          f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps")
+          f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps; "
+          f"shrinking median {s['median_shrink_seconds']} s, max {s['max_shrink_seconds']} s")
     code = EXIT_FAIL if s["survived"] else EXIT_OK
     out.emit(lambda started, finished: selftest_document(verdicts, s, target=args.url, seed=args.seed, exit=code,
                                                          started=started, finished=finished))

@@ -163,7 +163,8 @@ def selftest_document(verdicts: list[Any], summary: dict[str, Any], *, target: s
     """The report of ``emq selftest`` from its verdicts and ``selftest.summary``."""
     body = {"summary": summary, "mutants": [
         {"key": v.mutant.key, "status": v.status, "seconds": round(v.seconds, 3), "examples": v.examples,
-         "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason} for v in verdicts]}
+         "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason,
+         "shrink_seconds": None if v.shrink_seconds is None else round(v.shrink_seconds, 3)} for v in verdicts]}
     figures = {k: summary[k] for k in ("mutants", "killed", "equivalent", "survived", "median_seconds_to_kill")}
     return envelope("selftest", "fail" if summary["survived"] else "pass", exit, body, target=target or "fakeredis",
                     seed=seed, figures=figures, started=started, finished=finished)

@@ -204,6 +204,7 @@ class MutantVerdict:
     shrunk: int = 0
     rule: str = ""
     reason: str = ""
+    shrink_seconds: float | None = None  # from the first divergence to the shrunk trace, when the machine shrank one
 
 
 def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], source: Path | None = None) -> Path:
@@ -249,8 +250,9 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
             target.close()
     if report.divergence is None:
         return MutantVerdict(mutant, "survived", report.seconds, report.examples)
+    shrink = time.perf_counter() - report.first_failure if report.first_failure is not None else None
     return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
-                   len(report.shrunk), report.divergence.rule)
+                         len(report.shrunk), report.divergence.rule, shrink_seconds=shrink)
 
 
 BUG = "bug"
@@ -454,6 +456,7 @@ def summary(verdicts: list[MutantVerdict]) -> dict[str, Any]:
     """Killed over the non-equivalent mutants, median time-to-kill and shrunk length."""
     killed = [v for v in verdicts if v.status == "killed"]
     shrunk = [v.shrunk for v in killed if v.shrunk > 0]  # -1, 0: killed without a shrunk trace
+    shrinks = [v.shrink_seconds for v in killed if v.shrink_seconds is not None]
     return {
         "mutants": len(verdicts),
         "killed": len(killed),
@@ -461,4 +464,6 @@ def summary(verdicts: list[MutantVerdict]) -> dict[str, Any]:
         "survived": sum(v.status == "survived" for v in verdicts),
         "median_seconds_to_kill": round(statistics.median(v.seconds for v in killed), 3) if killed else None,
         "median_shrunk_steps": statistics.median(shrunk) if shrunk else None,
+        "median_shrink_seconds": round(statistics.median(shrinks), 3) if shrinks else None,
+        "max_shrink_seconds": round(max(shrinks), 3) if shrinks else None,
     }
