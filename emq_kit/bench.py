@@ -34,6 +34,9 @@ the value or for the ratio):
 - ``foreign.*``: the foreign port (tests/drivers/foreign.py, a source checkout): seconds
   to its first difference and to the full report of one run (every distinct difference,
   each shrunk), ``examples`` x ``steps``, the dev profile.
+- ``shrink.fakeredis.*``: the median and the longest time from a selftest mutant's first
+  divergence to its shrunk trace (Hypothesis's shrinking on its budget of steps and the
+  minimizer), over an evenly spaced sample of the mutants, on fakeredis.
 - ``scale.*``: claim and complete latency (one call, median) and memory per job
   (100-byte payload) with n jobs pending, for each n; ``scale.*.growth`` is the latency
   at the largest n over the latency at the smallest.
@@ -81,8 +84,9 @@ LEASE_MS = 600_000  # longer than any run: no lease expires while we measure
 NOW = 1_750_000_000_000  # the model's clock
 QUEUE = "emq-bench"
 GOALS = {"check.model": 5_000, "check.fakeredis": 1_000, "check.valkey": 1_500, "check.valkey.server_clock": 500,
-         "lifecycle.valkey.batched": 20_000}
-"""The project's goals for figures themselves (issues 7 and 18), shown beside them."""
+         "lifecycle.valkey.batched": 20_000, "shrink.fakeredis.median": 2, "shrink.fakeredis.max": 10}
+"""The project's goals for figures themselves (issues 7 and 18), shown beside them: at
+least that many of a rate, at most that many seconds of a ``shrink.*`` time."""
 GOAL_RATIOS = {"check.fakeredis": 0.6, "check.valkey": 0.9, "check.node.valkey": 0.5}
 """The project's goals for a figure's ratio to its ceiling (issue 18): a live target's
 checked steps against the machine alone, the Node port's against the built-in client on
@@ -135,6 +139,8 @@ class Params:
     audit_jobs: int = 100_000
     repeat: int = 3
     seed: int = 7
+    shrink_mutants: int = 12
+    shrink_budget: float = 20.0
 
 
 @dataclass
@@ -624,6 +630,27 @@ def driver_figures(params: Params, alone: float) -> list[Figure]:
     return out + first + [Figure("foreign.full_report", report.seconds, "s", note=note)]
 
 
+def shrink_figures(params: Params) -> list[Figure]:
+    """How long shrinking takes (issue 18): ``shrink_mutants`` of the selftest's
+    non-equivalent mutants, evenly spaced, each judged as ``emq selftest`` judges it on
+    fakeredis (seed 0, ``shrink_budget`` seconds of searching); over the killed ones the
+    machine shrank, the median and the most seconds from the first divergence to the
+    shrunk trace. None when no sampled mutant was shrunk."""
+    from emq_kit.selftest import mutation
+
+    equivalent = mutation.equivalents()
+    pool = [m for m in mutation.all_mutants() if m.key not in equivalent]
+    every = max(len(pool) // params.shrink_mutants, 1)
+    verdicts = [mutation.judge(m, None, params.shrink_budget, 0) for m in pool[::every][:params.shrink_mutants]]
+    times = [v.shrink_seconds for v in verdicts if v.status == "killed" and v.shrink_seconds is not None]
+    if not times:
+        return []
+    note = (f"{len(times)} of {len(verdicts)} mutants (one in {every}) shrunk on fakeredis, "
+            f"median shrunk trace {statistics.median(v.shrunk for v in verdicts if v.shrunk > 0):g} steps")
+    return [Figure("shrink.fakeredis.median", statistics.median(times), "s", note=note),
+            Figure("shrink.fakeredis.max", max(times), "s", note=note)]
+
+
 def lifecycle_figures(label: str, target: LiveTarget, url: str | None, ids: Ids, params: Params) -> list[Figure]:
     """Single and batched lifecycles on ``target``; with ``url`` (Valkey) next to the
     server replaying the same streams and to valkey-benchmark's ``claim_many``."""
@@ -678,6 +705,8 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         bench.figures += check_figures(url, params)
         say("drivers")
         bench.figures += driver_figures(params, next(f.value for f in bench.figures if f.key == "check.model"))
+        say("shrinking")
+        bench.figures += shrink_figures(params)
         say("lifecycle")
         bench.figures += lifecycle_figures("fakeredis", fake, None, ids, params)
         bench.figures += lifecycle_figures("valkey", valkey, url, ids, params)

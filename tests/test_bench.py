@@ -15,7 +15,8 @@ from emq_kit.check.live import LiveTarget
 from emq_kit.errors import BadArgument
 
 TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch", "20",
-        "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40", "--probes", "5", "--audit-jobs", "30"]
+        "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40", "--probes", "5", "--audit-jobs", "30",
+        "--shrink-mutants", "2", "--shrink-budget", "10"]
 
 
 @pytest.mark.parametrize("where", ["throwaway", "url"])
@@ -41,7 +42,8 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     want |= {f"lanes.valkey.{op}.{n}" for op in ("claim", "enqueue") for n in (3, 30)}
     want |= {"lanes.valkey.claim.growth", "lanes.valkey.enqueue.growth"}
     want |= {"audit.valkey.seconds.30", "audit.valkey.memory.30"}
-    want |= {"check.driver.model", "foreign.full_report"}
+    want |= {"check.driver.model", "foreign.full_report", "shrink.fakeredis.median", "shrink.fakeredis.max"}
+    assert figures["shrink.fakeredis.median"]["value"] <= figures["shrink.fakeredis.max"]["value"]
     # 2 examples of 5 steps may meet none of the foreign port's differences: then no first one
     assert set(figures) - {"foreign.first_difference"} == want
     if "foreign.first_difference" in figures:

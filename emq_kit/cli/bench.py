@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from emq_kit.bench import Bench, Params, Wrong, run_bench
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, at_most, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, at_most, positive, seconds
 from emq_kit.report.document import bench_document
 from emq_model import spec
 
@@ -113,4 +113,9 @@ def register(sub: Any) -> None:
     b.add_argument("--probes", type=positive, help=f"timed claims and completes per size (default {d.probes})")
     b.add_argument("--repeat", type=positive,
                    help=f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
+    b.add_argument("--shrink-mutants", dest="shrink_mutants", type=positive,
+                   help=f"selftest mutants whose shrinking is timed on fakeredis, evenly spaced (default "
+                        f"{d.shrink_mutants})")
+    b.add_argument("--shrink-budget", dest="shrink_budget", type=seconds,
+                   help=f"seconds each of them may search before it counts as not killed (default {d.shrink_budget:g})")
     b.set_defaults(func=cmd_bench)
