@@ -682,9 +682,11 @@ def lifecycle_figures(label: str, target: LiveTarget, url: str | None, ids: Ids,
 
 
 def live(url: str | None) -> LiveTarget:
-    """The built-in client on ``url`` (fakeredis when None), opened as ``emq check`` opens
-    it; the lifecycle, scale, lane and audit figures reach its queues and connection."""
-    target = open_target(url)
+    """The built-in client on ``url`` (fakeredis when None), as an application calls it:
+    not observed (``emq check``'s queues read the whole snapshot after every call, which
+    at 10^5 pending jobs is most of a claim); the lifecycle, scale, lane and audit
+    figures reach its queues and connection."""
+    target = open_target(url, observe=False)
     assert isinstance(target, LiveTarget)  # no driver, no model: open_target's live client
     return target
 

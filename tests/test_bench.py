@@ -88,3 +88,15 @@ def test_the_replayed_stream_is_what_a_client_sends() -> None:
     assert bench.server_args("unix:///tmp/v.sock") == ["-s", "/tmp/v.sock"]
     with pytest.raises(BadArgument):
         bench.server_args("redis+cluster://127.0.0.1:7000")
+
+
+def test_the_live_figures_call_the_client_as_an_application_does() -> None:
+    """Not through ``emq check``'s observed queues, which read the whole snapshot after
+    every call (at 10^5 pending jobs that is most of a claim's time)."""
+    from emq_kit.check.live import ObservedQueue
+
+    target = bench.live(None)
+    try:
+        assert not isinstance(target.queue(bench.QUEUE), ObservedQueue)
+    finally:
+        target.close()
