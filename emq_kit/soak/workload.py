@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from emq_kit.errors import KitError
+from emq_kit.forks import interrupts_deferred, restore_in_child
 from emq_kit.soak import history, lanes, linearize
 from emq_kit.soak.history import SNAPSHOT, Event, payload_text
 from emq_kit.soak.ledger import Accounting, account
@@ -221,6 +222,7 @@ class Child:
 def _child_main(child: Child, shared: Shared) -> None:
     """Entry point of every child process: connect, record into ``<name>.jsonl`` (one
     line per call, written at once, so a crash loses nothing), run the role."""
+    restore_in_child()
     _die_with_parent(child.parent)
     from emq_live.client import connect
 
@@ -364,7 +366,8 @@ class Fleet:
     def start(self, role: str, name: str, index: int) -> None:
         child = self.make(role, name, index)
         proc = self.ctx.Process(target=_child_main, args=(child, self.shared), name=f"emq-soak-{name}", daemon=True)
-        proc.start()
+        with interrupts_deferred():  # a Ctrl-C during the fork would be lost in an at-fork handler
+            proc.start()
         self.procs[name], self.children[name] = proc, child
 
     def exited(self) -> list[tuple[Child, int]]:
