@@ -642,11 +642,12 @@ def shrink_figures(params: Params) -> list[Figure]:
     pool = [m for m in mutation.all_mutants() if m.key not in equivalent]
     every = max(len(pool) // params.shrink_mutants, 1)
     verdicts = [mutation.judge(m, None, params.shrink_budget, 0) for m in pool[::every][:params.shrink_mutants]]
-    times = [v.shrink_seconds for v in verdicts if v.status == "killed" and v.shrink_seconds is not None]
-    if not times:
+    shrunk = [v for v in verdicts if v.status == "killed" and v.shrink_seconds is not None]
+    if not shrunk:
         return []
-    note = (f"{len(times)} of {len(verdicts)} mutants (one in {every}) shrunk on fakeredis, "
-            f"median shrunk trace {statistics.median(v.shrunk for v in verdicts if v.shrunk > 0):g} steps")
+    times = [v.shrink_seconds or 0.0 for v in shrunk]
+    note = (f"{len(shrunk)} of {len(verdicts)} mutants (one in {every}) shrunk on fakeredis, "
+            f"median shrunk trace {statistics.median(v.shrunk for v in shrunk):g} steps")
     return [Figure("shrink.fakeredis.median", statistics.median(times), "s", note=note),
             Figure("shrink.fakeredis.max", max(times), "s", note=note)]
 

@@ -6,8 +6,8 @@ that arrives while the fork is under way has its handler run inside one of those
 ``KeyboardInterrupt`` raised there is printed as "Exception ignored in: <function
 _releaseLock ...>" and lost: the coordinator of a soak, or the selftest between mutants,
 went on as if nothing had been pressed. So a fork runs under ``interrupts_deferred``:
-SIGINT is only noted while it runs and raised once it is over; the child puts the
-handler back (``restore_in_child``).
+SIGINT is only noted while it runs and raised once it is over; every child forked
+meanwhile gets the handler back at once (an at-fork handler of this module).
 """
 
 from __future__ import annotations
@@ -41,12 +41,14 @@ def interrupts_deferred() -> Iterator[None]:
             _deliver(previous)
 
 
-def restore_in_child() -> None:
+def _restore_in_child() -> None:
     """In a child forked under ``interrupts_deferred``: the parent's SIGINT handler as it
     was before the deferral (a child forked elsewhere keeps its own)."""
     if _before:
-        signal.signal(signal.SIGINT, _before[0])
-        _before.clear()
+        signal.signal(signal.SIGINT, _before.pop())
+
+
+os.register_at_fork(after_in_child=_restore_in_child)
 
 
 def _deliver(handler: Any) -> None:

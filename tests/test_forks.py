@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from emq_kit.forks import interrupts_deferred, restore_in_child
+from emq_kit.forks import interrupts_deferred
 
 ARMED: list[bool] = []
 
@@ -44,7 +44,6 @@ def armed(ctrl_c: None) -> Iterator[None]:
 
 
 def _child(handlers: "multiprocessing.queues.SimpleQueue[str]") -> None:
-    restore_in_child()
     handlers.put(repr(signal.getsignal(signal.SIGINT)))
 
 

@@ -215,14 +215,14 @@ def run_check(
         round_no, size = 0, per_round if focus.report or not found else 0
         shrunk: dict[str, float] = {"steps": 0, "budget": shrink_steps, "cut": 0, "seconds": 0.0}
         while size > 0:
-            before, run.hunting, run.shrinking, run.best, cuts = run.examples, None, False, None, run.cuts
+            before, run.hunting, run.shrinking, run.best, cuts_before = run.examples, None, False, None, run.cuts
             divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps,
                                  run)
             if divergence is not None:
                 sig = _record(run, found, divergence, started)
                 searched += max(run.hunted_at - before, 1)
                 shrunk["steps"] += run.steps - run.shrink_from
-                shrunk["cut"] += run.cuts - cuts
+                shrunk["cut"] += run.cuts - cuts_before
                 shrunk["seconds"] += time.perf_counter() - run.seen_at.get(sig, time.perf_counter())
                 phases["shrink"] = {**shrunk, "seconds": round(float(shrunk["seconds"]), 3)}
                 if not focus.report:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 from emq_kit.check.machine import Focus
 from emq_kit.check.run import Profile, run_check
 from emq_kit.errors import BadArgument, KitBug, ServerUnreachable
-from emq_kit.forks import interrupts_deferred, restore_in_child
+from emq_kit.forks import interrupts_deferred
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_live.urls import redact
@@ -294,7 +294,6 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     started = time.perf_counter()
 
     def work() -> None:
-        restore_in_child()
         _time_commands(calling)
         child.send(_check(mutant, url, seed, source, started, found, layout))
 

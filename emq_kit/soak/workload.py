@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from emq_kit.errors import KitError
-from emq_kit.forks import interrupts_deferred, restore_in_child
+from emq_kit.forks import interrupts_deferred
 from emq_kit.soak import history, lanes, linearize
 from emq_kit.soak.history import SNAPSHOT, Event, payload_text
 from emq_kit.soak.ledger import Accounting, account
@@ -222,7 +222,6 @@ class Child:
 def _child_main(child: Child, shared: Shared) -> None:
     """Entry point of every child process: connect, record into ``<name>.jsonl`` (one
     line per call, written at once, so a crash loses nothing), run the role."""
-    restore_in_child()
     _die_with_parent(child.parent)
     from emq_live.client import connect
 
