@@ -405,6 +405,7 @@ def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path, 
     assert proc.returncode == cli.EXIT_ENV, err
     assert "Traceback" not in out + err
     assert "interrupted; seed 77" in err
+    assert "(run it again: emq check --seed 77 --profile thorough --traces traces)" in err  # every flag it was given
     (trace,) = (tmp_path / "traces").glob("seed77-interrupted-*.json")
     assert str(trace.relative_to(tmp_path)) in err
     done = subprocess.run([str(EMQ), "replay", str(trace)], capture_output=True, text=True, timeout=300)

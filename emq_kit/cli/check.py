@@ -124,11 +124,16 @@ def rerun_command(report: Report, args: argparse.Namespace | None = None) -> str
     """The command that repeats the run exactly: its seed and profile, and every target
     and profile flag it was given (a URL's password redacted: give it again, or set
     EMQ_URL)."""
+    return command_of(report.seed, report.profile, args)
+
+
+def command_of(seed: int, profile: str, args: argparse.Namespace | None = None) -> str:
+    """``emq check --seed SEED --profile PROFILE`` with every other flag ``args`` gave."""
     import shlex
 
     from emq_live.urls import redact
 
-    parts = ["emq", "check", "--seed", str(report.seed), "--profile", report.profile]
+    parts = ["emq", "check", "--seed", str(seed), "--profile", profile]
     defaults = {"layout": "echomq", "timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces",
                 "shrink_steps": SHRINK_STEPS}
     for name in RERUN_FLAGS:
@@ -243,8 +248,8 @@ def _check(args: argparse.Namespace) -> int:
                 unwritten = exc
     except KeyboardInterrupt:
         progress.end()
-        print(f"emq check: interrupted; seed {seed} (run it again: emq check --seed {seed} "
-              f"--profile {args.profile})", file=sys.stderr)
+        print(f"emq check: interrupted; seed {seed} (run it again: {command_of(seed, args.profile, args)})",
+              file=sys.stderr)
         _keep_interrupted(progress, target, args, seed)
         raise
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
