@@ -298,8 +298,14 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
         child.send(_check(mutant, url, seed, source, started, found, layout))
 
     proc = ctx.Process(target=work, daemon=True)
-    with interrupts_deferred():  # a Ctrl-C during the fork would be lost in an at-fork handler
-        proc.start()
+    try:
+        with interrupts_deferred():  # a Ctrl-C during the fork would be lost in an at-fork handler
+            proc.start()
+    except KeyboardInterrupt:  # raised once the child exists: it goes with it
+        if proc.pid is not None:
+            proc.kill()
+            proc.join()
+        raise
     child.close()
 
     # On fakeredis the script runs in the child: one command that has not returned for

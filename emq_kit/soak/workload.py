@@ -367,7 +367,7 @@ class Fleet:
         proc = self.ctx.Process(target=_child_main, args=(child, self.shared), name=f"emq-soak-{name}", daemon=True)
         with interrupts_deferred():  # a Ctrl-C during the fork would be lost in an at-fork handler
             proc.start()
-        self.procs[name], self.children[name] = proc, child
+            self.procs[name], self.children[name] = proc, child  # known to shutdown before a Ctrl-C is raised
 
     def exited(self) -> list[tuple[Child, int]]:
         """Children that exited since the last call, with their exit codes."""
