@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_differences import shares
 
 from emq_kit import cli
 from emq_kit.check import raw
@@ -24,12 +25,16 @@ EVERY = cells() + LANE_CELLS
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["fakeredis", "valkey"])
-def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("backend, seed", [("fakeredis", 3), ("valkey", 1)])
+def test_a_ci_run_of_our_scripts_conforms_reaches_every_cell_and_mixes_its_calls(
+        backend: str, seed: int, request: pytest.FixtureRequest) -> None:
+    """One ci run of our scripts (the built-in client) on each backend, each seed its
+    own, judged on everything a ci run promises at once: a ci run costs about a minute,
+    and the suite once made five of them for these checks, one part each."""
     url = request.getfixturevalue("valkey").url if backend == "valkey" else None
     target = LiveTarget(url)
     try:
-        report = run_check(target, PROFILES["ci"], seed=20261129)
+        report = run_check(target, PROFILES["ci"], seed=seed)
     finally:
         target.close()
     assert report.verdict == "conforms", report.divergence
@@ -39,6 +44,16 @@ def test_ci_profile_conforms_and_reaches_every_cell(backend: str, request: pytes
     # unchanged keyspace (emq_kit/check/raw.py), an accepted one as a step
     raw_calls = sum(n for cell, n in report.hits.items() if cell.startswith("raw/"))
     assert report.checks >= 8 * (report.steps - raw_calls)
+    # Raw calls (issue 19): every kind sent, the sweep and the server-clock phase run
+    assert all(report.hits[f"raw/{kind}"] > 0 for kind in raw.KINDS)
+    assert report.phases["sweep"]["calls"] > len(raw.SWEPT)
+    clocked = report.phases["server_clock"]
+    assert clocked["examples"] == 20 and clocked["steps"] > 0
+    # The op mix (issue 13): our scripts take every op (batches, lanes, raw calls), so more
+    # rules share the steps, and still the lifecycle is half and bad queue names a few per cent
+    lifecycle, bad_queues = shares(report)
+    assert lifecycle >= 0.5 and 0.01 <= bad_queues <= 0.05, (lifecycle, bad_queues)
+    assert report.op_mix.get("raw", 0) > 0  # raw calls are calls of the mix too
 
 
 def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:

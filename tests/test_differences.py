@@ -67,30 +67,19 @@ def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first
 LIFECYCLE_OPS = ("claim", "complete", "retry", "extend", "reap", "promote")
 
 
-def _shares(report) -> tuple[float, float]:
+def shares(report) -> tuple[float, float]:
     """The lifecycle ops' and the bad queue names' shares of the search's calls."""
     calls = sum(n for op, n in report.op_mix.items() if op != "spoiled")
     return sum(report.op_mix.get(op, 0) for op in LIFECYCLE_OPS) / calls, report.op_mix.get("queue", 0) / calls
 
 
 def test_the_lifecycle_ops_are_at_least_half_of_a_ci_runs_calls(ci_report) -> None:
-    lifecycle, bad_queues = _shares(ci_report)
+    lifecycle, bad_queues = shares(ci_report)
     assert lifecycle >= 0.5 and 0.005 <= bad_queues <= 0.05, (lifecycle, bad_queues)
 
 
-@pytest.mark.parametrize("seed", [1, 3])
-def test_on_our_scripts_too_the_lifecycle_is_half_and_bad_queue_names_a_few_per_cent(seed: int) -> None:
-    """Our scripts take every op (batches, lanes, raw calls): more rules share the steps."""
-    from emq_kit.check.live import LiveTarget
-
-    target = LiveTarget(None)
-    try:
-        report = run_check(target, PROFILES["ci"], seed=seed)
-    finally:
-        target.close()
-    lifecycle, bad_queues = _shares(report)
-    assert report.verdict == "conforms" and lifecycle >= 0.5 and 0.01 <= bad_queues <= 0.05, (lifecycle, bad_queues)
-    assert report.op_mix.get("raw", 0) > 0  # raw calls are calls of the mix too
+# On our scripts too the lifecycle is half and bad queue names a few per cent: asserted on
+# tests/test_check.py's ci runs (one seed on each backend).
 
 
 def test_hostile_off_leaves_only_lifecycle_differences() -> None:

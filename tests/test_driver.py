@@ -183,7 +183,7 @@ def test_the_node_port_conforms_on_valkey(valkey, node_scripts: Path) -> None:
 
 def test_a_sloppy_complete_is_rejected_with_a_readable_counterexample(valkey) -> None:
     d = verdict(check(f"{PY} {DRIVERS / 'sloppy_complete.py'}", "--url", valkey.url, "--profile", "ci", "--steps", "20",
-                      "--json"))
+                      "--first", "--json"))  # its first difference: a search for more cost most of a minute
     assert d["shrunk_steps"][-1]["op"] == "complete", d
     # a stale token answered ok, or a late ack that left the id in pending
     assert (d["signature"]["rule"], d["kind"]) in {("T-complete", "answer"), ("INV-8", "snapshot")}, d
