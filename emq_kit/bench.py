@@ -583,7 +583,7 @@ def check_figures(url: str, params: Params) -> list[Figure]:
     try:
         out.append(Figure("check.valkey.server_clock", measure_check(params, lambda: open_target(url), clock),
                           "steps/s", builtin, "the built-in client, virtual clock (check.valkey)",
-                          note="--clock server: step by step, TIME read around each clock op"))
+                          note="--clock server: step by step, TIME read in each clock op's own round trip"))
     finally:
         clock.close()
     if (NODE_DRIVER.parent / "node_modules").is_dir() and shutil.which("node"):  # the port installed (scripts/install-node-port.sh)

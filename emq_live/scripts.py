@@ -273,30 +273,44 @@ class ScriptSet:
                 results[i] = r
         return [refusal(r) if isinstance(r, ResponseError) and not isinstance(r, NoScriptError) else r for r in results]
 
-    def send_then(self, client: Any, call: Call, then: Call) -> Callable[[], tuple[Any, Any]]:
+    def send_then(self, client: Any, call: Call, then: Call, *,
+                  timed: bool = False) -> Callable[[], tuple[Any, ...]]:
         """Send ``call`` and then ``then`` in one write (a non-transactional pipeline) and
         return the function that waits for their two results, so the caller can work
         while the server runs them. Each result is a reply or an exception instance
         (refusals as ``EmqError``). When either met ``NOSCRIPT`` the pair runs again, one
         ``run`` after the other, so ``then`` always sees the state ``call`` left (a
         ``call`` that met ``NOSCRIPT`` did not run). A cluster client runs the pipeline
-        at once (it routes each command; the pair shares a slot)."""
+        at once (it routes each command; the pair shares a slot).
+
+        ``timed``: the server's ``TIME`` (ms) is read right before ``call`` and right
+        after ``then``, in the same write, and the results end with ``(t0, t1)``: a
+        window of the server's clock that holds the clock ``call`` ran at (the server
+        runs a connection's commands in order). A pair run again after ``NOSCRIPT`` is
+        bracketed by reads of its own; so is a cluster's pipeline (its ``TIME`` goes to
+        the default node, as a clock of its own would)."""
         pool = getattr(client, "connection_pool", None)
         if pool is None:
+            t0 = ms_of(client.time()) if timed else 0
             results = self._pipeline(client, [call, then])
-            return lambda: self._settle(client, call, then, results)
+            settled = self._settle(client, call, then, results)
+            times = ((t0, ms_of(client.time())),) if timed else ()
+            return lambda: (*settled, *times)
+        commands = [self._evalsha(c) for c in (call, then)]
+        if timed:
+            commands = [("TIME",), *commands, ("TIME",)]
         conn = pool.get_connection()
         try:
-            conn.send_packed_command(conn.pack_commands([self._evalsha(c) for c in (call, then)]))
+            conn.send_packed_command(conn.pack_commands(commands))
         except BaseException:
             conn.disconnect()
             pool.release(conn)
             raise
 
-        def receive() -> tuple[Any, Any]:
+        def receive() -> tuple[Any, ...]:
             results: list[Any] = []
             try:
-                for _ in range(2):
+                for _ in commands:
                     try:
                         results.append(conn.read_response())
                     except ResponseError as exc:  # an error reply: read, the socket stays in step
@@ -306,7 +320,17 @@ class ScriptSet:
                 raise
             finally:
                 pool.release(conn)
-            return self._settle(client, call, then, results)
+            if not timed:
+                return self._settle(client, call, then, results)
+            t0, first, second, t1 = results
+            for read in (t0, t1):
+                if isinstance(read, ResponseError):  # TIME refused (an ACL without it): as client.time() raises
+                    raise read
+            if any(isinstance(r, NoScriptError) for r in (first, second)):
+                t0 = client.time()  # the pair runs again: after this read, before the next
+                settled = self._settle(client, call, then, [first, second])
+                return (*settled, (ms_of(t0), ms_of(client.time())))
+            return (*self._settle(client, call, then, [first, second]), (ms_of(t0), ms_of(t1)))
 
         return receive
 
@@ -342,3 +366,9 @@ def refusal(exc: ResponseError) -> Exception:
     """The ``EmqError`` an error reply names (``errors.parse_reply``), else ``exc``."""
     mapped = errors.parse_reply(str(exc))
     return mapped if mapped is not None else exc
+
+
+def ms_of(time_reply: Sequence[Any]) -> int:
+    """A ``TIME`` reply (seconds, microseconds; as redis-py parses it or raw) in ms (CLK-1)."""
+    sec, usec = time_reply
+    return int(sec) * 1000 + int(usec) // 1000

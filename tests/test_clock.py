@@ -17,6 +17,7 @@ from emq_kit.check.clock import PUMPED, ServerClock, VirtualClock
 from emq_kit.check.machine import outcome
 from emq_model import spec
 from emq_model.branded_id import JOB, encode
+from emq_model.errors import ArgError
 from emq_model.model import Claimed, QueueModel
 
 A, B = encode(JOB, 1 << 22), encode(JOB, 2 << 22)
@@ -86,6 +87,60 @@ def test_ops_without_a_clock_read_no_time() -> None:
     clock = ServerClock(readings())  # any TIME read would raise StopIteration
     assert clock.call("enqueue", model, {"id": B, "payload": b"x"}, run_model("enqueue"),
                       lambda a: server.enqueue(**a), server.snapshot) == ("enqueued", "enqueued")
+
+
+def test_a_target_that_brackets_its_calls_costs_the_clock_no_time_read_of_its_own() -> None:
+    """The window comes from the target's own round trip (``bracket``); a call it never
+    sent has none, and the model runs at the clock last read (never before an earlier
+    step's). Any TIME read here would raise StopIteration."""
+    model, server = pair(A, B)
+    clock = ServerClock(readings(100))  # the example's start only
+    assert clock.start(0) == 100
+    brackets = iter([(101, 104), None])
+    claim = lambda a: outcome(lambda: server.claim(**a, now=103))  # noqa: E731
+    mine, theirs = clock.call("claim", model, {"lease_ms": 5}, run_model("claim"), claim, server.snapshot,
+                              lambda: next(brackets))
+    assert mine == theirs and clock.window == (101, 104, 103)
+    refused = lambda a: outcome(lambda: server.claim(**a, now=104))  # noqa: E731 - refused before I/O: no clock
+    mine, theirs = clock.call("claim", model, {"lease_ms": 0}, run_model("claim"), refused, server.snapshot,
+                              lambda: next(brackets))
+    assert type(mine) is type(theirs) and clock.window == (104, 104, 104)  # the last clock read: t1 before
+
+
+def test_a_window_of_one_clock_is_that_clock_without_reading_the_target() -> None:
+    model, server = pair(A)
+    clock = ServerClock(readings(100, 100))
+    unread = lambda: pytest.fail("the snapshot was read for a window of one clock")  # noqa: E731
+    mine, theirs = clock.call("claim", model, {"lease_ms": 5}, run_model("claim"),
+                              lambda a: outcome(lambda: server.claim(**a, now=100)), unread)
+    assert mine == theirs and clock.window == (100, 100, 100)
+
+
+def test_the_built_in_client_reads_the_servers_clock_around_each_call_in_its_round_trip(valkey) -> None:
+    """``time_calls``: TIME before the call and after its snapshot, in the same write;
+    the clock the claim's script ran at (its lease deadline minus the lease) lies
+    inside, also when the call met NOSCRIPT and ran again."""
+    from emq_kit.check.live import LiveTarget
+
+    target = LiveTarget(valkey.url + "/3", observe=True)
+    try:
+        assert target.time_calls(True)
+        q = target.queue("q")
+        for flush in (False, True):
+            target.call("q", "enqueue", {"id": A, "payload": b"p"})
+            if flush:
+                target.conn.redis.script_flush()
+            got = target.call("q", "claim", {"lease_ms": 60_000})
+            t0, t1 = target.bracket()
+            deadline = dict(q.take_snapshot().active)[got.id]
+            assert t0 <= deadline - 60_000 <= t1, (t0, deadline, t1)
+            target.call("q", "complete", {"id": got.id, "token": got.token})
+        with pytest.raises(ArgError):
+            target.call("q", "claim", {"lease_ms": 0})
+        assert target.bracket() is None  # refused before any I/O: no window
+    finally:
+        target.close()
+    assert not LiveTarget(None).time_calls(True)  # the embedded fakeredis: its snapshot is read from memory
 
 
 def test_the_virtual_clock_passes_now_and_never_waits() -> None:

@@ -4,8 +4,9 @@ specs/driver-protocol.md "Server clock").
 - ``VirtualClock``: the machine's clock travels as ``now`` on every clock op, to the
   model and the target alike, and everything compares exactly.
 - ``ServerClock``: for implementations that take no clock argument. No ``now`` is
-  passed; the kit reads the server's ``TIME`` before (t0) and after (t1) each clock op,
-  and the model runs at one clock value inside ``[t0, t1]``: the first of t0, the
+  passed; the kit reads the server's ``TIME`` before (t0) and after (t1) each clock op
+  (the built-in client in the op's own round trip, ``LiveTarget.time_calls``; otherwise
+  over the clock's own connection), and the model runs at one clock value inside ``[t0, t1]``: the first of t0, the
   values inside the window where the outcome can change (a due score of the pumped
   location; the clock the target's written score implies) and t1 that reproduces the
   target's answer *and* keyspace. A deadline inside the window may so be due or not, but
@@ -22,6 +23,9 @@ from typing import Any, Callable, Protocol
 from emq_model import spec
 
 RunModel = Callable[[Any, dict[str, Any]], Any]
+Bracket = Callable[[], "tuple[int, int] | None"]
+"""``bracket()``: the server's clock (t0, t1) read around the target's last call in the
+call's own round trip, or None where it read none (``LiveTarget.bracket``)."""
 RunTarget = Callable[..., Any]
 """``run_target(args, meanwhile=None)``: the target's outcome; ``meanwhile``, when given,
 runs exactly once, while the call is on the wire if the target can (``Target.call``)."""
@@ -44,9 +48,11 @@ class Clock(Protocol):
         """Move the clock to ``to`` (at least); the clock afterwards."""
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
-             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
+             run_target: RunTarget, read_target: Callable[[], Any], bracket: Bracket | None = None) -> tuple[Any, Any]:
         """Run ``op`` on the model (``run_model(model, args)``) and the target; the two
-        outcomes. ``read_target`` reads the target's snapshot after the call."""
+        outcomes. ``read_target`` reads the target's snapshot after the call;
+        ``bracket``, where the target reads the server's clock around its calls itself,
+        hands out the (t0, t1) it read around the last one (``LiveTarget.bracket``)."""
 
 
 class VirtualClock:
@@ -64,7 +70,7 @@ class VirtualClock:
         return to
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
-             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
+             run_target: RunTarget, read_target: Callable[[], Any], bracket: Bracket | None = None) -> tuple[Any, Any]:
         """The model runs while the target's call is on the wire where the target can
         overlap them (``Target.call``'s ``meanwhile``), else after it: the same clock, so
         the order is free."""
@@ -91,6 +97,8 @@ class ServerClock:
         self.time_ms, self.max_wait_ms, self.close = time_ms, max_wait_ms, close
         self.window: tuple[int, int, int] | None = None
         """(t0, t1, the model's clock) of the last clock op."""
+        self.last = 0
+        """The server's clock as last read (an example's start, a wait's end, a window's t1)."""
 
     @classmethod
     def for_url(cls, url: str) -> "ServerClock":
@@ -105,14 +113,13 @@ class ServerClock:
         """A clock reading ``TIME`` through ``client`` (a redis-py client; fakeredis has
         ``TIME`` too: its host's clock)."""
 
-        def time_ms() -> int:
-            sec, usec = client.time()
-            return int(sec) * 1000 + int(usec) // 1000
+        from emq_live.scripts import ms_of
 
-        return cls(time_ms, close=close)
+        return cls(lambda: ms_of(client.time()), close=close)
 
     def start(self, start: int) -> int:
-        return self.time_ms()
+        self.last = self.time_ms()
+        return self.last
 
     def stamp(self, args: dict[str, Any], now: int) -> dict[str, Any]:
         return args
@@ -124,23 +131,37 @@ class ServerClock:
         while now < to and time.monotonic() < deadline:
             time.sleep(min(to - now, 50) / 1000)
             now = self.time_ms()
+        self.last = now
         return now
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
-             run_target: RunTarget, read_target: Callable[[], Any]) -> tuple[Any, Any]:
+             run_target: RunTarget, read_target: Callable[[], Any], bracket: Bracket | None = None) -> tuple[Any, Any]:
+        """``t0`` and ``t1``: read by the target in the call's own round trip where it
+        can (``bracket``: one round trip a clock op), else here, one before and one
+        after the call (three). A call the target never sent (refused before any I/O)
+        ran at no clock of the server's: the model runs at the clock last read, which
+        no earlier step's clock passes (the step changes nothing, or diverges)."""
         if not spec.entry(op)["clock"]:  # a transition, a read or a batch
             return run_model(model, args), run_target(args)
-        t0 = self.time_ms()
-        target = run_target(args)
-        t1 = self.time_ms()
+        if bracket is None:
+            t0 = self.time_ms()
+            target = run_target(args)
+            t1 = self.time_ms()
+        else:
+            target = run_target(args)
+            t0, t1 = bracket() or (self.last, self.last)
         lo, hi = min(t0, t1), max(t0, t1)
+        self.last = max(self.last, hi)
         now = self._choose(op, model, args, run_model, target, read_target, lo, hi)
         self.window = (lo, hi, now)
         return run_model(model, {**args, "now": now}), target
 
     def _choose(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel, target: Any,
                 read_target: Callable[[], Any], lo: int, hi: int) -> int:
-        """The first clock in ``[lo, hi]`` at which the model does what the target did."""
+        """The first clock in ``[lo, hi]`` at which the model does what the target did
+        (``lo`` itself when the window is one clock: the only clock to run at)."""
+        if lo == hi:
+            return lo
         theirs = read_target()
 
         def explains(now: int) -> tuple[bool, Any]:
@@ -150,7 +171,7 @@ class ServerClock:
             return _same(answer, target) and snap == theirs, snap
 
         ok, at_lo = explains(lo)
-        if ok or lo == hi:
+        if ok:
             return lo
         candidates = {hi}
         if op in PUMPED:

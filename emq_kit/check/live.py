@@ -122,6 +122,8 @@ class LiveTarget:
         self.raw = not isinstance(self.conn.redis, RedisCluster)
         self.queues: dict[str, Any] = {}
         self.batch_max = WINDOW if observe and self.conn.server is None else 0
+        self.timed = False  # see time_calls
+        self.times: tuple[int, int] | None = None  # see bracket
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
         self.spoiled: dict[str, bytes | None] = {}  # key -> its DUMP before ``spoil_key``
 
@@ -143,15 +145,30 @@ class LiveTarget:
         the wire (``ObservedQueue``); otherwise, or when the call was refused before any
         I/O, it runs after."""
         queue = self.queue(name)
+        self.times = None
         if not isinstance(queue, ObservedQueue):
             return call_then(queue, op, args, meanwhile)
-        queue.meanwhile = meanwhile
+        queue.meanwhile, queue.timed, queue.times = meanwhile, self.timed, None
         try:
             return getattr(queue, op)(**args)
         finally:
+            self.times = queue.times
             work, queue.meanwhile = queue.meanwhile, None
             if work is not None:
                 work()
+
+    def time_calls(self, on: bool) -> bool:
+        """Read the server's ``TIME`` around every script call from now on, in the call's
+        own round trip (``bracket``); whether this target can (on a server with
+        ``observe``: the built-in client as ``emq check`` opens it)."""
+        self.timed = bool(on) and self.batch_max > 0
+        return self.timed
+
+    def bracket(self) -> tuple[int, int] | None:
+        """The server's clock (t0, t1) read around the last ``call``, when ``time_calls``
+        is on and the call went to the server (None: refused before any I/O, or not a
+        script call). For ``ServerClock``: one round trip a clock op, not three."""
+        return self.times
 
     def dropped(self, name: str) -> tuple[str, ...]:
         return self.queue(name).last_dropped
@@ -290,23 +307,27 @@ class ObservedQueue(Queue):
     not a script, an argument refused before any I/O, a row deleted by hand) it reads
     anew. ``meanwhile``, when set, runs once, after the call went out and before its
     replies are read: the checker's own work for the step (the model's side) overlaps
-    the server's."""
+    the server's. ``timed``: the same round trip reads the server's ``TIME`` right
+    before the call and right after its snapshot (``times``; the server clock's window)."""
 
     observed: Snapshot | BadReply | None = None
     meanwhile: Callable[[], None] | None = None
     building = False  # see ``build``
+    timed = False  # bracket each call with the server's TIME (``LiveTarget.time_calls``)
+    times: tuple[int, int] | None = None  # the last call's (t0, t1), when timed
 
     def _run(self, call: Any) -> Any:
         if self.building:
             return call
         receive = self.conn.scripts.send_then(self.conn.redis, (call.name, call.keys, call.args),
-                                              ("snapshot", self.keys, []))
+                                              ("snapshot", self.keys, []), timed=self.timed)
         work, self.meanwhile = self.meanwhile, None
         try:
             if work is not None:
                 work()
         finally:
-            reply, snap = receive()  # always: the connection goes back to the pool in step
+            reply, snap, *times = receive()  # always: the connection goes back to the pool in step
+        self.times = times[0] if times else None
         self.observed = _snapshot(self, snap)
         if isinstance(reply, Exception):
             raise reply

@@ -457,6 +457,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         self.window = Window(self.target, size) if size else None
         self._diverged = False
         self.stopped = False  # a known difference ended this example: no more calls
+        # Under the server clock a target that reads TIME around its own calls saves the
+        # clock two round trips a clock op (ServerClock.call); off under the virtual one.
+        timed = getattr(self.target, "time_calls", lambda on: False)(self.clock.mode == "server")
+        self.bracket = self.target.bracket if timed else None
         if self.run.progress:
             self.run.progress(self.run)
 
@@ -566,10 +570,17 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         if deferred:
             step.model = outcome(lambda: getattr(model, op)(**args))
         else:
+            read: list[Snapshot] = []  # the target's snapshot, if the clock read it: verify's too
+
+            def read_target() -> Snapshot:
+                if not read:
+                    read.append(self.target.snapshot(queue))
+                return read[0]
+
             step.model, step.target = self.clock.call(
                 op, model, args, lambda m, a: outcome(lambda: getattr(m, op)(**a)),
                 lambda a, meanwhile=None: target_outcome(lambda: self._call_target(queue, op, a, meanwhile)),
-                lambda: self.target.snapshot(queue))
+                read_target, self.bracket)
             if self._aside is not None:  # the model's side failed while the call was on the wire
                 error, self._aside = self._aside, None
                 raise error
@@ -584,7 +595,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         if deferred:
             self._defer(step, model.last_dropped if op in CLAIMS else ())
         else:
-            self.verify(queue, step)
+            self.verify(queue, step, read[0] if read else None)
         return step.model
 
     def judge_answer(self, step: Step, mine: tuple[str, ...], theirs: tuple[str, ...]) -> None:

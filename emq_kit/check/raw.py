@@ -706,12 +706,7 @@ class RawJudge:
         self.observer = Connection(conn.redis, ScriptSet())
         self.server = conn.server  # the embedded fakeredis: fingerprints read from its memory
         self.models: dict[str, QueueModel] = models if models is not None else {}
-        self.clock = ServerClock(self.time_ms)
-
-    def time_ms(self) -> int:
-        """The server's ``TIME`` in ms (CLK-1)."""
-        sec, usec = self.client.time()
-        return int(sec) * 1000 + int(usec) // 1000
+        self.clock = ServerClock.over(conn.redis)  # the server's TIME in ms (CLK-1)
 
     def model(self, queue: str) -> QueueModel:
         """The model of ``queue`` (a new, empty one the first time)."""
