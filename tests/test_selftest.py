@@ -167,16 +167,22 @@ def test_selftest_on_fakeredis_says_snapshot_lua_is_not_exercised(capsys: pytest
     assert "|snapshot|" not in out and "snapshot.lua:" not in out
 
 
-def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang() -> None:
+def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang(tmp_path: Path, monkeypatch: Any) -> None:
     """lane_claim's ``ZRANGE lane.key, 0, 0`` made ``1, 0``: the lane looks empty yet stays
     on the ring, so the turn loop never ends. On fakeredis the script runs in the kit's
-    child process (no SCRIPT KILL): a command that has not returned is the hang."""
+    child process (no SCRIPT KILL): a command that has not returned is the hang. The
+    child is killed, and the mutant's scripts go with it (they were left in the temp
+    directory, one directory a killed mutant)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the child's temp directory is the test's
     mutant = next(m for m in all_mutants() if m.script == "lane_claim"
                   and 'redis.call("ZRANGE", lane.key, 1, 0)' in m.after)
     verdict = judge(mutant, None, budget=60, seed=0)
     assert verdict.status == "killed" and verdict.rule == HANG, verdict
     # the hang ends the wait (HANG_AFTER after the call was sent), not the spent budget
     assert verdict.seconds < 60, verdict
+    assert not list(tmp_path.glob("emq-mutant-*"))
 
 
 @pytest.mark.parametrize("where", ["valkey", "redis_server"])

@@ -219,36 +219,36 @@ def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], sour
     return Path(into)
 
 
-def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float,
+def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float, tmp: str,
            found: Any = None, layout: Layout | None = None) -> MutantVerdict:
-    """The machine against one mutant, to the end (in a child process of ``judge``);
-    ``found`` (a shared double) gets the time of the first divergence as soon as the
-    next example starts."""
+    """The machine against one mutant, to the end (in a child process of ``judge``), its
+    scripts written into the empty directory ``tmp`` (the parent's: a child killed for
+    its budget cleans up nothing); ``found`` (a shared double) gets the time of the
+    first divergence as soon as the next example starts."""
     def note(run: Any) -> None:
         if found is not None and run.first_failure is not None and not found.value:
             found.value = run.first_failure
 
-    with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
-        copy_scripts(tmp, mutant.script, mutant.apply, source)
-        try:
-            target = (layout or layout_named()).open_target(url, tmp, observe=False)
-        except ServerUnreachable as exc:  # the environment: no verdict on the mutant
-            return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=str(exc))
-        except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
-            return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
-        try:
-            # A mutant is killed by its first difference: collecting every one (the
-            # default) would hold the verdict until the whole budget of examples ran.
-            report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout, focus=Focus(report=False))
-        except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
-            return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
-        except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead
-            return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, SCRIPT_ERROR,
-                                 " ".join(str(exc).split())[:160])
-        except Exception as exc:  # noqa: BLE001 - the kit's own failure: no verdict on the mutant
-            return MutantVerdict(mutant, BUG, time.perf_counter() - started, 0, reason=f"{type(exc).__name__}: {exc}")
-        finally:
-            target.close()
+    copy_scripts(tmp, mutant.script, mutant.apply, source)
+    try:
+        target = (layout or layout_named()).open_target(url, tmp, observe=False)
+    except ServerUnreachable as exc:  # the environment: no verdict on the mutant
+        return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
+        return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
+    try:
+        # A mutant is killed by its first difference: collecting every one (the
+        # default) would hold the verdict until the whole budget of examples ran.
+        report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout, focus=Focus(report=False))
+    except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
+        return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
+    except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead
+        return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, SCRIPT_ERROR,
+                             " ".join(str(exc).split())[:160])
+    except Exception as exc:  # noqa: BLE001 - the kit's own failure: no verdict on the mutant
+        return MutantVerdict(mutant, BUG, time.perf_counter() - started, 0, reason=f"{type(exc).__name__}: {exc}")
+    finally:
+        target.close()
     if report.divergence is None:
         return MutantVerdict(mutant, "survived", report.seconds, report.examples)
     shrink = time.perf_counter() - report.first_failure if report.first_failure is not None else None
@@ -287,6 +287,15 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
     check runs in a forked child, so a spent budget can stop it anywhere (Hypothesis
     cannot be interrupted cleanly from inside); once a divergence is found, shrinking
     may take up to ``SHRINK_ALLOWANCE`` more."""
+    # The mutant's scripts: a directory of the parent's, removed once the child is gone
+    # (a child killed for its budget or a hang removes nothing of its own).
+    with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
+        return _judged(mutant, url, budget, seed, source, layout, tmp)
+
+
+def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None,
+            layout: Layout | None, tmp: str) -> MutantVerdict:
+    """``judge``, the mutant's scripts written into ``tmp``."""
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
@@ -295,7 +304,7 @@ def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Pat
 
     def work() -> None:
         _time_commands(calling)
-        child.send(_check(mutant, url, seed, source, started, found, layout))
+        child.send(_check(mutant, url, seed, source, started, tmp, found, layout))
 
     proc = ctx.Process(target=work, daemon=True)
     try:
