@@ -286,9 +286,10 @@ class ScriptSet:
         ``timed``: the server's ``TIME`` (ms) is read right before ``call`` and right
         after ``then``, in the same write, and the results end with ``(t0, t1)``: a
         window of the server's clock that holds the clock ``call`` ran at (the server
-        runs a connection's commands in order). A pair run again after ``NOSCRIPT`` is
-        bracketed by reads of its own; so is a cluster's pipeline (its ``TIME`` goes to
-        the default node, as a clock of its own would)."""
+        runs a connection's commands in order). After ``NOSCRIPT`` the window ends with a
+        ``TIME`` read once the pair (or ``then`` alone) ran again. A cluster's pipeline is
+        bracketed by reads of their own, on the client's default node, as a clock of its
+        own would read."""
         pool = getattr(client, "connection_pool", None)
         if pool is None:
             t0 = ms_of(client.time()) if timed else 0
@@ -327,7 +328,8 @@ class ScriptSet:
                 if isinstance(read, ResponseError):  # TIME refused (an ACL without it): as client.time() raises
                     raise read
             if any(isinstance(r, NoScriptError) for r in (first, second)):
-                t0 = client.time()  # the pair runs again: after this read, before the next
+                # Run again (the pair, or only ``then`` when ``call`` ran): whichever way,
+                # ``call`` ran after t0 and before a TIME read once it is settled.
                 settled = self._settle(client, call, then, [first, second])
                 return (*settled, (ms_of(t0), ms_of(client.time())))
             return (*self._settle(client, call, then, [first, second]), (ms_of(t0), ms_of(t1)))

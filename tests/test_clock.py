@@ -140,6 +140,40 @@ def test_the_built_in_client_reads_the_servers_clock_around_each_call_in_its_rou
         assert target.bracket() is None  # refused before any I/O: no window
     finally:
         target.close()
+
+
+def test_a_call_whose_snapshot_alone_met_noscript_keeps_the_window_it_ran_in(valkey, monkeypatch: Any) -> None:
+    """After SCRIPT FLUSH with only the op's script loaded again, the op runs in the first
+    write and only its snapshot is sent again: the window still starts before the op (a
+    window read after it would judge the op at a later clock). Every TIME read outside
+    the write waits for the server's clock to move on, so a window that started after
+    the op misses its clock for sure."""
+    from emq_kit.check.live import LiveTarget
+    from emq_live.scripts import ms_of
+
+    target = LiveTarget(valkey.url + "/3", observe=True)
+    try:
+        assert target.time_calls(True)
+        q = target.queue("q")
+        target.call("q", "enqueue", {"id": B, "payload": b"p"})
+        r = target.conn.redis
+        r.script_flush()
+        target.conn.scripts.load(r, ["claim"])
+        read = r.time
+
+        def later() -> Any:  # the server's TIME once its ms has passed the first one read here
+            first = ms_of(read())
+            while ms_of(now := read()) <= first:
+                pass
+            return now
+
+        monkeypatch.setattr(r, "time", later)
+        got = target.call("q", "claim", {"lease_ms": 60_000})
+        t0, t1 = target.bracket()
+        deadline = dict(q.take_snapshot().active)[got.id]
+        assert t0 <= deadline - 60_000 <= t1, (t0, deadline, t1)
+    finally:
+        target.close()
     assert not LiveTarget(None).time_calls(True)  # the embedded fakeredis: its snapshot is read from memory
 
 

@@ -131,7 +131,7 @@ class ServerClock:
         while now < to and time.monotonic() < deadline:
             time.sleep(min(to - now, 50) / 1000)
             now = self.time_ms()
-        self.last = now
+        self.last = max(self.last, now)
         return now
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,

@@ -144,8 +144,8 @@ class LiveTarget:
         """On a server with ``observe`` the queue runs ``meanwhile`` once its call is on
         the wire (``ObservedQueue``); otherwise, or when the call was refused before any
         I/O, it runs after."""
+        self.times = None  # before anything can raise: no window of an earlier call
         queue = self.queue(name)
-        self.times = None
         if not isinstance(queue, ObservedQueue):
             return call_then(queue, op, args, meanwhile)
         queue.meanwhile, queue.timed, queue.times = meanwhile, self.timed, None
