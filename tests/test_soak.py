@@ -304,17 +304,21 @@ def _children() -> set[int]:
     return out
 
 
-def _when_busy(url: str, then: Callable[[], None], seen: set[int]) -> threading.Thread:
-    """A thread that waits (bounded) until the soak's processes have written some jobs,
-    notes this process's children, and runs ``then``."""
+def _when_busy(url: str, then: Callable[[], None], seen: set[int], before: set[int], want: int) -> threading.Thread:
+    """A thread that waits (bounded) until the soak's processes have written some jobs and
+    ``want`` children not in ``before`` were seen, noting in ``seen`` every child met
+    meanwhile, and runs ``then``. (A worker the soak crashes on purpose is gone until its
+    replacement starts: one look at the children could miss it.)"""
 
     def run() -> None:
         try:
             deadline = time.monotonic() + 20
             with redis.Redis.from_url(url) as r:
-                while time.monotonic() < deadline and r.dbsize() < 30:
+                while time.monotonic() < deadline:
+                    seen.update(_children())
+                    if len(seen - before) >= want and r.dbsize() >= 30:
+                        break
                     time.sleep(0.01)
-            seen.update(_children())
         finally:
             then()  # whatever failed above (the test then fails on ``seen``), never a run left to go on
 
@@ -325,6 +329,8 @@ def _when_busy(url: str, then: Callable[[], None], seen: set[int]) -> threading.
 
 BUSY = SoakConfig(workers=3, jobs=5000, seconds=30, rate=200)
 """A run that would go on for 25 s if nothing stopped it."""
+EVERY = BUSY.producers + BUSY.workers + 2
+"""The soak's children while it runs: producers, workers, the reaper and the promoter."""
 
 
 def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch, ctrl_c: None) -> None:
@@ -354,7 +360,7 @@ def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyP
         while not started and time.monotonic() < deadline:
             time.sleep(0.01)
         if started:
-            threads.append(_when_busy(started[0].url, interrupt, seen))
+            threads.append(_when_busy(started[0].url, interrupt, seen, before, EVERY + 1))
 
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -365,7 +371,7 @@ def test_an_interrupted_run_leaves_no_process_behind(monkeypatch: pytest.MonkeyP
         watcher.join(30)
         for t in threads:
             t.join(30)
-    assert len(seen - before) >= 1 + BUSY.producers + BUSY.workers + 2  # the server and every child
+    assert len(seen - before) >= EVERY + 1  # the server and every child
     assert _children() - before == set()
     assert not any(_alive(pid) for pid in seen - before)
 
@@ -374,13 +380,13 @@ def test_a_run_whose_server_dies_fails_with_an_error_and_leaves_no_process_behin
     before, seen = _children(), set()
     with ServerProcess("valkey-server") as server:
         before.add(server.pid)
-        killer = _when_busy(server.url, server.kill, seen)
+        killer = _when_busy(server.url, server.kill, seen, before, EVERY)
         try:
             with pytest.raises((SoakError, redis.exceptions.ConnectionError)):
                 run_soak(server.url, BUSY)
         finally:
             killer.join(30)
-    assert len(seen - before) >= BUSY.producers + BUSY.workers + 2
+    assert len(seen - before) >= EVERY
     assert _children() - before == set()
     assert not any(_alive(pid) for pid in seen - before)
 
