@@ -327,12 +327,11 @@ class ScriptSet:
             for read in (t0, t1):
                 if isinstance(read, ResponseError):  # TIME refused (an ACL without it): as client.time() raises
                     raise read
-            if any(isinstance(r, NoScriptError) for r in (first, second)):
-                # Run again (the pair, or only ``then`` when ``call`` ran): whichever way,
-                # ``call`` ran after t0 and before a TIME read once it is settled.
-                settled = self._settle(client, call, then, [first, second])
-                return (*settled, (ms_of(t0), ms_of(client.time())))
-            return (*self._settle(client, call, then, [first, second]), (ms_of(t0), ms_of(t1)))
+            again = any(isinstance(r, NoScriptError) for r in (first, second))
+            settled = self._settle(client, call, then, [first, second])
+            if again:  # the pair, or ``then`` alone, ran again: ``call`` ran after t0 and before this read
+                t1 = client.time()
+            return (*settled, (ms_of(t0), ms_of(t1)))
 
         return receive
 

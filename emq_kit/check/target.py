@@ -57,6 +57,15 @@ class Target(Protocol):
     def dropped(self, name: str) -> tuple[str, ...]:
         """The orphans the queue's last claim dropped (T-claim-5)."""
 
+    def time_calls(self, on: bool) -> bool:
+        """Optional, for the server clock (SC-1): from now on read the server's ``TIME``
+        right before and right after each call, in the call's own round trip; whether
+        the target can. A target without it leaves the reads to ``ServerClock``."""
+
+    def bracket(self) -> tuple[int, int] | None:
+        """With ``time_calls`` on: the (t0, t1) read around the last ``call`` (None: it
+        sent nothing, refused before any I/O)."""
+
     def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[Any]:
         """A window's calls (op, queue, args) in one round trip, each answered with the
         queue's snapshot after it (``BatchReply``); only when ``batch_max`` > 0."""

@@ -95,8 +95,8 @@ def format_report(report: Report) -> str:
 def format_differences(report: Report) -> list[str]:
     """Every distinct difference, lifecycle first then surface, each with the time to
     it, its shrunk steps, its trace and the command that replays it."""
-    n = len(report.differences)
-    lines = ["", f"{n} distinct difference{'s' if n != 1 else ''} (lifecycle first, then surface):"]
+    count = len(report.differences)
+    lines = ["", f"{count} distinct difference{'s' if count != 1 else ''} (lifecycle first, then surface):"]
     klass = None
     for n, d in enumerate(report.differences, 1):
         if d.signature.klass != klass:

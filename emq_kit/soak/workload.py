@@ -149,8 +149,9 @@ class Recorder:
 
     def server_ms(self) -> int:
         """The server clock as the scripts read it (CLK-1)."""
-        sec, usec = self.queue.conn.redis.time()
-        return int(sec) * 1000 + int(usec) // 1000
+        from emq_live.scripts import ms_of
+
+        return ms_of(self.queue.conn.redis.time())
 
     def call(self, op: str, **args: Any) -> Any:
         clocked = spec.entry(op)["clock"]
