@@ -221,3 +221,34 @@ def test_a_port_stamping_scores_with_its_own_clock_conforms_only_if_it_is_the_se
 def test_the_server_clock_needs_a_server() -> None:
     done = emq("check", "--clock", "server", "--profile", "dev")
     assert done.returncode == 2 and "needs a server" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("clock", ["virtual", "server"])
+def test_a_server_that_dies_mid_run_is_the_lost_server_in_either_clock(clock: str) -> None:
+    """The server goes away once the run is busy: one line naming the lost server, exit
+    2. (Under the server clock Hypothesis's replay of the failing example drew otherwise,
+    and the run ended as "the search failed: FlakyStrategyDefinition".)"""
+    import threading
+    import time
+
+    import redis
+
+    from emq_kit.server import ServerProcess
+
+    with ServerProcess("valkey-server") as server:
+        def kill_when_busy() -> None:
+            with redis.Redis.from_url(server.url) as r:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and r.dbsize() < 5:
+                    time.sleep(0.01)
+            server.kill()
+
+        killer = threading.Thread(target=kill_when_busy)
+        killer.start()
+        try:
+            done = emq("check", "--url", server.url, "--clock", clock, "--profile", "ci", "--seed", "3")
+        finally:
+            killer.join(70)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"emq check: lost the server {server.url}"), line

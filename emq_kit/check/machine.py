@@ -13,6 +13,7 @@ step's (README, "What a step is").
 
 from __future__ import annotations
 
+import contextlib
 import time
 from bisect import bisect_right
 from collections import Counter
@@ -441,7 +442,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             raise
         self.run.examples += 1
         self.steps: list[Step] = []
-        self.now = self.clock.start(START)
+        with self._lost_ends_the_run():
+            self.now = self.clock.start(START)
         self.models = {q: QueueModel(q) for q in QUEUES}
         self.impls = {q: self.target.queue(q) for q in QUEUES}
         self.previous: dict[str, Snapshot] = {}
@@ -510,9 +512,25 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             return None
         return (victim, a.bad)
 
+    @contextlib.contextmanager
+    def _lost_ends_the_run(self) -> Iterator[None]:
+        """A lost connection (the server went away) ends the run as itself (``run.fatal``),
+        whatever Hypothesis makes of the failure: it replays a failing example, and under
+        the server clock a replay draws otherwise (the draws follow the server's timing),
+        which it would report as a flaky search instead of the lost server."""
+        try:
+            yield
+        except (ConnectionError, OSError, *_connection_errors()) as exc:
+            self.run.fatal = self.run.fatal or exc
+            raise
+
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
         argument spoiled if asked), then check answers, snapshots and invariants."""
+        with self._lost_ends_the_run():
+            return self._step(queue, op, args, spoil)
+
+    def _step(self, queue: str, op: str, args: dict[str, Any], spoil: Spoil) -> Any:
         if self.stopped:
             return None
         absent = self.run.focus.absent.get(op, ())
@@ -644,7 +662,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         """The example ended: judge what its window still holds (unless it already
         diverged)."""
         if not self._diverged:
-            self.drain()
+            with self._lost_ends_the_run():
+                self.drain()
 
     def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
         """``op`` on the target (``Target.call``); ``meanwhile`` (the model's side of the
@@ -870,7 +889,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
     def tick(self, delta: int) -> None:
         if self.stopped:
             return
-        self.now = self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"]))
+        with self._lost_ends_the_run():  # the server clock waits on TIME
+            self.now = self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"]))
 
     # -- rules: hostile callers ----------------------------------------------------------
 
@@ -930,7 +950,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             pick, offset = at
             # a raw call's edge may leave a score at the clock's last ms: never step past it
             to = min(marks[pick % len(marks)] + offset, spec.LIMITS["ms_max"])
-            self.now = self.clock.advance(max(self.now, to))
+            with self._lost_ends_the_run():
+                self.now = self.clock.advance(max(self.now, to))
 
     def _kept(self, pick: int) -> Kept:
         """A kept claim: 0 is the newest."""
