@@ -356,3 +356,58 @@ def test_the_foreign_port_conforms_with_every_deviation_off_and_reports_reproces
     assert done.returncode == 0, done.stdout + done.stderr
     assert (f"{lane_cells + typed + 3} cells not implemented (ops not sent: {lanes}, reprocess; no key faults: EMQTYPE)"
             in done.stdout), done.stdout
+
+
+# -- the foreign port's planted defects (off unless planted) and its store on a server ------
+
+J2 = "JOB0KHTOWnGLuD"
+
+
+def test_kind_as_arg_refuses_a_bad_id_with_emqarg_on_every_op_that_takes_one() -> None:
+    ops_with_ids = [op for op, entry in spec.OPS.items() if any(a["type"] == "job_id" for a in entry["args"])
+                    and op != "reprocess"]  # reprocess: not offered (a deviation of its own)
+    args = {"payload": b"p", "token": 1, "delay_ms": 1, "max_attempts": 1, "error": "e", "lease_ms": 1, "now": 0}
+    script = [(op, "alpha", {a["name"]: "ORD0KHTOWnGLuC" if a["type"] == "job_id" else args[a["name"]]
+                             for a in spec.OPS[op]["args"] if a["name"] in args or a["type"] == "job_id"}
+               | ({"now": 0} if spec.OPS[op]["clock"] else {})) for op in ops_with_ids]
+    script = [(op, q, {k: v for k, v in a.items() if not (op == "schedule" and k == "delay_ms")} | (
+        {"delay_ms": 1} if op == "schedule" else {})) for op, q, a in script]
+    assert exchange(f"{FOREIGN} --conform all", script)[2:] == ["EMQKIND"] * len(ops_with_ids)
+    assert exchange(f"{FOREIGN} --conform all --plant kind-as-arg", script)[2:] == ["EMQARG"] * len(ops_with_ids)
+    assert len(ops_with_ids) >= 7
+
+
+def test_reap_uncapped_requeues_an_expired_lease_past_its_attempts() -> None:
+    script = claimed(lease=10, now=0) + [("reap", "alpha", {"limit": 10, "max_attempts": 1, "now": 5}),
+                                         ("reap", "alpha", {"limit": 10, "max_attempts": 1, "now": 11}),
+                                         ("state", "alpha", {"id": J1})]
+    assert exchange(f"{FOREIGN} --conform all", script)[-3:] == [0, 1, "dead"]
+    assert exchange(f"{FOREIGN} --conform all --plant reap-uncapped", script)[-3:] == [0, 1, "pending"]
+
+
+def test_batch_counts_answers_stale_counts_inside_a_batch_only() -> None:
+    calls = [{"op": "enqueue", "queue": "alpha", "args": driver.encode({"id": J1, "payload": b"p"})},
+             {"op": "counts", "queue": "alpha", "args": {}}]
+    for plant, pending in (("", 1), ("--plant batch-counts", 0)):
+        process = DriverProcess(shlex.split(f"{FOREIGN} --conform all {plant}"), 10.0)
+        try:
+            process.request("init", {"protocol": 2, "url": None, "queues": ["alpha"], "clock": "virtual"})
+            process.request("reset", {})
+            _, _, reply = process.exchange("batch", {"calls": calls, "snapshot": False}, None)
+            assert reply["ok"][1]["ok"]["pending"] == pending
+            _, _, alone = process.exchange("counts", {}, "alpha")  # step by step: the counts as they are
+            assert alone["ok"]["pending"] == 1
+        finally:
+            process.close()
+
+
+@pytest.mark.parametrize("clock", ["virtual", "server"])
+def test_the_foreign_port_on_a_server_conforms_but_for_key_types(valkey, clock: str) -> None:
+    """``--store server``: the same port, its queues on the server in the contract's
+    keyspace, the kit reading them itself; under the server clock it reads TIME. It never
+    checks a key's type, so the run leaves the key faults out."""
+    done = check(f"{FOREIGN} --store server --conform all", "--url", valkey.url, "--clock", clock, "--profile", "dev",
+                 "--skip-ops", "spoil_key,mend_key")
+    assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
+    with valkey.client() as r:
+        assert r.get("{emq}:version") == spec.WIRE_VERSION.encode()  # it fences as a client does
