@@ -41,7 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--emq-expect", metavar="FILE", help="the expected-differences file (emq check --expect)")
     g.addoption("--emq-traces", metavar="DIR", default=".emq/traces",
                 help="stored traces to replay, and where new counterexamples go (default .emq/traces)")
-    g.addoption("--emq-seed", type=int, help="the check's seed (default: random, in the report)")
+    from emq_kit.cli.common import bounded, within
+
+    g.addoption("--emq-seed", type=bounded("pytest --emq-seed"),
+                help=f"the check's seed (default: random, in the report; {within('pytest --emq-seed')})")
 
 
 class EmqFailure(Exception):

@@ -154,15 +154,16 @@ def test_a_writable_output_file_is_accepted(tmp_path: Path) -> None:
     assert writable_file("-") == "-"
 
 
-def test_unwritable_traces_print_the_counterexample_then_fail_on_the_file(tmp_path: Path, capsys: Any) -> None:
+def test_unwritable_traces_are_refused_before_the_search(tmp_path: Path, capsys: Any) -> None:
+    """OUT-1: a traces directory that cannot be made is refused before any work, so a
+    counterexample found is never lost on it (tests/test_harm.py has the other outputs)."""
     scripts = broken_dir(variant("state-not-written"), tmp_path)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     code, out, err = run(["check", "--scripts", str(scripts), "--profile", "dev", "--seed", "1",
                           "--traces", str(blocker / "traces")], capsys)
-    assert code == cli.EXIT_ENV
-    assert "COUNTEREXAMPLE" in out and "shrunk to" in out  # the report is not lost
-    assert "cannot write the trace" in one_line(err)
+    assert code == cli.EXIT_ENV and out == ""  # nothing ran
+    assert "cannot write traces" in one_line(err) and "is not a directory" in err
 
 
 GOOD_STEP = {"i": 1, "queue": "alpha", "op": "enqueue", "args": {"id": "JOB00000000001", "payload": {"b64": ""}}}
@@ -289,8 +290,9 @@ def test_a_password_is_in_no_summary_trace_or_pytest_file(acl_valkey: str, tmp_p
 
 
 def test_finite_seconds_reject_infinity() -> None:
-    from emq_kit.cli.common import seconds
+    from emq_kit.cli.common import bounded
 
+    seconds = bounded("check --timeout")
     assert seconds("2.5") == 2.5
     with pytest.raises(Exception):
         seconds(str(math.inf))

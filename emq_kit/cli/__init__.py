@@ -15,17 +15,17 @@ import sys
 from typing import Sequence
 
 from emq_kit.cli import audit, bench, bundle, check, driver, replay, selftest, soak
-from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Usage, positive
+from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Parser, Usage
 from emq_kit.errors import KitBug, KitError
 from emq_live.urls import ConnectError
 
-__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser", "positive"]
+__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser"]
 
 COMMANDS = (check, replay, selftest, driver, bundle, soak, bench, audit)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="emq", description="EchoMQ conformance kit")
+    p = Parser(prog="emq", description="EchoMQ conformance kit")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)

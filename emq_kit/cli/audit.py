@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from emq_kit.audit import BATCH, KEEP, Progress, audit
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, within
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import audit_document, printable
 from emq_model import errors
@@ -20,8 +20,10 @@ def register(sub: Any) -> None:
     c = sub.add_parser("audit", help="read-only check of a live deployment's keyspace: counts, invariant violations")
     c.add_argument("url", help="the deployment (redis://, valkey://, redis+cluster:// ...)")
     c.add_argument("--queue", action="append", default=[], help="a queue to audit (repeatable); default: every queue found")
-    c.add_argument("--batch", type=positive, default=BATCH, help=f"ids per SCAN page and judged batch (default {BATCH})")
-    c.add_argument("--keep", type=int, default=KEEP, help=f"violations listed at most; all are counted (default {KEEP})")
+    c.add_argument("--batch", type=bounded("audit --batch"), default=BATCH,
+                   help=f"ids per SCAN page and judged batch (default {BATCH}; {within('audit --batch')})")
+    c.add_argument("--keep", type=bounded("audit --keep"), default=KEEP,
+                   help=f"violations listed at most; all are counted (default {KEEP}; {within('audit --keep')})")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     c.add_argument("--layout", choices=NAMES, default="echomq",
                    help="the keyspace layout: echomq (default) or bullmq (the queue emq:{q}: of "

@@ -7,9 +7,8 @@ import sys
 from typing import Any
 
 from emq_kit.bench import Bench, Params, Wrong, run_bench
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, at_most, positive, seconds
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, sizes
 from emq_kit.report.document import bench_document
-from emq_model import spec
 
 
 def number(value: float | None, unit: str = "") -> str:
@@ -37,17 +36,6 @@ def format_bench(bench: Bench) -> str:
         lines.append(f"  {f.key:<34} {number(f.value, f.unit):>12} {f.unit:<13} {number(f.ceiling):>12} "
                      f"{ratio:>6} {goal:>8}  {note}")
     return "\n".join(lines)
-
-
-def sizes(text: str) -> tuple[int, ...]:
-    """An argparse type: comma-separated positive integers, ascending."""
-    try:
-        out = tuple(sorted(int(x) for x in text.split(",") if x.strip()))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
-    if not out or out[0] < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
-    return out
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -93,29 +81,25 @@ def register(sub: Any) -> None:
     b = sub.add_parser("bench", help="measure the model, the kit and the live queue next to the machine's ceilings")
     b.add_argument("--url", help="a Valkey server (redis://, valkey://, unix://); default: a throwaway valkey-server")
     add_outputs(b, json_file=True)
-    b.add_argument("--examples", type=positive, help=f"conformance examples per target (default {d.examples})")
-    b.add_argument("--steps", type=positive, help=f"steps per example (default {d.steps})")
-    b.add_argument("--jobs", type=positive, help=f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; "
-                                                 "fakeredis a tenth, the model a fifth)")
-    b.add_argument("--single-jobs", dest="single_jobs", type=positive,
-                   help=f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
-    b.add_argument("--batch", type=at_most(spec.LIMITS["limit_max"], "a batch's items, specs/lifecycle.md"),
-                   help=f"jobs per batch call, at most limit_max (default {d.batch})")
-    b.add_argument("--sizes", type=sizes, help="pending jobs of the scale runs on Valkey (default 1000,100000)")
-    b.add_argument("--lanes", type=sizes, help="lanes on the ring of the grouped-claim runs on Valkey "
-                   "(default 10,1000,100000)")
-    b.add_argument("--fakeredis-sizes", dest="fakeredis_sizes", type=sizes,
-                   help="pending jobs of the scale runs on fakeredis (default 1000,100000)")
-    b.add_argument("--audit-jobs", dest="audit_jobs", type=positive,
-                   help=f"pending jobs of the audited queue on Valkey (default {d.audit_jobs:,})")
+
+    def number(flag: str, text: str, kind: Any = bounded) -> None:
+        add_number(b, "bench", flag, text, kind)
+
+    number("--examples", f"conformance examples per target (default {d.examples})")
+    number("--steps", f"steps per example (default {d.steps})")
+    number("--jobs", f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; fakeredis a tenth, the model a fifth)")
+    number("--single-jobs", f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
+    number("--batch", f"jobs per batch call, at most limit_max (default {d.batch})")
+    number("--sizes", "pending jobs of the scale runs on Valkey (default 1000,100000)", sizes)
+    number("--lanes", "lanes on the ring of the grouped-claim runs on Valkey (default 10,1000,100000)", sizes)
+    number("--fakeredis-sizes", "pending jobs of the scale runs on fakeredis (default 1000,100000)", sizes)
+    number("--audit-jobs", f"pending jobs of the audited queue on Valkey (default {d.audit_jobs:,})")
     b.add_argument("--million", action="store_true",
                    help="add 1,000,000 pending jobs to the Valkey scale runs, and audit a queue of 1,000,000")
-    b.add_argument("--probes", type=positive, help=f"timed claims and completes per size (default {d.probes})")
-    b.add_argument("--repeat", type=positive,
-                   help=f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
-    b.add_argument("--shrink-mutants", dest="shrink_mutants", type=positive,
-                   help=f"selftest mutants whose shrinking is timed on fakeredis, evenly spaced (default "
-                        f"{d.shrink_mutants})")
-    b.add_argument("--shrink-budget", dest="shrink_budget", type=seconds,
-                   help=f"seconds each of them may search before it counts as not killed (default {d.shrink_budget:g})")
+    number("--probes", f"timed claims and completes per size (default {d.probes})")
+    number("--repeat", f"runs of each round-trip, lifecycle and ceiling figure; the best is kept (default {d.repeat})")
+    number("--shrink-mutants", f"selftest mutants whose shrinking is timed on fakeredis, evenly spaced "
+                               f"(default {d.shrink_mutants})")
+    number("--shrink-budget", f"seconds each of them may search before it counts as not killed "
+                              f"(default {d.shrink_budget:g})")
     b.set_defaults(func=cmd_bench)

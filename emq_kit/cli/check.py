@@ -18,7 +18,7 @@ from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS, Focus, Step
 from emq_kit.check.names import named, suffixed, with_names
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, non_negative, positive, seconds, writable_path
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, within, writable_dir, writable_path
 from emq_kit.cli.progress import Progress
 from emq_kit.errors import FencedElsewhere
 from emq_kit.layouts import NAMES, layout
@@ -196,21 +196,8 @@ def _refuse_held_keys(target: Any, args: argparse.Namespace, names: dict[str, st
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """``emq check``; with ``--refence``, under the contract's wire version for the run."""
-    if not args.refence:
-        return _check(args)
-    if args.url is None or args.layout != "echomq":
-        raise Usage("--refence sets {emq}:version on a server for the run: it needs --url (and the echomq layout)")
-    with refenced(args.url) as held:
-        if held is not None:
-            print(f"emq check: {{emq}}:version is {held.decode('utf-8', 'replace')!r} on {redact(args.url)}: "
-                  f"{spec.WIRE_VERSION!r} for the run, {held.decode('utf-8', 'replace')!r} again after it",
-                  file=sys.stderr)
-        return _check(args)
-
-
-def _check(args: argparse.Namespace) -> int:
-    profile = PROFILES[args.profile]
+    """``emq check``; with ``--refence``, under the contract's wire version for the run.
+    Every argument and output path is checked before anything is written (OUT-1)."""
     expected = expect.load(args.expect) if args.expect else {}
     if args.clock == "server" and args.url is None:
         raise Usage("--clock server needs a server: give --url")
@@ -218,8 +205,23 @@ def _check(args: argparse.Namespace) -> int:
         raise Usage("--strict needs --expect FILE: it fails the run on an expected difference not met")
     if args.write_expect:  # before the run, not after it
         writable_path(args.write_expect, "the expectations")
-    seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
+    writable_dir(args.traces, "traces")  # a counterexample found is never lost on its trace's path
     out = Outputs(args)
+    if not args.refence:
+        return _check(args, out, expected)
+    if args.url is None or args.layout != "echomq":
+        raise Usage("--refence sets {emq}:version on a server for the run: it needs --url (and the echomq layout)")
+    with refenced(args.url) as held:
+        if held is not None:
+            print(f"emq check: {{emq}}:version is {held.decode('utf-8', 'replace')!r} on {redact(args.url)}: "
+                  f"{spec.WIRE_VERSION!r} for the run, {held.decode('utf-8', 'replace')!r} again after it",
+                  file=sys.stderr)
+        return _check(args, out, expected)
+
+
+def _check(args: argparse.Namespace, out: Outputs, expected: dict[Any, str]) -> int:
+    profile = PROFILES[args.profile]
+    seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     chosen = layout(args.layout)
     names = server_names(args, chosen.name)
     try:
@@ -319,20 +321,24 @@ def register(sub: Any) -> None:
     c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
     c.add_argument("--driver", metavar="CMD", help="check a port through its driver program "
                    "(specs/driver-protocol.md); CMD is split like a shell would, and run without one")
-    c.add_argument("--timeout", type=seconds, default=10.0, metavar="SECONDS",
-                   help="with --driver: how long one request may take (default 10)")
+    c.add_argument("--timeout", type=bounded("check --timeout"), default=10.0, metavar="SECONDS",
+                   help=f"with --driver: how long one request may take (default 10; {within('check --timeout')})")
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "
                    "within the server's TIME window around each call (server; needs --url)")
     c.add_argument("--layout", choices=NAMES, default="echomq",
                    help="the keyspace layout: echomq (the four sets, default) or bullmq (BullMQ's own "
                    "scripts from the pinned bullmq package; needs --url, specs/layouts/bullmq.md)")
-    c.add_argument("--examples", type=positive, help="examples per round (default: the profile's)")
-    c.add_argument("--steps", type=positive, help="steps per example (default: the profile's)")
-    c.add_argument("--seed", type=int, help="the run's seed (default: random, printed)")
-    c.add_argument("--shrink-steps", type=non_negative, default=SHRINK_STEPS, metavar="N",
+    c.add_argument("--examples", type=bounded("check --examples"),
+                   help=f"examples per round (default: the profile's; {within('check --examples')})")
+    c.add_argument("--steps", type=bounded("check --steps"),
+                   help=f"steps per example (default: the profile's; {within('check --steps')})")
+    c.add_argument("--seed", type=bounded("check --seed"),
+                   help=f"the run's seed (default: random, printed; {within('check --seed')})")
+    c.add_argument("--shrink-steps", type=bounded("check --shrink-steps"), default=SHRINK_STEPS, metavar="N",
                    help="checked steps Hypothesis's shrinker may run for each difference before the kit's "
-                        f"own minimizing takes the shortest so far (0: none; default {SHRINK_STEPS})")
+                        f"own minimizing takes the shortest so far (0: none; default {SHRINK_STEPS}; "
+                        f"{within('check --shrink-steps')})")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     c.add_argument("--wipe", action="store_true",
                    help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")

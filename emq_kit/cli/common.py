@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
+
+from emq_kit import bounds
 
 EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
 
@@ -19,43 +20,56 @@ class Usage(Exception):
     """A usage problem the command line itself finds: printed as one line, exit 2."""
 
 
-def positive(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def bounded(option: str) -> Callable[[str], Any]:
+    """An argparse type: a number in the range ``emq_kit.bounds`` gives ``option``
+    (``"check --examples"``); out of range, one line naming the bound (BD-1)."""
+    rng = bounds.bound(option)
 
-
-def non_negative(text: str) -> int:
-    """An argparse type: an integer of at least 0."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0 (``--timeout``, ``--budget``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text}")
-    return value
-
-
-def at_most(limit: int, why: str) -> Callable[[str], int]:
-    """An argparse type: an integer from 1 to ``limit`` (``why`` names the limit)."""
-
-    def parse(text: str) -> int:
-        value = positive(text)
-        if value > limit:
-            raise argparse.ArgumentTypeError(f"must be at most {limit} ({why}), got {value}")
+    def parse(text: str) -> int | float:
+        try:
+            value: int | float = int(text) if rng.kind == "integer" else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not {'an integer' if rng.kind == 'integer' else 'a number'}: {text!r}") from None
+        why = rng.refusal(value)
+        if why is not None:
+            raise argparse.ArgumentTypeError(why)
         return value
 
     return parse
+
+
+def within(option: str) -> str:
+    """``option``'s range as its ``--help`` ends: ``range 1 to 1,000,000``."""
+    return f"range {bounds.bound(option).text()}"
+
+
+def sizes(option: str) -> Callable[[str], tuple[int, ...]]:
+    """An argparse type: comma-separated integers in ``option``'s range, ascending."""
+    one = bounded(option)
+
+    def parse(text: str) -> tuple[int, ...]:
+        out = tuple(sorted(int(one(x.strip())) for x in text.split(",") if x.strip()))
+        if not out:
+            raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}")
+        return out
+
+    return parse
+
+
+def add_number(p: argparse.ArgumentParser, command: str, flag: str, text: str,
+               kind: Callable[[str], Callable[[str], Any]] = bounded, **more: Any) -> None:
+    """Add the numeric option ``flag`` of ``command`` to ``p``: its type is ``kind`` of
+    its range (``bounded``, or ``sizes`` for a list), its help ``text`` and the range."""
+    option = f"{command} {flag}"
+    p.add_argument(flag, type=kind(option), help=f"{text}; {within(option)}", **more)
+
+
+class Parser(argparse.ArgumentParser):
+    """The command line's parser: a usage error is one line on stderr, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ENV, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def writable_file(text: str) -> str:
@@ -72,10 +86,10 @@ def writable_file(text: str) -> str:
 
 def writable_path(path: str | Path, what: str = "output") -> Path:
     """``path`` if a file can be written there, else ``Usage``: checked before a run
-    starts, so an hour's soak does not end on a typo. The directory must exist. The check
-    is a probe (open the file for appending, or a temporary file beside it), not
-    ``os.access``, which a root user and a read-only mount both fool; an existing file's
-    content is left as it is."""
+    starts, so an hour's soak does not end on a typo (OUT-1). The directory must exist
+    (a mistyped one is refused, not made). The check is a probe (open the file for
+    appending, or a temporary file beside it), not ``os.access``, which a root user and
+    a read-only mount both fool; an existing file's content is left as it is."""
     out = Path(path)
     if out.is_dir():
         raise Usage(f"cannot write {what} {out}: it is a directory")
@@ -92,6 +106,33 @@ def writable_path(path: str | Path, what: str = "output") -> Path:
     except OSError as exc:
         raise Usage(f"cannot write {what} {out}: {exc.strerror or exc}") from None
     return out
+
+
+def writable_dir(path: str | Path, what: str) -> Path:
+    """``path`` if files can be written into it (it is a directory, or one that can be
+    created there), else ``Usage`` (OUT-1: ``--traces DIR``, checked before any work;
+    the directory itself is created only when a file goes into it)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise Usage(f"cannot write {what} into {out}: it is not a directory")
+    _creatable(out, what, out)
+    return out
+
+
+def _creatable(directory: Path, what: str, shown: Path) -> None:
+    """``Usage`` unless the nearest of ``directory`` and its parents that exists is a
+    directory a file can be created in (probed with a temporary file)."""
+    existing = directory.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise Usage(f"cannot write {what} {shown}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise Usage(f"cannot write {what} {shown}: no file can be created in {existing} "
+                    f"({exc.strerror or exc})") from None
 
 
 def add_outputs(p: argparse.ArgumentParser, *, html: str | None = None, json_file: bool = False) -> None:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, positive, seconds
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, within
 from emq_kit.layouts import NAMES
 from emq_kit.report.document import selftest_document
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, all_mutants, run_selftest, summary
@@ -88,13 +88,16 @@ def register(sub: Any) -> None:
     """Add ``emq selftest`` to the command line."""
     t = sub.add_parser("selftest", help="mutate our own scripts and prove the machine kills every mutant")
     t.add_argument("--url", help="a server to run the mutants on (default: embedded fakeredis)")
-    t.add_argument("--budget", type=seconds, default=60.0, metavar="SECONDS", help="search time per mutant (default 60)")
-    t.add_argument("--seed", type=int, default=0, help="the seed of every mutant's run (default 0)")
+    t.add_argument("--budget", type=bounded("selftest --budget"), default=60.0, metavar="SECONDS",
+                   help=f"search time per mutant (default 60; {within('selftest --budget')})")
+    t.add_argument("--seed", type=bounded("selftest --seed"), default=0,
+                   help=f"the seed of every mutant's run (default 0; {within('selftest --seed')})")
     t.add_argument("--only", metavar="TEXT", help="only the mutants whose key contains TEXT")
     t.add_argument("--layout", choices=NAMES, default="echomq",
                    help="whose scripts to mutate: ours (echomq) or BullMQ's (bullmq; needs --url)")
-    t.add_argument("--sample", type=positive, metavar="N",
-                   help="judge a seeded sample of N mutants (bullmq: its scripts have hundreds)")
+    t.add_argument("--sample", type=bounded("selftest --sample"), metavar="N",
+                   help=f"judge a seeded sample of N mutants (bullmq: its scripts have hundreds; "
+                        f"{within('selftest --sample')})")
     t.add_argument("--list", action="store_true", help="list the mutants and exit")
     add_outputs(t, json_file=True)
     t.set_defaults(func=cmd_selftest)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, positive
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs
 from emq_kit.report.document import soak_document
 from emq_kit.report.html import soak_page
 from emq_kit.soak.workload import DEFAULTS, SoakConfig, SoakError, SoakReport, run_soak
@@ -65,18 +65,19 @@ def register(sub: Any) -> None:
     c = sub.add_parser("soak", help="concurrent workers on a real server; accounting, invariants, linearizability")
     c.add_argument("--url", help="a server (redis://, valkey://); default: a throwaway valkey-server")
     d = DEFAULTS
-    c.add_argument("--workers", type=positive, help=f"worker processes (default {d['workers']})")
-    c.add_argument("--jobs", type=positive, help=f"jobs to create (default {d['jobs']})")
-    c.add_argument("--seconds", type=positive,
-                   help=f"the run's time cap; jobs not settled by then fail it (default {d['seconds']})")
-    c.add_argument("--producers", type=positive, help=f"producer processes (default {d['producers']})")
-    c.add_argument("--lanes", type=int, help=f"groups: put every job not scheduled on a lane, claim with "
-                   f"lane_claim, report each group's share of service and longest wait (default {d['lanes']}: none)")
-    c.add_argument("--busy", type=float, help=f"with --lanes: the share of jobs put on the busy group g0 "
-                   f"(default {d['busy']})")
-    c.add_argument("--seed", type=int, help=f"seed of the workers' dice (default {d['seed']})")
-    c.add_argument("--check-seconds", dest="check_seconds", type=positive,
-                   help=f"time budget of the linearizability check; past it the verdict is unknown "
-                        f"(default {d['check_seconds']})")
+
+    def number(flag: str, text: str) -> None:
+        add_number(c, "soak", flag, text)
+
+    number("--workers", f"worker processes (default {d['workers']})")
+    number("--jobs", f"jobs to create (default {d['jobs']})")
+    number("--seconds", f"the run's time cap; jobs not settled by then fail it (default {d['seconds']})")
+    number("--producers", f"producer processes (default {d['producers']})")
+    number("--lanes", f"groups: put every job not scheduled on a lane, claim with lane_claim, report each "
+                      f"group's share of service and longest wait (default {d['lanes']}: none)")
+    number("--busy", f"with --lanes: the share of jobs put on the busy group g0 (default {d['busy']})")
+    number("--seed", f"seed of the workers' dice (default {d['seed']})")
+    number("--check-seconds", f"time budget of the linearizability check; past it the verdict is unknown "
+                              f"(default {d['check_seconds']})")
     add_outputs(c, html="the history as a timeline (the failing partition highlighted), throughput and latency")
     c.set_defaults(func=cmd_soak)

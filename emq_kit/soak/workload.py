@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from emq_kit import bounds
 from emq_kit.errors import KitError
 from emq_kit.forks import interrupts_deferred
 from emq_kit.soak import history, lanes, linearize
@@ -116,6 +117,10 @@ class SoakConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.lanes < 0:
             raise ValueError(f"lanes must be at least 0, got {self.lanes}")
+        for name in ("workers", "producers", "jobs", "seconds", "check_seconds", "lanes", "seed"):  # BD-1
+            why = bounds.bound(f"soak --{name.replace('_', '-')}").refusal(getattr(self, name))
+            if why is not None:
+                raise ValueError(f"{name} {why}")
         dice = [getattr(self, n) for n in (*FATES, "scheduled", "busy")]
         if any(not 0 <= p <= 1 for p in dice) or sum(getattr(self, n) for n in FATES) > 1:
             raise ValueError("probabilities must be in [0, 1], and the fates' sum at most 1")
