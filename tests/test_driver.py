@@ -191,13 +191,13 @@ def test_a_sloppy_complete_is_rejected_with_a_readable_counterexample(valkey) ->
 
 @pytest.mark.parametrize("mode, op, kind, words", [
     ("exit", "claim", "DriverExited", "exited with code 3 before answering"),
-    ("hang", "claim", "DriverTimeout", "within 0.3 s; driver killed"),
+    ("hang", "claim", "DriverTimeout", "within 2 s; driver killed"),
     ("garbage", "enqueue", "DriverGarbage", "'this is not JSON"),
     ("shape", "claim", "ProtocolError", 'claim answered "sure"'),
 ])
 def test_a_failing_driver_is_reported_at_the_step(mode: str, op: str, kind: str, words: str, valkey) -> None:
     d = verdict(check(faulty(mode, op), "--url", valkey.url, "--profile", "dev", "--examples", "5", "--steps", "10",
-                      "--timeout", "0.3", "--json"))
+                      "--timeout", "2", "--json"))
     assert d["kind"] == "answer" and d["signature"]["rule"] == spec.rule(op), d
     assert d["evidence"][1].startswith(f"target answered raised {kind}") and words in d["evidence"][1], d
     if mode == "exit":

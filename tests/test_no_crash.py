@@ -17,10 +17,10 @@ from emq_kit.ports.driver_client import DriverTarget
 def test_a_driver_that_times_out_on_its_third_reset_is_one_line_and_exit_2(valkey) -> None:
     # its first two examples run; the third one's reset times out, and the restarted
     # driver would answer: Hypothesis must not be left to make a flaky test of it
-    done = check(f"{faulty('hang', 'reset')} 3", "--url", valkey.url, "--profile", "dev", "--timeout", "0.5")
+    done = check(f"{faulty('hang', 'reset')} 3", "--url", valkey.url, "--profile", "dev", "--timeout", "2")
     assert done.returncode == 2, done.stdout + done.stderr
     line = done.stderr.strip()
-    assert len(line.splitlines()) == 1 and "(reset) within 0.5 s" in line, line
+    assert len(line.splitlines()) == 1 and "(reset) within 2 s" in line, line
     assert "Flaky" not in line and "search failed" not in line, line
 
 

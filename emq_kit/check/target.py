@@ -108,7 +108,7 @@ class Target(Protocol):
 
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
-                clock: str = "virtual", timeout: float = 10.0, observe: bool = True, partial: bool = False,
+                clock: str = "virtual", timeout: float | None = None, observe: bool = True, partial: bool = False,
                 queues: Sequence[str] | None = None, model: bool = False) -> Target:
     """The live client on ``url`` (embedded fakeredis when None) running ``scripts`` (ours
     when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py; with
@@ -117,7 +117,9 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
     ``emq driver --model``). Every way
     it can fail to exist is a ``TargetUnavailable`` (``BadArgument`` for arguments that
     do not go together); nothing else escapes. ``queues``: the run's queue names on the
-    server, for a driver's ``init`` (``emq_kit.check.names``; default the machine's)."""
+    server, for a driver's ``init`` (``emq_kit.check.names``; default the machine's);
+    ``timeout``: a driver's bound on each request, ``init`` included (None: DP-14's
+    defaults)."""
     import redis
 
     from emq_kit.check.live import LiveTarget, ModelTarget

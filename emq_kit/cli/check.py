@@ -134,7 +134,7 @@ def command_of(seed: int, profile: str, args: argparse.Namespace | None = None) 
     from emq_live.urls import redact
 
     parts = ["emq", "check", "--seed", str(seed), "--profile", profile]
-    defaults = {"layout": "echomq", "timeout": 10.0, "clock": "virtual", "hostile": "both", "traces": ".emq/traces",
+    defaults = {"layout": "echomq", "clock": "virtual", "hostile": "both", "traces": ".emq/traces",
                 "shrink_steps": SHRINK_STEPS}
     for name in RERUN_FLAGS:
         value = getattr(args, name, None) if args is not None else None
@@ -230,6 +230,8 @@ def _check(args: argparse.Namespace, out: Outputs, expected: dict[Any, str]) -> 
     except FencedElsewhere as exc:  # a dead end for our scripts unless the run re-fences
         raise Usage(f"{exc}; --refence runs under {spec.WIRE_VERSION!r} and puts the old value back after") from None
     target = with_names(target, names)
+    for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
+        print(f"emq check: {note}", file=sys.stderr)
     _refuse_held_keys(target, args, names)
     clock: ServerClock | None = None
     progress = Progress(args.examples or profile.examples)
@@ -321,8 +323,9 @@ def register(sub: Any) -> None:
     c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
     c.add_argument("--driver", metavar="CMD", help="check a port through its driver program "
                    "(specs/driver-protocol.md); CMD is split like a shell would, and run without one")
-    c.add_argument("--timeout", type=bounded("check --timeout"), default=10.0, metavar="SECONDS",
-                   help=f"with --driver: how long one request may take (default 10; {within('check --timeout')})")
+    c.add_argument("--timeout", type=bounded("check --timeout"), metavar="SECONDS",
+                   help="with --driver: how long one request may take, init included (default 10, and 30 "
+                   f"for init: a runtime may be starting; {within('check --timeout')})")
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "
                    "within the server's TIME window around each call (server; needs --url)")

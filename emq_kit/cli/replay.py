@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:  # a layout's target is its own: the trace's server unless --url says otherwise
         target = chosen.open_target(args.url or trace.header.get("target", {}).get("target"), args.scripts,
                                     args.driver, clock=args.clock or trace.header.get("clock") or "virtual")
+    for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
+        print(f"emq replay: {note}", file=sys.stderr)
     try:
         result = chosen.replay(trace.steps, target, clock)
         described = target.describe()

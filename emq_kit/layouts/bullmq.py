@@ -94,7 +94,7 @@ class BullCheckTarget:
 
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
-                clock: str = "virtual", timeout: float = 10.0, observe: bool = True,
+                clock: str = "virtual", timeout: float | None = None, observe: bool = True,
                 partial: bool = False) -> BullCheckTarget:
     """BullMQ's scripts on ``url``. No server (the embedded fakeredis) is refused with the
     reason (its Lua has no cmsgpack, BQ-17), as are a driver and the server clock (BullMQ

@@ -46,8 +46,11 @@ from emq_live.urls import redact
 from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot
 
+TIMEOUT = 10.0
+"""Seconds a request may take when ``--timeout`` is not given (DP-14)."""
 STARTUP = 30.0
-"""Seconds a driver may take to answer ``init`` (it may be starting a runtime)."""
+"""Seconds ``init`` may take when ``--timeout`` is not given: the driver may be starting
+a runtime (DP-14). A timeout given bounds ``init`` too."""
 
 
 class DriverError(KitError, TargetFault):
@@ -66,12 +69,18 @@ class DriverGarbage(DriverError):
     """A reply that is not a JSON object for the pending request; the driver was killed."""
 
 
+class _Refused(Exception):
+    """``init`` answered an error (DP-9: perhaps an old driver refusing the offer)."""
+
+
 class DriverProcess:
     """The driver's process and its pipes: one request at a time, each answered within
-    ``timeout`` seconds. The driver's stderr is kept (its last lines) for messages."""
+    ``timeout`` seconds (``init`` within ``init_timeout``). The driver's stderr is kept
+    (its last lines) for messages."""
 
-    def __init__(self, argv: Sequence[str], timeout: float) -> None:
+    def __init__(self, argv: Sequence[str], timeout: float, init_timeout: float | None = None) -> None:
         self.argv, self.timeout, self.next_id = list(argv), timeout, 1
+        self.init_timeout = timeout if init_timeout is None else init_timeout
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE)
@@ -99,9 +108,7 @@ class DriverProcess:
 
     def request(self, op: str, args: dict[str, Any], queue: Any = None) -> Any:
         """Send one request and return its ``ok``; a refusal raises its ``EmqError``,
-        anything else the protocol does not allow a ``DriverError``. ``init`` may take
-        ``STARTUP`` seconds if that is longer than the timeout: a runtime starting up
-        is not a hung driver."""
+        anything else the protocol does not allow a ``DriverError``."""
         n, what, reply = self.exchange(op, args, queue)
         if "ok" in reply:
             return reply["ok"]
@@ -110,7 +117,7 @@ class DriverProcess:
     def exchange(self, op: str, args: dict[str, Any], queue: Any = None) -> tuple[int, str, dict[str, Any]]:
         """Send one request; its id, its name for messages and the reply object (exactly
         one of ``ok`` and ``error``, checked)."""
-        timeout = max(self.timeout, STARTUP) if op == "init" else self.timeout
+        timeout = self.init_timeout if op == "init" else self.timeout
         n, self.next_id = self.next_id, self.next_id + 1
         message: dict[str, Any] = {"id": n, "op": op, "args": args}
         if queue is not None:
@@ -207,7 +214,8 @@ class DriverTarget:
     """The port behind ``command`` (split like a shell would, run without one), on the
     server ``url`` (or serverless), in ``clock`` mode (``virtual`` or ``server``).
 
-    After ``init``: ``protocol`` (1 or 2), ``offered`` (the ops the driver listed),
+    ``timeout`` bounds each request, ``init`` included (None: ``TIMEOUT``, and
+    ``STARTUP`` for ``init``). After ``init``: ``protocol`` (1 or 2), ``offered`` (the ops the driver listed),
     ``absent_args`` (arguments its API lacks), ``batch_max`` (0 without batches) and
     ``fence`` (the ``{emq}:version`` value the driver runs under, or ``None``). With
     ``partial`` a driver lacking ops outside the core is accepted (the caller generates
@@ -221,7 +229,7 @@ class DriverTarget:
     lane rules send those the driver offered at ``init``; the cells of the others are
     not implemented (the run's focus is the offered ops)."""
 
-    def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float = 10.0,
+    def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float | None = None,
                  queues: Sequence[str] = QUEUES, partial: bool = False) -> None:
         try:
             self.argv = shlex.split(command)
@@ -229,7 +237,13 @@ class DriverTarget:
             raise DriverError(f"cannot split the driver command {command!r}: {exc}") from None
         if not self.argv:
             raise DriverError("the driver command is empty")
-        self.command, self.url, self.clock, self.timeout = command, url, clock, timeout
+        # --timeout bounds every request, init included; without it init may take
+        # STARTUP seconds (DP-14)
+        self.timeout = TIMEOUT if timeout is None else timeout
+        self.init_timeout = STARTUP if timeout is None else timeout
+        self.command, self.url, self.clock = command, url, clock
+        self.offer = PROTOCOL  # the version offered at init: 1 once a driver refused more (DP-9)
+        self.notes: list[str] = []  # what the kit did on its own the user should know (one line each)
         self.names, self.partial = tuple(queues), partial
         self.inspector: LiveTarget | None = None
         self._dropped: dict[str, tuple[str, ...]] = {}  # each queue's last claim's orphans
@@ -249,15 +263,43 @@ class DriverTarget:
             raise
 
     def _start(self) -> DriverProcess:
-        process = DriverProcess(self.argv, self.timeout)
+        """A new driver process, past ``init``. DP-9: a driver that answers ``init`` with
+        an error while offered a version above 1 may be a version-1 driver that checks
+        the offer strictly: it is started again and offered 1, once for the run (a
+        restart after a crash offers what was agreed), and ``notes`` says so."""
         try:
-            info = process.request("init", {"protocol": PROTOCOL, "url": self.url, "queues": list(self.names),
-                                            "clock": self.clock})
+            return self._init(self.offer)
+        except _Refused as exc:
+            if self.offer == 1:
+                raise DriverError(f"{self.command}: init failed: {exc}") from None
+            first, self.offer = exc, 1
+        try:
+            process = self._init(1)
+        except _Refused as exc:
+            raise DriverError(f"{self.command}: init failed: {exc} (offered {PROTOCOL}: {first}; then 1)") from None
+        self.notes.append(f"{self.command} answered init offering protocol {PROTOCOL} with an error ({first}): "
+                          "started it again offering protocol 1 (DP-9)")
+        return process
+
+    def _init(self, offer: int) -> DriverProcess:
+        """A driver process that answered ``init`` offering ``offer``: ``_Refused`` when it
+        answered an error, ``DriverError`` for anything else that is wrong."""
+        process = DriverProcess(self.argv, self.timeout, self.init_timeout)
+        try:
+            _, what, reply = process.exchange("init", {"protocol": offer, "url": self.url, "queues": list(self.names),
+                                                       "clock": self.clock})
+            if "error" in reply:
+                error = reply["error"]
+                said = f"{error.get('code')} {error.get('message', '')}".strip() if isinstance(error, dict) else error
+                process.close()
+                raise _Refused(f"{said!s:.160}")
+            info = reply["ok"]
             if not isinstance(info, dict) or not isinstance(info.get("ops"), list):
                 raise DriverError(f"init answered {json.dumps(info)[:160]}, expected {{name, version, protocol, ops}}")
             protocol = info.get("protocol")
-            if protocol not in PROTOCOLS or not isinstance(protocol, int) or protocol > PROTOCOL:
-                raise DriverError(f"the driver speaks protocol {protocol!r}, the kit {', '.join(map(str, PROTOCOLS))}")
+            if protocol not in PROTOCOLS or not isinstance(protocol, int) or protocol > offer:
+                raise DriverError(f"the driver speaks protocol {protocol!r}, offered "
+                                  f"{', '.join(map(str, PROTOCOLS[:PROTOCOLS.index(offer) + 1]))}")
             ops = info["ops"]
             every = REQUIRED_OPS + (() if self.url else SERVERLESS_OPS)
             core = CORE_OPS + (() if self.url else ("snapshot",))

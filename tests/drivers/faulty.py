@@ -1,13 +1,19 @@
-"""A driver that fails on purpose at every request for OP; otherwise it is the Python
+"""A driver that fails on purpose at a request for OP; otherwise it is the Python
 client's driver (emq driver --live).
 
-    python tests/drivers/faulty.py MODE OP [N]
+    python tests/drivers/faulty.py MODE OP [N | N+]
 
 MODE: ``exit`` (a line on stderr, then exit code 3), ``hang`` (never answers),
-``garbage`` (a line that is not JSON), ``shape`` (a well-formed reply of the wrong
-shape) or ``lacking`` (the right answer, without ``reap`` in an op list). With N, only
-the Nth request for OP fails (a driver that times out on its third ``reset``); the
-count is this process's.
+``garbage`` (a line that is not JSON), ``error`` (an ``EDRIVER`` error reply: its client
+failed), ``shape`` (a well-formed reply of the wrong shape) or ``lacking`` (the right
+answer, without ``reap`` in an op list). OP ``any`` is every request of a step (not
+``init``, ``reset`` or ``shutdown``). Without N every request for OP fails; with N only
+the Nth (a driver that times out on its third ``reset``); with ``N+`` the Nth and every
+one after it (a driver that fails after its 40th request). The count is this process's.
+
+MODE ``strict1`` (OP is ignored) is a version-1 driver written against protocol 1's
+text that checks ``protocol == 1`` strictly: offered another version, it answers
+``init`` with an error (DP-9).
 
 It offers no batch (DP-20): every op is a request of its own, so the fault lands at the
 step that sent it. (A batch that fails as a whole is judged at its first call: which
@@ -22,16 +28,35 @@ import time
 from emq_kit.ports.reference_driver import Driver
 from emq_live.client import connect
 
+SESSION = ("init", "reset", "shutdown")
+
 mode, op = sys.argv[1], sys.argv[2]
-nth = int(sys.argv[3]) if len(sys.argv) > 3 else None
+count = sys.argv[3] if len(sys.argv) > 3 else None
+nth = int(count.rstrip("+")) if count else None
+onwards = bool(count and count.endswith("+"))
 seen = 0
-driver = Driver("faulty", connect, serverless=False)
+driver = Driver("faulty", connect, serverless=False, protocol=1 if mode == "strict1" else 2)
+
+
+def fails(request: dict) -> bool:
+    """Whether this request is one that fails."""
+    global seen
+    counted = request["op"] == op or (op == "any" and request["op"] not in SESSION)
+    seen += counted
+    return counted and (nth is None or seen == nth or (onwards and seen > nth))
+
+
 for line in sys.stdin:
     request = json.loads(line)
-    seen += request["op"] == op
-    if request["op"] == op and nth in (None, seen):
+    if mode == "strict1":
+        if request["op"] == "init" and request["args"].get("protocol") != 1:
+            reply = json.dumps({"id": request["id"], "error": {
+                "code": "EPROTO", "message": f"protocol {request['args'].get('protocol')}; this driver speaks 1"}})
+        else:
+            reply = json.dumps(driver.reply(line))
+    elif fails(request):
         if mode == "exit":
-            print(f"faulty: exiting at {op} on purpose", file=sys.stderr, flush=True)
+            print(f"faulty: exiting at {request['op']} on purpose", file=sys.stderr, flush=True)
             os._exit(3)  # at once: the interpreter's teardown can outlast the test's 0.3 s timeout under load
         if mode == "hang":
             time.sleep(3600)
@@ -39,6 +64,8 @@ for line in sys.stdin:
             answer = driver.reply(line)
             answer["ok"]["ops"].remove("reap")
             reply = json.dumps(answer)
+        elif mode == "error":
+            reply = json.dumps({"id": request["id"], "error": {"code": "EDRIVER", "message": "the client failed"}})
         else:
             reply = "this is not JSON" if mode == "garbage" else json.dumps({"id": request["id"], "ok": "sure"})
     else:
