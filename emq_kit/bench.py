@@ -315,7 +315,8 @@ def tool(name: str) -> str:
 
 def server_args(url: str, dbnum: str = "-n") -> list[str]:
     """valkey-cli options naming the server and database of a redis:// URL
-    (valkey-benchmark names the database with ``--dbnum``)."""
+    (valkey-benchmark names the database with ``--dbnum``, and knows no
+    ``--no-auth-warning``)."""
     u = urlparse(url.replace("valkey://", "redis://", 1))
     if u.scheme == "unix":
         out = ["-s", u.path]
@@ -323,8 +324,10 @@ def server_args(url: str, dbnum: str = "-n") -> list[str]:
         out = ["-h", u.hostname or "127.0.0.1", "-p", str(u.port or 6379)]
     else:
         raise BadArgument(f"cannot point valkey-cli at {url!r} (redis://, valkey:// or unix:// only)")
+    if u.username:
+        out += ["--user", unquote(u.username)]
     if u.password:
-        out += ["-a", unquote(u.password), "--no-auth-warning"]
+        out += ["-a", unquote(u.password), *(["--no-auth-warning"] if dbnum == "-n" else [])]
     db = u.path.strip("/") if u.scheme == "redis" else ""
     return out + ([dbnum, db] if db not in ("", "0") else [])
 

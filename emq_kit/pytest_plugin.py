@@ -104,9 +104,12 @@ class EmqItem(pytest.Item):
             raise EmqFailure(f"emq {' '.join(self.argv)}: exit {code}\n{printed}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """The failure as pytest shows it and JUnit XML keeps it, scrubbed (SEC-1)."""
+        from emq_kit.redaction import scrub
+
         if isinstance(excinfo.value, EmqFailure):
-            return str(excinfo.value)
-        return str(super().repr_failure(excinfo))
+            return scrub(str(excinfo.value))
+        return scrub(str(super().repr_failure(excinfo)))
 
     def reportinfo(self) -> tuple[Path, None, str]:
         return self.path, None, self.name
@@ -114,13 +117,14 @@ class EmqItem(pytest.Item):
 
 def _targets(config: pytest.Config) -> list[tuple[str, str | None]]:
     """(label, driver) per target: each driver, or the built-in client."""
-    from emq_live.urls import redact
+    from emq_kit.redaction import remember, scrub
 
     drivers = config.getoption("emq_driver")
+    url = config.getoption("emq_url")
+    remember([url, *drivers])
     if not drivers:
-        url = config.getoption("emq_url")
-        return [(redact(url) if url else "fakeredis", None)]
-    return [(d, d) for d in drivers]
+        return [(scrub(url) if url else "fakeredis", None)]
+    return [(scrub(d), d) for d in drivers]
 
 
 def _item(session: pytest.Session, name: str, argv: list[str]) -> EmqItem:

@@ -2,19 +2,22 @@
 
 One test per item of specs/ownership.md (and of the rules beside it), each on fakeredis,
 Valkey and through a driver where the item applies. Sections, each its own: ownership
-(OWN-*), bounds (BD-*), outputs first (OUT-*).
+(OWN-*), bounds (BD-*), outputs first (OUT-*), secrets (SEC-*, specs/safety.md).
 """
 
 from __future__ import annotations
 
+import ast
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from broken import broken_dir, variant
 
-from emq_kit import bounds, cli
+from emq_kit import bounds, cli, redaction
 from emq_kit.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,3 +147,165 @@ def test_every_output_path_is_checked_before_any_work(case: int, empty: ServerPr
         assert bad in line and (what in line or flag in line), line
         with empty.client() as r:
             assert r.dbsize() == 0, (argv, flag, r.keys())
+
+
+# -- secrets (SEC-1, SEC-2) ------------------------------------------------------------------
+#
+# Every line and every file the kit writes shows a URL without its password.
+
+EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
+KIT = ROOT / "emq_kit"
+
+
+def emq(*argv: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> tuple[int, str, str]:
+    """``emq ARGV`` as a user runs it, in ``cwd`` (every file it writes by default lands
+    there: its temp dir too): exit code, stdout, stderr."""
+    tmp = cwd / "tmp"
+    tmp.mkdir(exist_ok=True)
+    done = subprocess.run([str(EMQ), *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "TMPDIR": str(tmp), **(env or {})})
+    return done.returncode, done.stdout, done.stderr
+
+
+
+PASSWORD = "pw-n0t-t0-be-seen"
+DEAD = f"redis://:{PASSWORD}@127.0.0.1:1/0"  # nothing listens on port 1: every command's error line
+
+
+@pytest.fixture(scope="module")
+def locked() -> Iterator[ServerProcess]:
+    """A private Valkey that asks for ``PASSWORD`` (``requirepass``)."""
+    with ServerProcess() as server:
+        with server.client() as r:
+            r.config_set("requirepass", PASSWORD)
+        yield server
+
+
+def _written(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_no_output_of_any_command_shows_a_password(locked: ServerProcess, tmp_path: Path) -> None:
+    """check (built-in client and a driver), replay, soak, bench, selftest, audit and
+    ``pytest --emq`` with JUnit, with every output option, on a server that asks for a
+    password, and each command's error line on a dead one: the password is in no line
+    printed and no file written; every URL shown has ``***`` for its userinfo."""
+    host = locked.url.removeprefix("redis://")
+    plain, named = f"redis://:{PASSWORD}@{host}/0", f"redis://default:{PASSWORD}@{host}/0"  # both userinfo forms
+    scripts = broken_dir(variant("state-not-written"), tmp_path)
+    seen: list[str] = []
+
+    def run(*argv: str, codes: tuple[int, ...] = (0,), env: dict[str, str] | None = None) -> str:
+        code, out, err = emq(*argv, cwd=tmp_path, env=env)
+        seen.append(out + err)
+        assert code in codes, f"emq {redaction.scrub(' '.join(argv))}: exit {code}\n{out}{err}"
+        return out + err
+
+    first = ["--profile", "dev", "--seed", "1", "--first"]
+    printed = run("check", "--url", plain, "--scripts", str(scripts), *first, "--traces", "traces",
+                  "--report", "check.json", "--html", "check.html", "--write-expect", "expect.toml", codes=(1,))
+    assert "***@" in printed
+    run("check", "--url", named, "--scripts", str(scripts), *first, "--traces", "traces", "--json", codes=(1,))
+    driver = f"{EMQ} driver --live --scripts {scripts}"
+    run("check", "--url", named, "--driver", driver, *first, "--traces", "dtraces", "--report", "driver.json",
+        "--html", "driver.html", codes=(1,))
+    trace = _written(tmp_path / "traces")[0]
+    assert "***@" in trace.read_text()
+    run("replay", str(trace), "--url", plain, "--scripts", str(scripts), "--report", "replay.json",
+        "--html", "replay.html", "--pytest", "test_replay.py", codes=(1,))
+    run("replay", str(trace), "--scripts", str(scripts), "--json", codes=(1,), env={"EMQ_URL": named})
+    run("soak", "--url", plain, "--jobs", "20", "--workers", "2", "--seconds", "30", "--report", "soak.json",
+        "--html", "soak.html")
+    run("soak", "--url", named, "--jobs", "20", "--workers", "2", "--seconds", "30", "--json")
+    bench = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch",
+             "20", "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40", "--probes", "5",
+             "--audit-jobs", "30", "--shrink-mutants", "1", "--shrink-budget", "10"]
+    run("bench", "--url", named, *bench, "--report", "bench.json")
+    one = ["--only", "delete-write|enqueue|", "--budget", "20"]
+    run("selftest", "--url", plain, *one, "--report", "selftest.json")
+    run("selftest", "--url", named, *one, "--json")
+    run("audit", named, "--report", "audit.json")
+    run("audit", f"redis://{host}/0?password={PASSWORD}", "--json")
+    for argv in (["check", "--url", DEAD], ["replay", str(trace), "--url", DEAD], ["soak", "--url", DEAD],
+                 ["bench", "--url", DEAD, *bench], ["selftest", "--url", DEAD, *one], ["audit", DEAD]):
+        assert "***@127.0.0.1:1" in run(*argv, codes=(2,))
+    (tmp_path / "conftest.py").write_text("")
+    for url, code in ((plain, 0), (DEAD, 1)):  # the stored trace conforms on the built-in scripts
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--emq", "--emq-url", url,
+                               "--emq-profile", "dev", "--emq-seed", "1", "--emq-traces", "traces", "-rA", "--ignore=test_replay.py",
+                               f"--junitxml=junit-{code}.xml"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+        seen.append(done.stdout + done.stderr)
+        assert done.returncode == code, done.stdout + done.stderr
+    assert "***@127.0.0.1:1" in (tmp_path / "junit-1.xml").read_text()
+
+    files = _written(tmp_path)
+    assert {"check.json", "check.html", "expect.toml", "driver.json", "replay.json", "replay.html",
+            "test_replay.py", "soak.json", "soak.html", "bench.json", "selftest.json", "audit.json",
+            "junit-0.xml", "junit-1.xml"} <= {p.name for p in files}
+    leaks = [p for p in files if PASSWORD.encode() in p.read_bytes()]
+    assert leaks == []
+    assert [text for text in seen if PASSWORD in text] == []
+
+
+def test_scrub_masks_every_form_a_secret_takes() -> None:
+    """Userinfo up to the last ``@`` (a raw ``@`` in a password), query parameters, and a
+    remembered secret anywhere: percent-decoded, JSON- and HTML-escaped."""
+    scrub = redaction.scrub
+    assert scrub("on redis://u:p@ss@h:1/0 now") == "on redis://***@h:1/0 now"
+    assert scrub("'valkeys+cluster://:x@h:1', rediss://h:2") == "'valkeys+cluster://***@h:1', rediss://h:2"
+    assert scrub("redis://h:1/0?db=1&password=sec&username=me") == "redis://h:1/0?db=1&password=***&username=***"
+    redaction.remember(["--url", 'redis://:s%22ecr%26t-9@h:1/0'])
+    for form in ('s%22ecr%26t-9', 's"ecr&t-9', 's\\"ecr&t-9', "s&quot;ecr&amp;t-9"):
+        assert scrub(f"the server said {form}!") == "the server said ***!", form
+    assert scrub("no secret here") == "no secret here"
+    redaction.remember(["redis://:abc@h"])  # too short to mask in free text: it would mask words
+    assert scrub("abcdef") == "abcdef" and scrub("redis://:abc@h") == "redis://***@h"
+
+
+ALLOWED_WRITERS = {
+    "emq_kit/redaction.py": "the one place output files are written",
+    "emq_kit/server.py": "a throwaway server's own config and log, never shown",
+    "emq_kit/ports/bundle.py": "the contract's scripts and table (emq scripts --out): no URL in them",
+    "emq_kit/selftest/mutation.py": "mutated copies of the scripts",
+    "emq_kit/cli/common.py": "writable_path's probe opens a file for appending and writes nothing",
+}
+
+
+def _writes(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Where a module writes a file or a stream past ``redaction``: ``.write_text`` /
+    ``.write_bytes`` on anything but ``redaction``, ``open`` in a mode that writes,
+    ``os.write``/``os.fdopen``, and the streams under ``sys.stdout``/``sys.stderr``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("__stdout__", "__stderr__"):
+            yield node.lineno, f"sys.{node.attr}"
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if name in ("write_text", "write_bytes") and isinstance(f, ast.Attribute) and owner != "redaction":
+            yield node.lineno, name
+        if owner == "os" and name in ("write", "fdopen", "open"):
+            yield node.lineno, f"os.{name}"
+        if name == "open":
+            modes = [a for a in node.args[1:2]] + [k.value for k in node.keywords if k.arg == "mode"]
+            if any(not isinstance(m, ast.Constant) or set(str(m.value)) & set("wax+") for m in modes):
+                yield node.lineno, "open for writing"
+
+
+def test_every_file_the_kit_writes_passes_the_redaction() -> None:
+    """SEC-2's one choke point, held in the source: outside ``emq_kit/redaction.py`` (and
+    the writers of files that hold no URL, each with its reason) no module of the kit
+    opens a file for writing or writes around the scrubbed streams."""
+    found = []
+    for path in sorted(KIT.rglob("*.py")):
+        where = path.relative_to(KIT.parent).as_posix()
+        if where not in ALLOWED_WRITERS:
+            found += [f"{where}:{line}: {what}" for line, what in _writes(ast.parse(path.read_text()))]
+    assert found == []
+    # the scan finds what it looks for
+    assert [w for _, w in _writes(ast.parse("from pathlib import Path\nPath('x').write_text('y')\n"
+                                            "open('x', 'a')\nopen('x')\nimport os\nos.write(1, b'')\n"))] == \
+        ["write_text", "open for writing", "os.write"]
+

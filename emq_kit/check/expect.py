@@ -64,6 +64,6 @@ def write(path: str | Path, report: Any) -> Path:
     for d in report.differences:
         reason = d.expected or f"{d.signature.klass} difference first met at step {d.divergence.step.index}: explain it"
         lines += ["[[difference]]", f"signature = {_quoted(str(d.signature))}", f"reason = {_quoted(reason)}", ""]
-    out = Path(path)
-    out.write_text("\n".join(lines), "utf-8")
-    return out
+    from emq_kit.redaction import write_text
+
+    return write_text(path, "\n".join(lines))

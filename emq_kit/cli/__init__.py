@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Sequence
 
+from emq_kit import redaction
 from emq_kit.cli import audit, bench, bundle, check, driver, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Parser, Usage
 from emq_kit.errors import KitBug, KitError
@@ -33,6 +34,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every line it prints passes the redaction (SEC-1)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    with redaction.shown(given):
+        return _main(given)
+
+
+def _main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))

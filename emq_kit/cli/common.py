@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from emq_kit import bounds
+from emq_kit.redaction import write_text
 
 EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
 
@@ -179,7 +180,7 @@ class Outputs:
         text = json.dumps(document, indent=2) + "\n"
         if self.report is not None:
             try:
-                self.report.write_text(text, "utf-8")
+                write_text(self.report, text)
             except OSError as exc:  # checked before the run; the disk may have filled since
                 raise Usage(f"cannot write the report {self.report}: {exc.strerror or exc}") from None
         if self.json:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from emq_kit import redaction
 from emq_kit.ports.reference_driver import Driver
 
 
@@ -19,7 +20,7 @@ def cmd_driver(args: argparse.Namespace) -> int:
         # the client's own connection, not a target: the driver protocol is the client's
         # API behind a pipe (the kit's target of it is the DriverTarget on the other end)
         driver = Driver("emq-python", lambda url: connect(args.url or url, scripts=args.scripts), serverless=False)
-    driver.serve(sys.stdin, sys.stdout)
+    driver.serve(sys.stdin, redaction.channel(sys.stdout))
     return 0
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 from typing import Any
 
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, writable_file
 from emq_kit.layouts import of_trace
+from emq_kit.redaction import write_text
 from emq_kit.report.document import replay_document
 from emq_kit.report.html import counterexample_page
 from emq_kit.trace.export import pytest_source
@@ -26,7 +26,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as exc:
         raise Usage(f"cannot read trace {args.trace}: {exc}") from None
     if args.pytest:
-        Path(args.pytest).write_text(pytest_source(trace, args.trace), "utf-8")
+        write_text(args.pytest, pytest_source(trace, args.trace))
         out.say(f"wrote {args.pytest}")
     chosen = of_trace(trace.header)
     clock = None

@@ -64,10 +64,9 @@ def _page(title: str, body: str) -> str:
 
 def write(path: str | Path, page: str) -> Path:
     """Write ``page`` to ``path`` (UTF-8); the path."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, "utf-8")
-    return out
+    from emq_kit.redaction import write_text
+
+    return write_text(path, page)
 
 
 def summary_page(title: str, verdict: str, ok: bool, lines: Iterable[str]) -> str:

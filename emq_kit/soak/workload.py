@@ -48,6 +48,7 @@ from typing import Any, Callable
 from emq_kit import bounds
 from emq_kit.errors import KitError
 from emq_kit.forks import interrupts_deferred
+from emq_kit.redaction import open_text, write_text
 from emq_kit.soak import history, lanes, linearize
 from emq_kit.soak.history import SNAPSHOT, Event, payload_text
 from emq_kit.soak.ledger import Accounting, account
@@ -233,12 +234,12 @@ def _child_main(child: Child, shared: Shared) -> None:
 
     base = Path(child.run_dir) / child.name
     try:
-        with connect(child.url) as conn, open(f"{base}.jsonl", "w", buffering=1) as out:
+        with connect(child.url) as conn, open_text(f"{base}.jsonl") as out:
             rec = Recorder(conn.queue(child.queue), child.name, lambda e: out.write(json.dumps(e.to_json()) + "\n"))
             rng = random.Random(f"{child.config.seed}:{child.name}")
             ROLES[child.role](rec, child, shared, rng)
     except BaseException:  # noqa: BLE001 - reported to the coordinator, which fails the run
-        Path(f"{base}.err").write_text(traceback.format_exc())
+        write_text(f"{base}.err", traceback.format_exc())
         raise SystemExit(1)
 
 

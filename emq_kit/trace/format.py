@@ -148,9 +148,9 @@ class Trace:
         return cls(header, [step_of_json(s) for s in data["steps"]], div, snapshots)
 
     def write(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n", "utf-8")
-        return path
+        from emq_kit.redaction import write_text
+
+        return write_text(path, json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
