@@ -94,6 +94,15 @@ def check_invariants(
     return out
 
 
+def beyond(theirs: Snapshot, mine: Snapshot, previous: Snapshot | None = None) -> list[Violation]:
+    """The violations of ``theirs`` (a target's snapshot) that ``mine`` (the model's after
+    the same steps) does not show, word for word: what the target broke. What both show
+    is the operator's damage (a row deleted, a key spoiled or written by hand), never the
+    target's (lifecycle.md FLT-2)."""
+    shared = set(check_invariants(mine, previous))
+    return [v for v in check_invariants(theirs, previous) if v not in shared]
+
+
 def _group(raw: bytes | str | None) -> str | None:
     """A well-formed group name (LANE-2), else ``None``."""
     try:

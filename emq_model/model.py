@@ -469,8 +469,22 @@ class QueueModel:
     # -- fault injection (not a transition) -------------------------------------------
 
     def forget_row(self, id: str) -> None:
-        """Delete a row as an operator would by hand, leaving its member an orphan."""
-        self.rows.pop(spec.check_value("job_id", "id", id), None)
+        """Delete a row's key as an operator would by hand, leaving its member an orphan,
+        whatever holds the id (FLT-3): a row spoiled by ``spoil`` goes with the value
+        written over it, and a later ``mend`` of it puts nothing back."""
+        key = ("row", spec.check_value("job_id", "id", id))
+        if key in self.spoiled:
+            self.spoiled.discard(key)
+            self._lost.pop(key, None)
+        self.rows.pop(key[1], None)
+
+    def unspoiled(self, name: str | tuple[str, str]) -> Any:
+        """What the key ``name`` holds (``("row", id)`` a row or None, a location's
+        members and scores), or held before an operator spoiled it: the queue as it
+        is under the operator's damage."""
+        if name in self.spoiled:
+            return self._lost[name]
+        return self._content(name)
 
     def spoil(self, name: str, id: str | None = None, group: str | None = None) -> None:
         """An operator overwrites a key with another type (``SET``, ``LPUSH``...): its

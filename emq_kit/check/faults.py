@@ -8,16 +8,18 @@ them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from hypothesis.stateful import precondition, rule
 
 from emq_kit.check.draws import Draw
 from emq_kit.check.lanes import CLAIMS as LANE_CLAIMS
-from emq_model import model, spec
-from emq_model.keyspace import KEY_TYPES
+from emq_model import branded_id, model, spec
+from emq_model.invariants import Violation
+from emq_model.keyspace import KEY_TYPES, prefix
 from emq_model.model import QueueModel
-from emq_model.snapshot import zset_order
+from emq_model.snapshot import Snapshot, zset_order
 
 ARGS: dict[str, tuple[set[str], set[str]]] = {
     "forget_row": ({"id"}, {"id"}),
@@ -53,6 +55,52 @@ STRAY_KEYS = tuple(TEMPTING)
 STRAY_KINDS = (None, None, None, *KINDS)
 """A stray key's type as the rule draws it: its tempting one (``None``) three times in
 nine, else any (a key of another type is stray to a snapshot one step off too)."""
+
+
+class Damage:
+    """What the operator's faults broke in one queue, on the model and the target alike
+    (lifecycle.md FLT-3..5): the invariant violations that are the operator's, never a
+    difference and never the model's defect. ``forgotten``: the ids whose row was
+    deleted by hand (``forget_row``), while a place still holds them; ``uncounted``:
+    per group, how many deleted rows were those of its active jobs (``gactive`` stays
+    counting them, LANE-9)."""
+
+    def __init__(self) -> None:
+        self.forgotten: set[str] = set()
+        self.uncounted: Counter[str] = Counter()
+
+    def note(self, model: QueueModel, op: str, args: dict[str, Any]) -> None:
+        """The fault ``op`` is about to run on ``model``: what it will break (read
+        through a key the operator spoiled, which ``mend_key`` may bring back)."""
+        if op != "forget_row" or not branded_id.is_valid(args.get("id"), "JOB"):
+            return
+        job = args["id"]
+        self.forgotten.add(job)
+        row = model.unspoiled(("row", job))
+        if row is not None and "group" in row and job in model.unspoiled("active"):
+            self.uncounted[row["group"].decode("latin-1")] += 1
+
+    def settle(self, snapshot: Snapshot) -> None:
+        """The queue is ``snapshot`` now (no key spoiled): an id no place holds any more
+        is no longer damaged (the claim that met its orphan dropped it)."""
+        self.forgotten &= {m for _, m, _ in snapshot.members()}
+
+    def excuses(self, v: Violation, snapshot: Snapshot, model: QueueModel) -> bool:
+        """Whether the operator broke what ``v`` reports in ``snapshot`` (``model``'s):
+        anything while a key is spoiled (FLT-4), a stray key's INV-6 (FLT-5), a hand-
+        deleted row's id in INV-1, INV-2 and INV-9 and its group's ``gactive`` in INV-11
+        (FLT-3)."""
+        if model.spoiled:
+            return True
+        if v.invariant == "INV-6" and v.id in {prefix(model.queue) + key for key in model.strays}:
+            return True
+        if v.invariant in ("INV-1", "INV-2", "INV-9") and v.id in self.forgotten:
+            return True
+        if v.invariant == "INV-11" and self.uncounted.get(v.id or ""):
+            rows = snapshot.row_map()
+            active = sum(rows.get(m, {}).get("group") == v.id.encode("latin-1") for m, _ in snapshot.active)
+            return dict(snapshot.gactive).get(v.id, 0) - active == self.uncounted[v.id]
+        return False
 
 
 def wrong_kinds(key: str) -> tuple[str, ...]:
@@ -166,7 +214,7 @@ class KeyFaultRules:
     it runs (refused with ``EMQTYPE`` and changing nothing when it does touch it, as the
     model predicts), and the key's content is put back. While a key is spoiled the
     machine judges by the snapshots alone: the operator broke the invariants, on both
-    sides alike (``Conformance._expected``)."""
+    sides alike (``Damage``, lifecycle.md FLT-4)."""
 
     queues: tuple[str, ...]
     pool: tuple[str, ...]

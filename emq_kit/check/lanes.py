@@ -20,9 +20,10 @@ T-lane_claim-4).
 A grouped job's row deleted by hand (``vandalize`` picks lane members too) leaves an
 orphan in its lane that no id-based op finds (its row held its group): an id reused
 afterwards (the machine's pool is small) sits in its lane and in another location at
-once, INV-1 and INV-9 broken by the operator on both sides alike (``_expected``), until
-the grouped claim that reaches it drops it without serving it (lifecycle.md §8,
-T-lane_claim-2). The lane ``dropped`` cells are the machine's like the rest.
+once, INV-1 and INV-9 broken by the operator on both sides alike (``faults.Damage``,
+lifecycle.md FLT-3), until the grouped claim that reaches it drops it without serving it
+(lifecycle.md §8, T-lane_claim-2). The lane ``dropped`` cells are the machine's like the
+rest.
 """
 
 from __future__ import annotations
@@ -168,8 +169,9 @@ class LaneRules:
         mine = self.models[q]
         orphaned = a.orphan and focus.allows("forget_row") and bool(mine.lanes.ring)
         if orphaned:
-            for job in mine.lanes.members(mine.lanes.ring[0]):
-                if job in mine.rows:
+            head = mine.lanes.ring[0]
+            for job in mine.lanes.members(head):
+                if mine.rows.get(job, {}).get("group") == head.encode():  # the lane's jobs (FLT-6)
                     self.forget(q, job)
         if a.cap and focus.allows("lane_limit"):
             self.step(q, "lane_limit", {"group": groups[0], "n": a.cap})
@@ -203,6 +205,6 @@ class LaneRules:
         k = len(before)
         last = [g for _, _, g in run[-k:]]
         if len(run) >= k and sorted(last) != sorted(before):
-            step = self.steps[-1]
-            raise self.diverge("invariant", "LANE-F", step,
-                               [f"over a stable ring {list(before)}, the last {k} turns served {last}"])
+            # the model's ring and answers: a break is the model's (FLT-2)
+            raise self.model_broke(self.steps[-1], [f"LANE-F over a stable ring {list(before)}, "
+                                                    f"the last {k} turns served {last}"])

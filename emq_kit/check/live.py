@@ -221,8 +221,12 @@ class LiveTarget:
         return out
 
     def forget_row(self, name: str, job_id: str) -> None:
+        """The operator deletes the row's key, a value written over it included: a later
+        ``mend_key`` of it puts nothing back (FLT-3)."""
         self._unobserved(name)
-        self.conn.redis.delete(job_key(name, job_id))
+        at = job_key(name, job_id)
+        self.spoiled.pop(at, None)
+        self.conn.redis.delete(at)
 
     def spoil_key(self, name: str, key: str, kind: str, id: str | None = None, group: str | None = None) -> None:
         """An operator overwrites the key with a value of type ``kind`` (``WRONG``); what
@@ -236,12 +240,15 @@ class LiveTarget:
         r.execute_command(*WRONG[kind](at))
 
     def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
-        """The operator deletes the stray value and restores what the key held."""
+        """The operator deletes the stray value and restores what the key held; a key
+        not spoiled is left alone (FLT-4)."""
         self._unobserved(name)
         at = key_of(name, key, id, group)
+        if at not in self.spoiled:
+            return
         r = self.conn.redis
         r.delete(at)
-        held = self.spoiled.pop(at, None)
+        held = self.spoiled.pop(at)
         if held is not None:
             r.restore(at, 0, held)
 

@@ -47,7 +47,6 @@ from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
-from emq_model.keyspace import prefix
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
@@ -145,6 +144,10 @@ WEIGHTS = {"claim": 11, "settle": 9, "work": 8, "promote": 5, "reap": 5, "enqueu
 settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
 often enough that a lane grows deep under a weight (``lane_wclaim/several``). A rule
 not named weighs 1."""
+
+
+class ModelBroken(AssertionError):
+    """The model broke an invariant the operator's faults do not explain (FLT-2)."""
 
 
 class Divergence(AssertionError):
@@ -447,7 +450,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         self.models = {q: QueueModel(q) for q in QUEUES}
         self.impls = {q: self.target.queue(q) for q in QUEUES}
         self.previous: dict[str, Snapshot] = {}
-        self.orphans: dict[str, set[str]] = {q: set() for q in QUEUES}
+        self.damage = {q: faults.Damage() for q in QUEUES}  # the operator's (FLT-3..5)
         self.kept: list[Kept] = []
         self.turns: dict[str, list[tuple[tuple[str, ...], tuple[str, ...], str]]] = {}  # LANE-F, LaneRules
         if self._lanes_on():
@@ -697,13 +700,20 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         if mine != theirs:
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         if not self.models[queue].spoiled:  # a spoiled location hides its members until mended
-            self.orphans[queue] &= {m for _, m, _ in mine.members()}
+            self.damage[queue].settle(mine)
         judged = prepared[1] if prepared else check_invariants(mine, self.previous.get(queue))
-        found = [v for v in judged if not self._expected(queue, v)]
+        found = [v for v in judged if not self.damage[queue].excuses(v, mine, self.models[queue])]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
         if found:
-            raise self.diverge("invariant", found[0].invariant, step, [str(v) for v in found])
+            raise self.model_broke(step, [str(v) for v in found])
         self.previous[queue] = mine
+
+    def model_broke(self, step: Step, lines: list[str]) -> KitBug:
+        """The invariants (or LANE-F) broken in a keyspace the target shares with the
+        model, and no fault explains it: the model's defect, never the target's
+        (FLT-2)."""
+        return KitBug(ModelBroken(f"after step {step.index} {step.call()}, in the keyspace the target shares "
+                                  f"with the model: {'; '.join(lines)}"), "the model")
 
     def _theirs(self, queue: str, step: Step, given: Any = None) -> Snapshot:
         """The target's snapshot of ``queue`` after ``step`` (``given``: the one a window
@@ -719,20 +729,6 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             return theirs
         except BadReply as exc:
             raise self.diverge("snapshot", "INV-8", step, [f"the target's snapshot cannot be read: {exc}"]) from None
-
-    def _expected(self, queue: str, v: Violation) -> bool:
-        """Nothing is a violation while a key is spoiled (the operator broke the
-        invariants, on both sides alike: the snapshots still judge). An orphan member the machine itself made (``vandalize``) is not a violation, nor
-        its id in two places once reused beside a lane's orphan (lifecycle.md §8: INV-1
-        and INV-9 broken by the operator's deletion, on both sides alike)."""
-        if self.models[queue].spoiled:
-            return True  # while a key is spoiled the snapshots alone judge (KeyFaultRules)
-        strays = self.models[queue].strays
-        if v.invariant == "INV-6" and strays and v.id in {prefix(queue) + key for key in strays}:
-            return True  # a key the operator wrote outside the grammar (stray_keys): reported on both sides
-        if v.id not in self.orphans[queue]:
-            return False
-        return (v.invariant == "INV-2" and "orphan member" in v.seen) or v.invariant in ("INV-1", "INV-9")
 
     # -- rules: producers --------------------------------------------------------------
 
@@ -848,9 +844,11 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
     @precondition(lambda self: any(_waiting(m) for m in self.models.values()))
     @rule(a=VANDALIZE.strategy)
     def vandalize(self, a: Any) -> None:
-        """An operator deletes a pending job's row by hand, plain or in a lane: claim must
-        drop the orphan (T-claim-2, T-lane_claim-2), never resurrect it; an id reused
-        meanwhile (the pool is small) must not be served from the lane (lifecycle.md §8)."""
+        """An operator deletes the row of a waiting member's id by hand, plain or in a
+        lane: claim must drop the orphan (T-claim-2, T-lane_claim-2), never resurrect it;
+        an id reused meanwhile (the pool is small) must not be served from the lane
+        (lifecycle.md §8). A lane's orphan may share its id with a job elsewhere, even an
+        active one: its row goes then (FLT-3, FLT-6)."""
         pending = _waiting(self.models[a.q])
         if not pending:
             return
@@ -872,11 +870,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         self.count(op)
         step = self._record(queue, op, args)
         self._prepared = None
+        self.damage[queue].note(self.models[queue], op, args)
         faults.on_model(self.models[queue], op, args)
         faults.on_target(self.target, queue, op, args)
-        if op == "forget_row":
-            self.orphans[queue].add(args["id"])
-        elif op == "mend_key":
+        if op == "mend_key":
             self.previous.pop(queue, None)
         try:
             self.verify(queue, step)

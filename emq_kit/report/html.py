@@ -186,7 +186,7 @@ def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
             if differences:
                 parts.append("<p>target against model:</p><ul class=\"evidence\">"
                              + "".join(f"<li>{_e(line)}</li>" for line in differences) + "</ul>")
-            broken = invariants.check_invariants(theirs)
+            broken = invariants.beyond(theirs, mine)  # not the operator's (FLT-2)
             parts.append("<p>invariants broken in the target's keyspace: "
                          + (("</p><ul class=\"violations\">" + "".join(f"<li>{_e(str(v))}</li>" for v in broken) + "</ul>")
                             if broken else "none</p>"))

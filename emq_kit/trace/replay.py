@@ -28,7 +28,7 @@ from emq_kit.trace.format import (
     renaming,
 )
 from emq_live.urls import MASK
-from emq_model.invariants import Violation, check_invariants
+from emq_model.invariants import Violation, beyond
 from emq_model.snapshot import Snapshot, diff
 
 
@@ -84,8 +84,7 @@ def _diverged(machine: Conformance, done: list[Step], d: Divergence) -> Replayed
         return Replayed(done, d, len(done), mine)
     if not isinstance(theirs, Snapshot):  # a reply that could not be read (BadReply): nothing to show
         return Replayed(done, d, len(done), mine)
-    previous = machine.previous.get(queue)
-    return Replayed(done, d, len(done), mine, theirs, tuple(check_invariants(theirs, previous)))
+    return Replayed(done, d, len(done), mine, theirs, tuple(beyond(theirs, mine, machine.previous.get(queue))))
 
 
 Replayer = Callable[[list[Step], Any, Clock | None], Replayed]
