@@ -87,6 +87,7 @@ class Difference:
     trace: Path | None = None
     trace_text: str = ""
     expected: str | None = None  # the reason an expectations file gives, when it lists it
+    clock: Clock | None = None  # the clock it ran under, when not the run's (the server-clock phase)
 
 
 @dataclass
@@ -247,7 +248,7 @@ def run_check(
             if divergence is not None:
                 run.met.update(phase.met)
                 run.seen_at = {**phase.seen_at, **run.seen_at}
-                phase_found.add(_record(run, found, divergence, started))
+                phase_found.add(_record(run, found, divergence, started, phase_clock))
                 if run.first_failure is None:
                     run.first_failure = phase.first_failure
         unreached = _unreached(run, focus)
@@ -297,12 +298,15 @@ def run_check(
     )
 
 
-def _record(run: Run, found: list[Difference], divergence: Divergence, started: float) -> Signature:
-    """Make ``divergence`` one of the run's differences (known from now on): its signature."""
+def _record(run: Run, found: list[Difference], divergence: Divergence, started: float,
+            clock: Clock | None = None) -> Signature:
+    """Make ``divergence`` one of the run's differences (known from now on), found under
+    ``clock`` when not the run's: its signature."""
     sig = signature(divergence)
     run.known.add(sig)
     run.met[sig] = max(run.met[sig], 1)
-    found.append(Difference(sig, divergence, list(divergence.steps), run.seen_at.get(sig, time.perf_counter()) - started))
+    found.append(Difference(sig, divergence, list(divergence.steps), run.seen_at.get(sig, time.perf_counter()) - started,
+                            clock=clock))
     return sig
 
 

@@ -181,21 +181,21 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
     header's ``clock`` when None), unless ``url``/``scripts``/``driver`` say otherwise
     (``TargetUnavailable`` when it cannot be had). A driver may be partial: a trace only
     holds the ops it was sent. The run's queues keep the names they had on its server
-    (``target.queues``, emq_kit.check.names). A server-clock trace needs a server
-    (``BadArgument``)."""
+    (``target.queues``, emq_kit.check.names). A server-clock trace needs a server, the
+    embedded fakeredis included (a serverless driver: ``BadArgument``)."""
     from emq_kit.check.clock import ServerClock
 
     url, scripts, driver = source_of(head, url=url, scripts=scripts, driver=driver)
     mode = clock or head.get("clock") or "virtual"
-    if mode == "server" and url is None:
+    if mode == "server" and url is None and driver is not None:
         raise BadArgument("the server clock needs a server: give --url")
     names = head.get("target", {}).get("queues") or None
     target = with_names(open_target(url, scripts, driver, clock=mode, partial=True,
                                     queues=list(names.values()) if names else None), names)
-    if mode != "server" or url is None:
+    if mode != "server":
         return target, None
-    try:
-        return target, ServerClock.for_url(url)
+    try:  # the embedded fakeredis reads its host's clock (as the ci profile's server-clock phase)
+        return target, ServerClock.for_url(url) if url is not None else ServerClock.over(target.conn.redis)
     except BaseException:
         target.close()
         raise
@@ -206,19 +206,21 @@ def write_trace(report: "Report", target: Target, directory: Path, clock: Clock 
     """Record the shrunk counterexample as a trace file in ``directory`` (ids renamed,
     replayed once more by the layout's ``replayer``) and keep its path and printout on
     the report."""
-    head = header(report.target, seed=report.seed, profile=report.profile,
-                  clock=getattr(clock, "mode", "virtual"))
+    def head(under: Clock | None) -> dict[str, Any]:
+        return header(report.target, seed=report.seed, profile=report.profile, clock=getattr(under, "mode", "virtual"))
+
     for d in getattr(report, "differences", None) or []:  # every distinct difference, each its own file
         if not d.shrunk:  # known before any step (the fence, DP-9d): its evidence is all there is
             d.trace_text = "\n".join(d.divergence.lines)
             continue
-        trace, result = record(d.shrunk, target, head, clock, replayer)
+        under = d.clock or clock  # a difference of the server-clock phase replays on its clock
+        trace, result = record(d.shrunk, target, head(under), under, replayer)
         d.trace = trace.write(trace_path(directory, trace))
         d.trace_text = step_table(result) + "\n" + explain(result)
     if report.differences:
         report.trace, report.trace_text = report.differences[0].trace, report.differences[0].trace_text
         return
-    trace, result = record(report.shrunk, target, head, clock, replayer)
+    trace, result = record(report.shrunk, target, head(clock), clock, replayer)
     report.trace = trace.write(trace_path(directory, trace))
     report.trace_text = step_table(result) + "\n" + explain(result)
 
