@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emq_kit.check.machine import ARGS_MAX, BAD_IDS, BADS, SPOILS, Focus, _bad_values
+from emq_kit.check.machine import ARGS_MAX, BAD_IDS, BADS, SPOILS, Focus, bad_values
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.signature import Signature, parse, signature
 from emq_kit.ports.driver_client import DriverTarget
@@ -94,7 +94,7 @@ def test_every_bad_value_of_every_argument_is_reachable() -> None:
     for op, entry in spec.OPS.items():
         table = entry["args"] + ([{"name": "now", "type": "time", "optional": True}] if entry["clock"] else [])
         for i, arg in enumerate(table):
-            bad = _bad_values(arg)
+            bad = bad_values(arg)
             reached = {b % len(bad) for v, b in spoils if v % len(table) == i}
             assert reached == set(range(len(bad))), (op, arg["name"])
     assert len(BADS) >= len(BAD_IDS) and ARGS_MAX >= max(len(e["args"]) + 1 for e in spec.OPS.values())

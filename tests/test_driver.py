@@ -211,7 +211,9 @@ def test_a_trace_records_the_driver_and_replays_through_it(valkey, tmp_path: Pat
     d = verdict(check(cmd, "--url", valkey.url, "--profile", "dev", "--steps", "10", "--first", "--json", cwd=tmp_path))
     trace = json.loads((tmp_path / d["trace"]).read_text("utf-8"))
     assert trace["target"]["driver"] == cmd
-    again = emq("replay", d["trace"], cwd=tmp_path)  # the driver and the server come from the header
+    refused = emq("replay", d["trace"], cwd=tmp_path)  # a trace is data: its driver runs only when given (TR-9)
+    assert refused.returncode == 2 and f"--driver {shlex.quote(cmd)}" in refused.stderr, refused.stderr
+    again = emq("replay", d["trace"], "--driver", cmd, cwd=tmp_path)  # the server comes from the header
     assert again.returncode == 1 and "raised DriverExited" in again.stdout, again.stdout + again.stderr
 
 

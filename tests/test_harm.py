@@ -2,23 +2,28 @@
 
 One test per item of specs/ownership.md (and of the rules beside it), each on fakeredis,
 Valkey and through a driver where the item applies. Sections, each its own: ownership
-(OWN-*), bounds (BD-*), outputs first (OUT-*), secrets (SEC-*, specs/safety.md).
+(OWN-*), bounds (BD-*), outputs first (OUT-*), secrets (SEC-*, specs/safety.md), traces are
+data (TR-9*, specs/trace.md).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from broken import broken_dir, variant
 
 from emq_kit import bounds, cli, redaction
 from emq_kit.server import ServerProcess
+from emq_kit.trace import validate
+from emq_model import spec
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
@@ -309,3 +314,101 @@ def test_every_file_the_kit_writes_passes_the_redaction() -> None:
                                             "open('x', 'a')\nopen('x')\nimport os\nos.write(1, b'')\n"))] == \
         ["write_text", "open for writing", "os.write"]
 
+
+# -- traces are data (TR-9, TR-9a, TR-9c, specs/trace.md) ------------------------------------
+#
+# Replay runs no command and loads no code a trace names; every step's arguments are checked
+# against their types, and the file's size and nesting, before anything runs.
+
+def _trace(**target: str) -> dict[str, Any]:
+    """A corpus trace that conforms on the built-in scripts (its steps before the
+    divergence, none), its header's target replaced by ``target``."""
+    data = json.loads((CORPUS / "retry-two-sets.json").read_text())
+    return {**data, "divergence": None, "target": target or {"target": "fakeredis", "scripts": "builtin"}}
+
+
+def _claim(data: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in data["steps"] if s["op"] == "claim")["args"]
+
+
+@pytest.mark.parametrize("named, flag", [
+    ({"target": "driver", "driver": "touch PWNED"}, "--driver 'touch PWNED'"),
+    ({"target": "fakeredis", "scripts": "evil"}, "--scripts evil"),
+])
+def test_replay_runs_no_command_a_trace_names(named: dict[str, str], flag: str, tmp_path: Path) -> None:
+    """A trace whose header names a driver (a command) or a script directory (Lua, which
+    reaches ``os.execute`` on the embedded fakeredis) is refused by ``emq replay`` and by
+    ``pytest --emq`` replaying its traces directory: exit 2 naming it and the flag that
+    runs it; the command never ran (it would have made ``PWNED``)."""
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    for script in (KIT.parent / "emq_live" / "lua").glob("*.lua"):  # the scripts, one of them made to run a command
+        text = script.read_text()
+        (evil / script.name).write_text('os.execute("touch PWNED")\n' + text if script.stem == "enqueue" else text)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "t.json").write_text(json.dumps(_trace(**named)))
+    code, out, err = emq("replay", "traces/t.json", cwd=tmp_path)
+    assert code == 2 and out == "" and ("runs no command a trace names" in err or "loads no code" in err), err
+    assert flag in err and len(err.splitlines()) == 1, err
+    (tmp_path / "conftest.py").write_text("")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--emq", "--emq-profile", "dev",
+                           "--emq-seed", "1", "--emq-traces", "traces", "-k", "replay"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and flag in done.stdout, done.stdout + done.stderr
+    assert not (tmp_path / "PWNED").exists()
+    # given by the user, it runs: the flag is how
+    if "scripts" in named:
+        assert emq("replay", "traces/t.json", "--scripts", "evil", cwd=tmp_path)[0] == 0
+        assert (tmp_path / "PWNED").exists()
+
+
+EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "a str lease": (lambda d: _claim(d).update(lease_ms="x"), "steps/1/args/lease_ms: EMQARG lease_ms must be an integer"),
+    "a huge lease": (lambda d: _claim(d).update(lease_ms=10**400), "steps/1/args/lease_ms: EMQARG lease_ms must be in"),
+    "a negative lease": (lambda d: _claim(d).update(lease_ms=-5), "steps/1/args/lease_ms: EMQARG lease_ms must be in"),
+    "a missing lease": (lambda d: _claim(d).pop("lease_ms"), "steps/1/args: claim needs lease_ms"),
+    "two spoiled": (lambda d: _claim(d).update(lease_ms=0, now=-1), "(lease_ms is the step's one spoiled argument)"),
+    "no steps": (lambda d: d.update(steps=[]), "steps: no steps"),
+    "bad base64": (lambda d: d["steps"][0]["args"].update(payload={"b64": "!!"}), "steps/0/args/payload: not a value"),
+    "a bad batch": (lambda d: d["steps"].append({"i": 4, "queue": "alpha", "op": "complete_many", "args": {
+        "jobs": [["JOB00000000001", 0]]}}), "steps/3/args/jobs: EMQARG token must be in"),
+}
+
+
+@pytest.mark.parametrize("where", ["fakeredis", "valkey", "driver"])
+def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: Path, request: Any) -> None:
+    """Every edit above, and a file nested too deep or too large, is exit 2 naming the
+    JSON path (no ``emq bug``), on each target, before the target is touched: no key
+    on the server, and the driver — a command that would make a file — never started."""
+    flags = {"fakeredis": [], "valkey": ["--url", request.getfixturevalue("empty").url],
+             "driver": ["--driver", "touch STARTED"]}[where]
+    for name, (edit, words) in EDITS.items():
+        data = _trace()
+        edit(data)
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with open(tmp_path / "large.json", "wb") as f:
+        f.truncate(validate.MAX_BYTES + 1)  # sparse: refused by its size, never read
+    cases = {**{name: words for name, (_, words) in EDITS.items()}, "deep": "nested deeper than 32 levels",
+             "large": "more than a trace holds"}
+    for name, words in cases.items():
+        code, out, err = emq("replay", f"{name}.json", *flags, cwd=tmp_path)
+        assert code == 2 and out == "" and words in err and len(err.splitlines()) == 1, (name, err)
+        assert "emq bug" not in err
+    assert not (tmp_path / "STARTED").exists()
+    if where == "valkey":
+        with request.getfixturevalue("empty").client() as r:
+            assert r.dbsize() == 0
+
+
+def test_a_machine_made_hostile_step_still_replays() -> None:
+    """The one spoiled argument a hostile call carries is a value of the machine's own
+    (``bad_values``): accepted, where the same argument edited to another bad value is
+    not."""
+    data = _trace()
+    _claim(data).update(lease_ms=spec.LIMITS["ms_max"] + 1)  # the machine's "one past the bound"
+    validate.check_trace(data)
+    _claim(data).update(lease_ms=spec.LIMITS["ms_max"] + 2)
+    with pytest.raises(validate.TraceError, match="steps/1/args/lease_ms"):
+        validate.check_trace(data)

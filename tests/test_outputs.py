@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -72,14 +73,15 @@ def test_check_and_replay_of_a_counterexample_with_html(tmp_path: Path, capsys: 
                   "--html", str(page)], tmp_path, capsys, 1)
     assert d["verdict"] == "counterexample"
     diff = d["check"]["differences"][0]
-    assert diff["trace"] and Path(diff["trace"]).exists() and diff["replay"] == f"emq replay {diff['trace']}"
+    assert diff["trace"] and Path(diff["trace"]).exists()
+    assert diff["replay"] == shlex.join(["emq", "replay", diff["trace"], "--driver", FOREIGN])  # TR-9
     seen = render(page, tmp_path)
     assert seen.console == [] and png_facts(seen.screenshot)[2] > 50
     assert f'<span class="rule">{diff["signature"]["rule"]}</span>' in seen.dom
 
     trace = diff["trace"]
     replay_page = tmp_path / "replay.html"
-    r = reported(["replay", trace, "--html", str(replay_page)], tmp_path, capsys, 1)
+    r = reported(["replay", trace, "--driver", FOREIGN, "--html", str(replay_page)], tmp_path, capsys, 1)
     assert r["verdict"] == "diverges" and r["replay"]["trace"] == trace
     assert r["replay"]["difference"]["signature"]["rule"] == diff["signature"]["rule"]
     seen = render(replay_page, tmp_path / "r")

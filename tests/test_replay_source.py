@@ -1,6 +1,6 @@
-"""Issue 13 §9: every trace replays with no flags. ``emq replay`` takes the trace's driver,
-server, scripts and clock mode from its header, and a flag overrides each (a trace written
-with ``--scripts`` replays on its scripts: tests/test_trace.py)."""
+"""``emq replay`` takes the trace's server and clock mode from its header, and a flag
+overrides each; the driver a trace names runs only when ``--driver`` gives it (TR-9: a
+trace is data; the same for its scripts: tests/test_trace.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ def test_a_partial_foreign_ports_trace_replays_through_its_own_driver(tmp_path: 
     done = check(FOREIGN, "--profile", "dev", "--first", "--traces", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     trace = written(tmp_path)
-    again = emq("replay", str(trace))
+    refused = emq("replay", str(trace))
+    assert refused.returncode == 2 and f"--driver {shlex.quote(FOREIGN)}" in refused.stderr, refused.stderr
+    again = emq("replay", str(trace), "--driver", FOREIGN)
     assert again.returncode == 1 and "<- diverges" in again.stdout, again.stdout + again.stderr
     assert "foreign" in again.stdout and "virtual clock" in again.stdout
     fixed = emq("replay", str(trace), "--driver", f"{FOREIGN} --conform all")
@@ -42,7 +44,7 @@ def test_a_server_clock_trace_replays_on_its_server_and_clock(valkey, tmp_path: 
                  "--traces", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     trace = written(tmp_path)
-    again = emq("replay", str(trace))
+    again = emq("replay", str(trace), "--driver", skewed(1000))
     # replayed through the trace's driver on its server, judged on the server clock; whether
     # the late stamp still shows depends on the server's time now (the trace holds absolute
     # run_at values and not the waits between steps: specs/driver-protocol.md, replay)
@@ -54,9 +56,11 @@ def test_a_server_clock_trace_replays_on_its_server_and_clock(valkey, tmp_path: 
     assert fixed.returncode == 0 and "server clock" in fixed.stdout, fixed.stdout + fixed.stderr
 
 
-@pytest.mark.parametrize("flags", [["--clock", "server"], ["--clock", "server", "--driver", FOREIGN]])
-def test_the_server_clock_without_a_server_is_one_line(flags: list[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("flags, words", [(["--clock", "server"], "replay runs no command a trace names"),
+                                          (["--clock", "server", "--driver", FOREIGN],
+                                           "the server clock needs a server: give --url")])
+def test_the_server_clock_without_a_server_is_one_line(flags: list[str], words: str, tmp_path: Path) -> None:
     done = check(FOREIGN, "--profile", "dev", "--first", "--traces", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     refused = emq("replay", str(written(tmp_path)), *flags)
-    assert refused.returncode == 2 and "the server clock needs a server: give --url" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and words in refused.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr

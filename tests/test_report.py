@@ -27,7 +27,7 @@ from emq_kit.soak import history
 from emq_kit.soak.ledger import account
 from emq_kit.soak.workload import SoakConfig, SoakReport
 from emq_kit.trace.format import Trace
-from emq_kit.trace.replay import replay, target_for
+from emq_kit.trace.replay import replay, replay_command, target_for
 from emq_live.urls import redact
 from emq_model import keyspace
 
@@ -71,7 +71,7 @@ def test_a_counterexample_has_its_signature_class_steps_and_replay(tmp_path: Pat
     doc = valid(report.check_document(r, exit=1, started=START, finished=END, rerun="emq check --seed 1"), "check")
     (d,) = doc["check"]["differences"]
     assert d["signature"] == {"cell": "retry/dead", "rule": r.divergence.rule} and d["class"] == "lifecycle"
-    assert d["trace"] == str(r.trace) and d["replay"] == f"emq replay {r.trace}"
+    assert d["trace"] == str(r.trace) and d["replay"] == replay_command(r.trace, r.target)  # with its --scripts
     assert len(d["shrunk_steps"]) == len(r.shrunk) and d["step"] == len(r.shrunk)
     assert doc["verdict"] == "counterexample"
 

@@ -139,7 +139,9 @@ def test_emq_replay_exits_1_while_broken_and_0_on_our_scripts(found: tuple[Trace
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     trace, scripts = found
     path = str(trace.write(tmp_path / "t.json"))
-    assert cli.main(["replay", path]) == cli.EXIT_FAIL  # the header names the broken scripts
+    assert cli.main(["replay", path]) == cli.EXIT_ENV  # the header names the broken scripts: not loaded from it
+    assert f"--scripts {scripts}" in capsys.readouterr().err  # TR-9
+    assert cli.main(["replay", path, "--scripts", str(scripts)]) == cli.EXIT_FAIL
     out = capsys.readouterr().out
     assert "<- diverges" in out and trace.divergence["rule"] in out
     assert cli.main(["replay", path, "--scripts", OURS]) == cli.EXIT_OK
@@ -169,17 +171,18 @@ def test_a_malformed_key_fault_is_exit_2_naming_it(found: tuple[Trace, Path], tm
 
 
 def test_the_pytest_file_fails_while_broken_and_passes_when_fixed(found: tuple[Trace, Path], tmp_path: Path) -> None:
-    trace, _ = found
+    trace, broken = found
     path = str(trace.write(tmp_path / "t.json"))
     test = tmp_path / "test_regression.py"
-    assert cli.main(["replay", path, "--pytest", str(test)]) == cli.EXIT_FAIL
+    assert cli.main(["replay", path, "--scripts", str(broken), "--pytest", str(test)]) == cli.EXIT_FAIL
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMQ_")}
 
     def run(**extra: str) -> int:
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
                               env={**env, **extra}, cwd=tmp_path, capture_output=True).returncode
 
-    assert run() == 1
+    assert run() == 1  # the scripts the trace names are not loaded from it (TR-9)
+    assert run(EMQ_SCRIPTS=str(broken)) == 1
     assert run(EMQ_SCRIPTS=OURS) == 0
 
 

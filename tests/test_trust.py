@@ -279,13 +279,13 @@ def test_a_password_is_in_no_summary_trace_or_pytest_file(acl_valkey: str, tmp_p
     assert PASSWORD not in trace.read_text() and "***@" in trace.read_text()
     test_file = tmp_path / "test_regression.py"
     monkeypatch.delenv("EMQ_URL", raising=False)
-    code, out, err = run(["replay", str(trace), "--pytest", str(test_file)], capsys)
+    code, out, err = run(["replay", str(trace), "--scripts", str(scripts), "--pytest", str(test_file)], capsys)
     assert PASSWORD not in test_file.read_text()
     assert code == cli.EXIT_ENV and "--url or EMQ_URL" in err  # the secret is the user's to give
     code, out, err = run(["replay", str(trace), "--url", acl_valkey, "--scripts", str(scripts)], capsys)
     assert code == cli.EXIT_FAIL and PASSWORD not in out + err
     monkeypatch.setenv("EMQ_URL", acl_valkey)
-    code, out, err = run(["replay", str(trace)], capsys)
+    code, out, err = run(["replay", str(trace), "--scripts", str(scripts)], capsys)
     assert code == cli.EXIT_FAIL and PASSWORD not in out + err, err
 
 

@@ -63,7 +63,8 @@ def test_a_difference_of_the_server_clock_phase_is_written_and_replayed_on_its_c
     it after the sweep's difference, and its trace is replayed on the server clock (it was
     replayed on the virtual one: ``emq bug: TypeError: QueueModel.claim() missing ...
     'now'``)."""
-    target = open_target(scripts=str(broken_dir(SERVER_TIME, tmp_path)))
+    scripts = str(broken_dir(SERVER_TIME, tmp_path))
+    target = open_target(scripts=scripts)
     try:
         report = run_check(target, Profile("t", examples=5, steps=10, gate=True, sweep=True), seed=1)
         assert [d.clock is not None for d in report.differences] == [False, True], report.differences
@@ -74,5 +75,5 @@ def test_a_difference_of_the_server_clock_phase_is_written_and_replayed_on_its_c
     trace = json.loads(Path(late.trace).read_text("utf-8"))
     assert trace["clock"] == "server" and "diverges" in late.trace_text, late.trace_text
     assert all("now" not in step["args"] for step in trace["steps"])
-    again = emq("replay", str(late.trace))  # the embedded fakeredis, on its host's clock
+    again = emq("replay", str(late.trace), "--scripts", scripts)  # the embedded fakeredis, on its host's clock
     assert again.returncode == 1 and "server clock" in again.stdout, again.stdout + again.stderr

@@ -984,11 +984,11 @@ def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int], absent: tupl
     if not table:
         return args
     victim = table[spoil[0] % len(table)]
-    bad = _bad_values(victim)
+    bad = bad_values(victim)
     return {**args, victim["name"]: bad[spoil[1] % len(bad)]}
 
 
-def _bad_values(arg: dict[str, Any]) -> list[Any]:
+def bad_values(arg: dict[str, Any]) -> list[Any]:
     """Values outside an argument's type, from the spec table."""
     t = spec.TYPES[arg["type"]]
     if arg["type"] == "job_id":

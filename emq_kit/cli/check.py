@@ -25,7 +25,7 @@ from emq_kit.layouts import NAMES, layout
 from emq_kit.ports.driver_client import DriverError
 from emq_kit.ports.protocol import KEY_FAULT_OPS
 from emq_kit.report.document import check_document
-from emq_kit.trace.replay import write_interrupted, write_trace
+from emq_kit.trace.replay import replay_command, write_interrupted, write_trace
 from emq_live.urls import redact
 from emq_model import spec
 
@@ -87,7 +87,7 @@ def format_report(report: Report) -> str:
             lines.extend(format_step(s) for s in report.shrunk)
         if report.trace is not None:
             lines.append(f"trace: {report.trace}")
-            lines.append(f"replay it: emq replay {report.trace}")
+            lines.append(f"replay it: {replay_command(report.trace, report.target)}")
         lines.append("run the search again: " + (report.rerun or rerun_command(report)))
     return "\n".join(lines)
 
@@ -111,7 +111,7 @@ def format_differences(report: Report) -> list[str]:
             lines.extend(format_step(s) for s in d.shrunk)
         if d.trace is not None:
             lines.append(f"    trace: {d.trace}")
-            lines.append(f"    replay it: emq replay {d.trace}")
+            lines.append(f"    replay it: {replay_command(d.trace, report.target)}")
     return lines
 
 
@@ -166,7 +166,7 @@ def _keep_interrupted(progress: Progress, target: Any, args: argparse.Namespace,
     except OSError as exc:
         print(f"emq check: cannot write the steps so far into {args.traces}: {exc}", file=sys.stderr)
         return
-    print(f"emq check: the steps so far: {path} (emq replay {path})", file=sys.stderr)
+    print(f"emq check: the steps so far: {path} ({replay_command(path, target.describe())})", file=sys.stderr)
 
 
 def server_names(args: argparse.Namespace, layout_name: str) -> dict[str, str] | None:

@@ -61,10 +61,12 @@ def register(sub: Any) -> None:
     """Add ``emq replay`` to the command line."""
     r = sub.add_parser("replay", help="re-run a trace on the model and a target, step by step")
     r.add_argument("trace", help="a trace file written by emq check")
-    r.add_argument("--url", help="replay on this server (default: the trace's target); with --driver, "
+    r.add_argument("--url", help="replay on this server (default: the trace's server); with --driver, "
                    "the server the driver uses")
-    r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on fakeredis, or on --url)")
-    r.add_argument("--driver", metavar="CMD", help="replay through a port's driver (default: the trace's)")
+    r.add_argument("--scripts", metavar="DIR", help="replay with these scripts (on the trace's server, or --url); "
+                   "a trace's own script directory is never loaded from it")
+    r.add_argument("--driver", metavar="CMD", help="replay through a port's driver; a trace's own driver command "
+                   "is never run from it (it says which to give)")
     r.add_argument("--clock", choices=["virtual", "server"],
                    help="the clock mode (default: the trace's; server needs a server)")
     r.add_argument("--pytest", metavar="FILE", type=writable_file, help="also write a standalone regression test")

@@ -89,16 +89,18 @@ def _cell(step: Step) -> str | None:
 
 
 def difference(kind: str, rule: str, index: int, evidence: list[str], steps: list[Step],
-               trace: Path | str | None) -> dict[str, Any]:
+               trace: Path | str | None, target: dict[str, Any] | None = None) -> dict[str, Any]:
     """One divergence as the report lists it: signature, class, shrunk steps, trace and
-    the command that replays it."""
+    the command that replays it (with the driver or scripts of ``target``, the run's)."""
+    from emq_kit.trace.replay import replay_command
+
     return {
         "signature": {"cell": _cell(steps[index - 1]) if 0 < index <= len(steps) else None, "rule": rule},
         "class": "surface" if rule.startswith(SURFACE_RULES) else "lifecycle",
         "kind": kind, "step": index, "evidence": [printable(line) for line in evidence],
         "shrunk_steps": [_step(s, i) for i, s in enumerate(steps, 1)],
         "trace": None if trace is None else str(trace),
-        "replay": None if trace is None else f"emq replay {trace}",
+        "replay": None if trace is None else replay_command(trace, target or {}),
     }
 
 
@@ -119,14 +121,14 @@ def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt
         steps = list(found.shrunk)
         div = found.divergence
         index = next((i for i, s in enumerate(steps, 1) if s.index == div.step.index), len(steps))
-        one = difference(div.kind, found.signature.rule, index, div.lines, steps, found.trace)
+        one = difference(div.kind, found.signature.rule, index, div.lines, steps, found.trace, report.target)
         one["signature"]["cell"], one["class"] = found.signature.cell, found.signature.klass
         one["seconds"], one["count"] = round(found.seconds, 3), max(found.met, 1)
         differences.append(one)
     if d is not None and not differences:
         steps = list(report.shrunk)
         index = next((i for i, s in enumerate(report.shrunk, 1) if s.index == d.step.index), len(steps))
-        differences.append(difference(d.kind, d.rule, index, d.lines, steps, report.trace))
+        differences.append(difference(d.kind, d.rule, index, d.lines, steps, report.trace, report.target))
     body = {
         "profile": report.profile, "target": _described(report.target), "examples": report.examples,
         "steps": report.steps, "invariant_checks": report.checks,
@@ -151,7 +153,8 @@ def replay_document(trace_path: Path | str, result: Any, described: dict[str, An
     body = {
         "trace": str(trace_path), "target": _described(described),
         "steps": [_step(s, i) for i, s in enumerate(result.steps, 1)],
-        "difference": None if d is None else difference(d.kind, d.rule, result.index, d.lines, result.steps, trace_path),
+        "difference": None if d is None else difference(d.kind, d.rule, result.index, d.lines, result.steps, trace_path,
+                                                        described),
         "violations": [_violation(v) for v in result.violations],
     }
     return envelope("replay", "conforms" if d is None else "diverges", exit, body, target=_name(described),

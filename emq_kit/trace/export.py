@@ -8,9 +8,10 @@ from emq_kit.trace.format import Trace
 
 _PYTEST = '''"""Regression test written by `emq replay --pytest` from {source}.
 
-It replays the trace on the model and on the target (the trace's target, or the server
-in $EMQ_URL, or the script directory in $EMQ_SCRIPTS) and fails while the target still
-diverges: step {step}, {rule}. Keep it as a guard once the fix has landed.
+It replays the trace on the model and on the target (the trace's server, or the server
+in $EMQ_URL; the script directory in $EMQ_SCRIPTS, the driver command in $EMQ_DRIVER: a
+trace is data, so the ones it names run only when given) and fails while the target
+still diverges: step {step}, {rule}. Keep it as a guard once the fix has landed.
 """
 
 import json
@@ -25,7 +26,8 @@ TRACE = Trace.from_json(json.loads(r"""
 
 
 def test_trace_conforms() -> None:
-    target, clock = target_for(TRACE.header, url=os.environ.get("EMQ_URL"), scripts=os.environ.get("EMQ_SCRIPTS"))
+    target, clock = target_for(TRACE.header, url=os.environ.get("EMQ_URL"), scripts=os.environ.get("EMQ_SCRIPTS"),
+                               driver=os.environ.get("EMQ_DRIVER"))
     try:
         result = replay(TRACE.steps, target, clock)
     finally:

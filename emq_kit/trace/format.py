@@ -3,30 +3,24 @@ specs/schemas/trace.json).
 
 A trace is JSON: a header (kit and spec versions, target, script SHA1s, seed, clock
 mode), the steps (queue, op, args — the clock travels in ``args.now`` — and both
-answers), the first diverging step and both snapshots there. Bytes are ``{"b64": ...}``,
-as the driver protocol carries them (version 1 traces wrote ``$bytes``, still read); the
-other values JSON cannot carry are tagged objects with one ``$`` key: ``$float`` (non-finite),
-``$claimed``, ``$refused`` (a refusal code), ``$crash`` (what the target raised),
-``$tuple``.
+answers, as ``emq_kit.trace.values`` writes them), the first diverging step and both
+snapshots there. A file is checked before it is read as a trace
+(``emq_kit.trace.validate``).
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
-import math
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from emq_kit.check.machine import Crash, Divergence, Step
-from emq_kit.ports.protocol import bytes_json, is_bytes_json, json_bytes
+from emq_kit.check.machine import Divergence, Step
+from emq_kit.ports.protocol import bytes_json, json_bytes
+from emq_kit.trace.values import decode, encode
 from emq_model import branded_id, spec
-from emq_model.errors import EmqError, from_code
-from emq_model.lanes import LaneClaimed
-from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
 
 FORMAT = "emq-trace"
@@ -47,58 +41,6 @@ def json_snapshot(data: dict[str, Any], version: int) -> Snapshot:
         data = {**data, "rows": {i: {f: json_bytes(v).decode("latin-1") for f, v in row.items()}
                                  for i, row in data["rows"].items()}}
     return Snapshot.from_json(data)
-
-
-def encode(value: Any) -> Any:
-    """A JSON-able form of an argument or an answer."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else {"$float": repr(value)}
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes_json(value)
-    if isinstance(value, Claimed):
-        return {"$claimed": [value.id, encode(value.payload), value.token]}
-    if isinstance(value, LaneClaimed):
-        return {"$lane_claimed": [value.id, encode(value.payload), value.token, value.group]}
-    if isinstance(value, EmqError):
-        return {"$refused": value.code}
-    if isinstance(value, Crash):
-        return {"$crash": repr(value)}
-    if isinstance(value, tuple):
-        return {"$tuple": [encode(v) for v in value]}
-    if isinstance(value, list):
-        return [encode(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): encode(v) for k, v in value.items()}
-    return {"$crash": f"unencodable {type(value).__name__}: {value!r}"}
-
-
-def decode(value: Any) -> Any:
-    """The inverse of ``encode`` (a crash decodes to its description)."""
-    if isinstance(value, list):
-        return [decode(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if is_bytes_json(value):
-        return json_bytes(value)
-    if len(value) == 1:
-        (tag, inner), = value.items()
-        if tag == "$bytes":  # version 1 traces
-            return base64.b64decode(inner)
-        if tag == "$float":
-            return float(inner)
-        if tag == "$claimed":
-            return Claimed(inner[0], decode(inner[1]), inner[2])
-        if tag == "$lane_claimed":
-            return LaneClaimed(inner[0], decode(inner[1]), inner[2], inner[3])
-        if tag == "$refused":
-            return from_code(inner)
-        if tag == "$crash":
-            return Crash(RuntimeError(inner))
-        if tag == "$tuple":
-            return tuple(decode(v) for v in inner)
-    return {k: decode(v) for k, v in value.items()}
 
 
 def step_json(step: Step, index: int) -> dict[str, Any]:
@@ -156,9 +98,12 @@ class Trace:
     def load(cls, path: str | Path) -> "Trace":
         """The trace in the file ``path``, checked first (``TraceError`` with the JSON
         path of the first problem)."""
-        from emq_kit.trace.validate import check_trace
+        from emq_kit.trace.validate import MAX_BYTES, TraceError, check_trace, parse
 
-        data = json.loads(Path(path).read_text("utf-8"))
+        size = Path(path).stat().st_size
+        if size > MAX_BYTES:  # not even read
+            raise TraceError(f"(the document): {size:,} bytes, more than a trace holds ({MAX_BYTES:,})")
+        data = parse(Path(path).read_text("utf-8"))
         check_trace(data)
         return cls.from_json(data)
 

@@ -8,6 +8,7 @@ checked exactly as it was during ``emq check``: answers, whole snapshots, invari
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -158,21 +159,40 @@ def explain(result: Replayed) -> str:
 
 def source_of(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
               driver: str | None = None) -> tuple[str | None, str | None, str | None]:
-    """The (url, scripts, driver) a trace names in its header, unless ``url``/``scripts``/
-    ``driver`` say otherwise (a URL written redacted takes its secret from ``EMQ_URL``)."""
+    """The (url, scripts, driver) to replay a trace on: the code from the caller, the
+    server from the header unless ``url`` says otherwise (a URL written redacted takes its
+    secret from ``EMQ_URL``). A trace is data (TR-9): the driver command or script
+    directory its header names is never run from it; given nothing, such a trace is
+    ``BadArgument`` saying what it names and the flag that runs it."""
     named = head.get("target", {})
-    if driver is not None and url is None:
+    if url is None and scripts is None and driver is None:  # all from the header: but for its code
+        if named.get("driver"):
+            raise BadArgument(f"the trace ran through the driver {named['driver']!r}; replay runs no command a trace "
+                              f"names (TR-9): give it yourself to run it, --driver {shlex.quote(named['driver'])}")
+        if named.get("scripts") not in (None, "builtin"):
+            raise BadArgument(f"the trace ran the scripts in {named['scripts']!r}; replay loads no code a trace names "
+                              f"(TR-9): give them yourself to load them, --scripts {shlex.quote(named['scripts'])}")
+    if url is None and driver is not None:
         url = named.get("url")  # the server the trace's driver ran on, if it had one
-    if url is None and scripts is None and driver is None:
-        driver = named.get("driver")
-        url = named.get("url") if driver else (None if named.get("target") == "fakeredis" else named.get("target"))
-        scripts = None if driver or named.get("scripts") in (None, "builtin") else named.get("scripts")
+    elif url is None and not named.get("driver"):
+        url = None if named.get("target", "fakeredis") == "fakeredis" else named.get("target")
     if url is not None and MASK in url:  # written redacted: the secret comes from the user
         if not os.environ.get("EMQ_URL"):
             raise BadArgument(f"the trace's server {url} was written without its password: "
                               "give the URL with --url or EMQ_URL")
         url = os.environ["EMQ_URL"]
     return url, scripts, driver
+
+
+def replay_command(path: Path | str, target: dict[str, Any]) -> str:
+    """``emq replay PATH`` with the driver or script directory of the run (``target``, its
+    description): the trace names them, but replay runs neither from it (TR-9)."""
+    parts = ["emq", "replay", str(path)]
+    if target.get("driver"):
+        parts += ["--driver", target["driver"]]
+    elif target.get("layout", "echomq") == "echomq" and target.get("scripts") not in (None, "builtin"):
+        parts += ["--scripts", target["scripts"]]
+    return shlex.join(parts)
 
 
 def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
