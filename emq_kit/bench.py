@@ -72,6 +72,7 @@ from urllib.parse import unquote, urlparse
 
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.live import LiveTarget
+from emq_kit.check.names import Names
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument, ToolMissing
@@ -520,7 +521,7 @@ def bench_lanes(target: LiveTarget, counts: tuple[int, ...], ids: Ids, probes: i
             server_us[op] = (usec1 - usec0) / max(calls1 - calls0, 1)
         expect([j.group if j else None for j in served], [lane_of(i, lanes) for i in range(probes)],
                "the lanes the grouped claims served (ring order)")
-        expect(r.llen(keyspace.lane_keys(QUEUE)["ring"]), lanes, "the ring's length after the claims")
+        expect(r.llen(keyspace.lane_keys(q.name)["ring"]), lanes, "the ring's length after the claims")
         for op, values in timed.items():
             p99 = sorted(values)[int(0.99 * (len(values) - 1))]
             out.append(Figure(f"lanes.valkey.{op}.{lanes}", statistics.median(values), "us",
@@ -537,14 +538,15 @@ def bench_audit(target: LiveTarget, url: str, jobs: list[str]) -> list[Figure]:
     """Audit one queue of ``jobs`` pending jobs: seconds, then peak traced memory."""
     from emq_kit.audit import audit
 
-    fill(fresh(target), jobs)
+    q = fresh(target)
+    fill(q, jobs)
     started = time.perf_counter()
-    result = audit(url, [QUEUE])
+    result = audit(url, [q.name])
     seconds = time.perf_counter() - started
     expect((result.total, result.queues[0].counts["pending"]), (0, len(jobs)), "the audit of a sound queue")
     tracemalloc.start()
     try:
-        audit(url, [QUEUE])
+        audit(url, [q.name])
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -569,23 +571,25 @@ def rtt_figures(url: str, valkey: LiveTarget, fake: LiveTarget, repeat: int) -> 
     ]
 
 
-def check_figures(url: str, params: Params) -> list[Figure]:
+def check_figures(url: str, params: Params, names: Names | None = None) -> list[Figure]:
     """The machine alone, then on fakeredis and on the Valkey at ``url``, each target
     built as ``emq check`` builds it (see ``LiveTarget``: on a server, windows of steps
     in one pipeline, emq_kit/check/window.py; on fakeredis a step's snapshot read from
     memory), each held against the machine alone; then on Valkey the server's clock,
     and the Node port's driver held against the built-in client. Each the best of
-    ``repeat`` runs of the same seed."""
+    ``repeat`` runs of the same seed. On the server the queues go under ``names`` (the
+    run's claim, emq_kit.claim)."""
     alone = best(params.repeat, lambda: bench_check(open_target(model=True), params))
     out = [Figure("check.model", alone, "steps/s", note="the machine alone: model vs model")]
-    for label, where in (("fakeredis", None), ("valkey", url)):
-        out.append(Figure(f"check.{label}", measure_check(params, lambda: open_target(where)), "steps/s",
-                          alone, "the machine alone (check.model)"))
+    for label, where, run_names in (("fakeredis", None, None), ("valkey", url, names)):
+        out.append(Figure(f"check.{label}", measure_check(params, lambda: open_target(where, names=run_names)),
+                          "steps/s", alone, "the machine alone (check.model)"))
     builtin = out[-1].value
     clock = ServerClock.for_url(url)
     try:
-        out.append(Figure("check.valkey.server_clock", measure_check(params, lambda: open_target(url), clock),
-                          "steps/s", builtin, "the built-in client, virtual clock (check.valkey)",
+        out.append(Figure("check.valkey.server_clock",
+                          measure_check(params, lambda: open_target(url, names=names), clock), "steps/s",
+                          builtin, "the built-in client, virtual clock (check.valkey)",
                           note="--clock server: step by step, TIME read in each clock op's own round trip"))
     finally:
         clock.close()
@@ -593,7 +597,8 @@ def check_figures(url: str, params: Params) -> list[Figure]:
         with tempfile.TemporaryDirectory() as lua:
             bundle.write(lua)
             driver = f"{shlex.quote(shutil.which('node') or 'node')} {shlex.quote(str(NODE_DRIVER))} --scripts {lua}"
-            out.append(Figure("check.node.valkey", measure_check(params, lambda: open_target(url, driver=driver)),
+            out.append(Figure("check.node.valkey", measure_check(params, lambda: open_target(url, driver=driver,
+                                                                                              names=names)),
                               "steps/s", builtin, "the built-in client on the same server (check.valkey)",
                               note="the Node port (ports/node) through its driver, batches on"))
     return out
@@ -685,21 +690,21 @@ def lifecycle_figures(label: str, target: LiveTarget, url: str | None, ids: Ids,
     ]
 
 
-def live(url: str | None) -> LiveTarget:
+def live(url: str | None, names: Names | None = None) -> Any:
     """The built-in client on ``url`` (fakeredis when None), as an application calls it:
     not observed (``emq check``'s queues read the whole snapshot after every call, which
     at 10^5 pending jobs is most of a claim); the lifecycle, scale, lane and audit
     figures reach its queues and connection."""
-    target = open_target(url, observe=False)
-    assert isinstance(target, LiveTarget)  # no driver, no model: open_target's live client
-    return target
+    return open_target(url, observe=False, names=names)
 
 
-def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: None) -> Bench:
-    """Every figure, fakeredis and the Valkey at ``url``."""
+def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: None,
+              names: Names | None = None) -> Bench:
+    """Every figure, fakeredis and the Valkey at ``url`` (its queues under ``names``,
+    the run's claim on a server it does not own: emq_kit.claim)."""
     bench = Bench(params, machine())
     ids = Ids()
-    valkey, fake = live(url), live(None)
+    valkey, fake = live(url, names), live(None)
     try:
         bench.versions = versions(valkey)
         say("model")
@@ -708,7 +713,7 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         rtt = rtt_figures(url, valkey, fake, params.repeat)
         bench.figures += rtt
         say("conformance machine")
-        bench.figures += check_figures(url, params)
+        bench.figures += check_figures(url, params, names)
         say("drivers")
         bench.figures += driver_figures(params, next(f.value for f in bench.figures if f.key == "check.model"))
         say("shrinking")

@@ -57,6 +57,11 @@ class BadArgument(KitError):
     """An argument the library cannot work with (a URL of the wrong kind, a bad size)."""
 
 
+class Occupied(KitError):
+    """The server already holds keys of a name the run would write, and the user did
+    not allow deleting them (``--wipe``; specs/ownership.md OWN-3)."""
+
+
 class SearchFailed(KitError):
     """The search itself failed (Hypothesis gave up on the machine, a timed-out driver
     made an example unrepeatable): a kit-side failure, never a verdict on the target."""

@@ -20,6 +20,8 @@ from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import QUEUES
+from emq_kit.claim import Claim
+from emq_kit.errors import TargetUnavailable
 from emq_kit.server import ServerProcess
 from emq_live import acl
 from emq_live.urls import ConnectError
@@ -59,9 +61,15 @@ def refused(admin: Any) -> set[tuple[str, str]]:
 
 
 def workload(target_url: str, admin: Any) -> None:
-    """Everything the client and ``emq check`` do, once each: connect (fence, script
-    loads), a target's reset and its forget_row fault, every transition on the server
-    clock, the batch ops, the lane ops, every read, a NOSCRIPT reload."""
+    """Everything the client and ``emq check`` do, once each: the run's claim (its record
+    and lease, specs/ownership.md), connect (fence, script loads), a target's reset and
+    its forget_row fault, every transition on the server clock, the batch ops, the lane
+    ops, every read, a NOSCRIPT reload."""
+    with Claim(target_url, ["acl"], command="acl workload"):
+        _workload(target_url, admin)
+
+
+def _workload(target_url: str, admin: Any) -> None:
     target = LiveTarget(target_url)
     try:
         q = target.queue("acl")
@@ -121,7 +129,7 @@ def test_every_rule_is_needed(server, admin, rule: str) -> None:
     what that rule grants. A refusal while connecting (the fence, the script loads) is the
     client's one-line ``ConnectError``; one inside the workload, the server's own error."""
     make_user(admin, "lesser", [r for r in acl.rules() if r != rule])
-    with pytest.raises((redis.exceptions.ResponseError, ConnectError)):
+    with pytest.raises((redis.exceptions.ResponseError, ConnectError, TargetUnavailable)):
         workload(url(server, "lesser"), admin)
     seen = refused(admin)
     if rule.startswith("+"):
@@ -196,22 +204,22 @@ def test_a_user_of_one_queue_reaches_no_other(server, admin) -> None:
 def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> None:
     """The whole conformance suite (profile ci, coverage-gated) as the restricted user:
     its reset deletes only the keys of its own queues (no FLUSHALL), and the server
-    refused nothing along the way. Under the machine's own names (``--queue``) raw calls
-    and their sweep run beside the windows of deferred verification: a raw call once
-    went before a window's steps, and seed 7 then reported 11 differences on correct
-    scripts (tests/test_trust.py has the run under suffixed names)."""
+    refused nothing along the way. Raw calls and their sweep run beside the windows of
+    deferred verification: a raw call once went before a window's steps, and seed 7
+    then reported 11 differences on correct scripts (tests/test_trust.py has the run
+    under suffixed names). The machine's queues go under the user's names (``--queue``),
+    the raw calls' own under the run's: when it ends the server holds what it held."""
     make_user(admin, "emq", acl.rules())
     admin.set("other-app:keep", "1")
     admin.set("emq:{βyx}:pending", "a queue whose name the unescaped glob of 'β*[x]' matches")
-    # the machine's own names, so raw calls run too (a suffixed run sends none: their keys
-    # are composed from the machine's names)
+    before = sorted(admin.keys())
     assert cli.main(["check", "--url", url(server, "emq"), "--seed", "7", "--queue", QUEUES[0],
                      "--queue", QUEUES[1]]) == cli.EXIT_OK
     out = capsys.readouterr().out
     cells = len(spec.cells()) + len(LANE_CELLS) + len(raw.KINDS)  # lanes, and a cell per raw kind
     assert "CONFORMS" in out and f"cells {cells}/{cells}" in out and "sweep phase: calls" in out
     assert refused(admin) == set()
-    assert admin.get("other-app:keep") == b"1" and admin.exists("emq:{βyx}:pending")
+    assert sorted(admin.keys()) == before  # the run's record and keys are gone, the others' intact
 
 
 def test_the_readme_gives_the_acl_lines() -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,15 @@ import pytest
 from broken import broken_dir, variant
 
 from emq_kit import bounds, cli, redaction
+from emq_kit.check.names import vocabulary
+from emq_kit.claim import RUN
 from emq_kit.server import ServerProcess
 from emq_kit.trace import validate
 from emq_model import spec
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
+EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -58,6 +63,267 @@ def empty(private: ServerProcess) -> Iterator[ServerProcess]:
     with private.client() as r:
         r.flushall()
     yield private
+
+
+# -- ownership (OWN-1..8) --------------------------------------------------------------------
+
+USER = tuple(n for n in (*vocabulary(), "emq-bench", "soak", "q", "a", "Z") if n)
+"""A user's queues under every name a command of the kit may send (the machine's, the raw
+and hostile calls', the bench's, the soak's, the bullmq layout's) and a few one-byte
+names; the empty name is the one refused instead (``test_keys_under_a_name_the_run...``)."""
+JOB = "JOB00000000001"
+
+
+def fill(r: Any) -> None:
+    """The user's data: under each name of ``USER`` a pending set, a row, a plain key and
+    one with a TTL; beside them keys of other applications, one in the kit's own slot."""
+    pipe = r.pipeline(transaction=False)
+    for name in (n.encode("utf-8", "surrogatepass") for n in USER):
+        head = b"emq:{" + name + b"}:"
+        pipe.zadd(head + b"pending", {JOB: 0})
+        pipe.hset(head + b"job:" + JOB.encode(), mapping={"state": "pending", "payload": "the user's"})
+        pipe.set(head + b"kept", "precious")
+        pipe.set(head + b"fleeting", "precious", px=10**9)
+    pipe.set("other-app:key", "x")
+    pipe.set("{emq}:theirs", "a key in the kit's slot, not the kit's")
+    pipe.set(RUN + "not-a-record", "a key under the kit's record prefix that is no record")
+    pipe.execute()
+
+
+def image(r: Any) -> dict[bytes, tuple[bytes, int]]:
+    """Every key of the server with its DUMP and PTTL."""
+    keys = sorted(r.scan_iter(count=1000))
+    pipe = r.pipeline(transaction=False)
+    for key in keys:
+        pipe.dump(key)
+        pipe.pttl(key)
+    flat = pipe.execute()
+    return {k: (flat[2 * i], flat[2 * i + 1]) for i, k in enumerate(keys)}
+
+
+def assert_intact(before: dict[bytes, tuple[bytes, int]], after: dict[bytes, tuple[bytes, int]], what: str) -> None:
+    """The server holds exactly the user's keys, each byte for byte (DUMP) with its expiry
+    (a TTL only ever runs down): nothing deleted, overwritten or left behind."""
+    assert sorted(after) == sorted(before), f"{what}: gone {sorted(set(before) - set(after))[:5]}, " \
+                                            f"left {sorted(set(after) - set(before))[:5]}"
+    for key, (dump, ttl) in before.items():
+        now_dump, now_ttl = after[key]
+        assert now_dump == dump, f"{what}: {key!r} changed"
+        assert (now_ttl == ttl == -1) or (0 < now_ttl <= ttl), f"{what}: {key!r} expiry {ttl} -> {now_ttl}"
+
+
+@pytest.fixture
+def server() -> Iterator[ServerProcess]:
+    """A Valkey of the test's own, holding the user's data (and no ``{emq}:version``: a
+    kit that writes one must remove it)."""
+    with ServerProcess() as s:
+        with s.client() as r:
+            fill(r)
+        yield s
+
+
+def _quick(url: str) -> list[str]:
+    return ["--url", url, "--profile", "dev", "--examples", "5", "--steps", "20", "--seed", "3"]
+
+
+def _commands(url: str, tmp: Path) -> dict[str, list[str]]:
+    """Every command that writes to a server, each ending a way it can end."""
+    broken = str(tmp / "broken")
+    trace = str(CORPUS / "retry-two-sets.json")
+    live = f"{EMQ} driver --live"
+    return {
+        # ci, cut short: the raw sweep (every edge and bad name), then an unreached cell: exit 1
+        "check ci": ["check", "--url", url, "--examples", "2", "--steps", "5", "--seed", "3"],
+        "check difference": ["check", *_quick(url), "--scripts", broken, "--traces", str(tmp / "t")],
+        "check given names": ["check", *_quick(url), "--queue", "mine", "--queue", "mine-too"],
+        "check server clock": ["check", *_quick(url), "--clock", "server"],
+        "check driver": ["check", *_quick(url), "--driver", live],
+        "check bullmq": ["check", *_quick(url), "--layout", "bullmq"],
+        "selftest": ["selftest", "--url", url, "--only", "complete", "--budget", "3"],
+        "soak": ["soak", "--url", url, "--workers", "2", "--jobs", "60", "--seconds", "20"],
+        "bench": ["bench", "--url", url, "--examples", "3", "--steps", "5", "--jobs", "40", "--single-jobs", "20",
+                  "--sizes", "5", "--lanes", "2", "--fakeredis-sizes", "5", "--audit-jobs", "5", "--probes", "2",
+                  "--repeat", "1", "--shrink-mutants", "1", "--shrink-budget", "2"],
+        "replay": ["replay", trace, "--url", url],
+        "replay driver": ["replay", trace, "--url", url, "--driver", live],
+        "audit": ["audit", url, "--quiet"],
+    }
+
+
+@pytest.mark.parametrize("command", list(_commands("", Path())))
+def test_a_command_writes_only_its_own_names_and_leaves_nothing(command: str, server: ServerProcess, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-1, OWN-2, OWN-5, OWN-7: on a server holding a user's queues under every name
+    the kit may send, each command (conforming, finding a difference, through a driver,
+    under --queue names, the bullmq layout...) runs, and after it ends the server holds
+    the user's keys byte for byte and nothing of the kit's — no queue, no record, no
+    ``{emq}:version`` it wrote."""
+    with server.client() as r:
+        before = image(r)
+        broken_dir(variant("state-not-written"), tmp_path).rename(tmp_path / "broken")
+        argv = _commands(server.url, tmp_path)[command]
+        code, out, err = run(argv, capsys)
+        assert code in (cli.EXIT_OK, cli.EXIT_FAIL), f"{argv}: {err[-2000:]}"
+        assert_intact(before, image(r), command)
+
+
+def test_the_pytest_plugin_leaves_nothing(server: ServerProcess, tmp_path: Path) -> None:
+    """OWN-1 for ``pytest --emq``: its check item and its trace items run on the server
+    through the command line, and leave it as they found it."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "stored.json").write_text((CORPUS / "retry-two-sets.json").read_text())
+    with server.client() as r:
+        before = image(r)
+        done = subprocess.run([sys.executable, "-m", "pytest", "--emq", "--emq-url", server.url, "--emq-profile",
+                               "dev", "--emq-seed", "3", "--emq-traces", str(traces), "-q", "-p", "no:cacheprovider"],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert "2 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+        assert_intact(before, image(r), "pytest --emq")
+
+
+def test_keys_under_a_name_the_run_would_write_are_refused_unless_wiped(server: ServerProcess,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-3: the empty queue name carries no suffix (the raw calls' refused name, only a
+    broken implementation writes under it): keys there are refused before any write,
+    one line naming them and ``--wipe``; with ``--wipe`` the run deletes them, and
+    leaves the rest as it found it."""
+    with server.client() as r:
+        r.set("emq:{}:x", "theirs")
+        before = image(r)
+        for argv in (["check", *_quick(server.url)], ["selftest", "--url", server.url, "--only", "complete"],
+                     ["replay", str(CORPUS / "retry-two-sets.json"), "--url", server.url]):
+            code, out, err = run(argv, capsys)
+            line = one_line(err)
+            assert code == cli.EXIT_ENV and out == "" and "'emq:{}:x'" in line and "--wipe" in line, err
+            assert_intact(before, image(r), f"{argv[0]}, refused")  # before any write: not even a record
+        code, out, err = run(["check", *_quick(server.url), "--wipe"], capsys)
+        assert code == cli.EXIT_OK, err
+        del before[b"emq:{}:x"]
+        assert_intact(before, image(r), "check --wipe")
+
+
+def _wait(what: str, holds: Callable[[], bool], proc: subprocess.Popen[str], seconds: float = 60) -> None:
+    """Until ``holds()``, while ``proc`` runs (a bounded wait for a condition, no sleep
+    standing in for it)."""
+    deadline = time.monotonic() + seconds
+    while not holds():
+        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"no {what} within {seconds} s"
+        time.sleep(0.05)
+
+
+def _records(r: Any) -> list[bytes]:
+    return [k for k in r.scan_iter(match=RUN + "*") if k.count(b":") == 2 and not k.endswith(b"not-a-record")]
+
+
+def _leftovers(r: Any, before: dict[bytes, Any]) -> set[bytes]:
+    return {k for k in r.scan_iter(count=1000) if k not in before}
+
+
+@pytest.mark.parametrize("how", ["check", "check driver"])
+def test_a_killed_run_is_cleaned_by_emq_clean_and_by_the_next_run_but_a_live_one_is_not(
+        how: str, server: ServerProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-4, OWN-6: a run marks its keys with a record and a lease. While it lives,
+    ``emq clean`` leaves it alone; SIGKILLed, its queues stay on the server until ``emq
+    clean`` (or the next run's start) removes them, saying so in one line, and only them."""
+    argv = {"check": ["check", "--url", server.url, "--profile", "thorough", "--seed", "5"],
+            "check driver": ["check", "--url", server.url, "--profile", "thorough", "--seed", "5",
+                             "--driver", f"{EMQ} driver --live"],
+            }[how]
+    with server.client() as r:
+        before = image(r)
+        for cleaner in (["clean", "--url", server.url], ["check", *_quick(server.url)]):
+            proc = subprocess.Popen([str(EMQ), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                _wait("a record and queue keys of the run", lambda: bool(_records(r)) and
+                      len(_leftovers(r, before)) > 4, proc)
+                code, out, err = run(["clean", "--url", server.url], capsys)
+                assert code == cli.EXIT_OK and "no leftovers of dead runs" in out and "(1 live run)" in out, out
+                assert _records(r), "emq clean removed a live run's record"
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            left = _leftovers(r, before)
+            assert any(k.startswith(b"emq:{") for k in left) and _records(r), left
+            code, out, err = run(cleaner, capsys)
+            said = out if cleaner[0] == "clean" else err
+            assert "removed the leftovers of 1 dead run" in said and f"pid {proc.pid}" in said, out + err
+            assert_intact(before, image(r), f"{how}, then {cleaner[0]}")
+
+
+class Planted(RuntimeError):
+    """An exception of the kit's own, planted mid-run."""
+
+
+def test_a_run_that_crashes_in_the_kit_leaves_nothing(server: ServerProcess, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-5: an exception of the kit mid-run (here, the progress callback's at the third
+    example, when the run's queues hold keys) is one ``emq bug`` line, and the server holds
+    what it held."""
+    from emq_kit.cli import check
+
+    class Crashing(check.Progress):
+        calls = 0
+
+        def __call__(self, run: Any) -> None:
+            Crashing.calls += 1
+            if Crashing.calls == 3:
+                with server.client() as r:
+                    assert any(k.startswith(b"emq:{alpha-") for k in r.scan_iter(match="emq:*"))  # mid-run
+                raise Planted("planted")
+            super().__call__(run)
+
+    monkeypatch.setattr(check, "Progress", Crashing)
+    with server.client() as r:
+        before = image(r)
+        code, out, err = run(["check", *_quick(server.url)], capsys)
+        assert code == cli.EXIT_ENV and out == "", err  # the kit's failure: no verdict
+        assert_intact(before, image(r), "a crash of the kit")
+
+
+@pytest.mark.parametrize("command", ["check", "check driver", "selftest", "soak"])
+def test_an_interrupted_run_leaves_nothing(command: str, server: ServerProcess, ctrl_c: None) -> None:
+    """OWN-5: Ctrl-C (SIGINT to the command's process group, as a terminal sends it) once
+    the run's queues hold keys: however the command then ends, the server holds what it
+    held."""
+    argv = {"check": ["check", "--url", server.url, "--profile", "thorough", "--seed", "5"],
+            "check driver": ["check", "--url", server.url, "--profile", "thorough", "--seed", "5",
+                             "--driver", f"{EMQ} driver --live"],
+            "selftest": ["selftest", "--url", server.url, "--budget", "60"],
+            "soak": ["soak", "--url", server.url, "--workers", "4", "--jobs", "100000", "--seconds", "60"]}[command]
+    with server.client() as r:
+        before = image(r)
+        proc = subprocess.Popen([str(EMQ), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            _wait("queue keys of the run", lambda: len(_leftovers(r, before)) > 4, proc)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert_intact(before, image(r), f"{command}, interrupted")
+
+
+def test_two_runs_on_one_server_never_meet(server: ServerProcess) -> None:
+    """OWN-2: two runs at once on one server, the raw calls' one-byte edge included, each
+    under names of its own: both conform, and the server holds what it held."""
+    with server.client() as r:
+        before = image(r)
+        argv = [str(EMQ), "check", "--url", server.url, "--profile", "dev", "--examples", "40", "--hostile", "only"]
+        procs = [subprocess.Popen([*argv, "--seed", str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for seed in (1, 2)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            assert p.returncode == cli.EXIT_OK and "no divergence" in out, out + err
+        suffixes = [out.split("alpha as 'alpha-")[1][:8] for out, _ in outs]
+        assert suffixes[0] != suffixes[1]
+        assert_intact(before, image(r), "two runs at once")
 
 
 # -- bounds (BD-1) -------------------------------------------------------------------------

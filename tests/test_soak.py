@@ -283,7 +283,7 @@ def test_the_command_prints_figures_as_json_and_a_table(capsys: pytest.CaptureFi
     (["--producers", "2000", "--jobs", "5"], "--producers: must be at most 1,000 (processes)"),
     (["--url", "redis+cluster://127.0.0.1:1"], "cluster URL is not supported"),
     (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
-    (["--url", "bogus://x"], "cannot use bogus://x"),
+    (["--url", "bogus://x"], "bogus://x: the scheme must be one of"),
 ])
 def test_the_command_refuses_bad_input_with_exit_2(argv: list[str], says: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ from livekit import J, flush_url
 from emq_kit.check import faults
 from emq_kit.check.live import LiveTarget, ModelTarget
 from emq_kit.check.machine import Conformance, Divergence, Run
-from emq_kit.check.names import suffixed, with_names
+from emq_kit.check.names import Names, new_suffix, with_names
 from emq_kit.check.run import Profile, run_check
 from emq_kit.trace.format import step_of_json
 from emq_kit.trace.replay import replay
@@ -168,13 +168,13 @@ def test_a_run_under_suffixed_names_writes_its_strays_under_the_server_names(val
     """``emq check --url`` runs its queues under per-run names (``Renamed``): the stray
     key goes under the server's name and is told back in the machine's."""
     inner = LiveTarget(flush_url(valkey), observe=True)
-    names = suffixed(["alpha"])
-    target = with_names(inner, names)
+    names = Names(new_suffix(), ["alpha"])
+    target = with_names(inner, names, ["alpha"])
     try:
         target.queue("alpha")
         target.stray_key("alpha", "job:", "hash")
         assert target.snapshot("alpha").stray == ("emq:{alpha}:job:",)
-        assert inner.conn.redis.exists(keyspace.prefix(names["alpha"]) + "job:") == 1
+        assert inner.conn.redis.exists(keyspace.prefix(names.server("alpha")) + "job:") == 1
         assert inner.conn.redis.exists("emq:{alpha}:job:") == 0
         target.drop_key("alpha", "job:")
         assert target.snapshot("alpha").stray == ()

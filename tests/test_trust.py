@@ -21,6 +21,7 @@ import pytest
 from broken import broken_dir, variant
 
 from emq_kit import cli
+from emq_kit.check import raw
 from emq_kit.check.machine import POOL, QUEUES, Run
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
@@ -319,7 +320,7 @@ def test_a_run_on_a_server_leaves_no_queue_keys_and_refuses_to_wipe_a_users(wher
         r.zadd(keyspace.queue_keys(MINE[1])[0], {"x": 1})
         code, out, err = run(argv, capsys)
         assert code == cli.EXIT_ENV and out == ""
-        assert "already hold 2 key(s)" in one_line(err) and "'mine-too'" in err and "--wipe" in err
+        assert "already holds 2 key(s)" in one_line(err) and "emq:{mine-too}:pending" in err and "--wipe" in err
         assert r.hget(keyspace.job_key(MINE[1], POOL[0]), "state") == b"mine"  # untouched
         code, out, err = run([*argv, "--wipe"], capsys)
         assert code == cli.EXIT_OK, out + err
@@ -350,17 +351,16 @@ def test_a_ci_run_on_a_server_conforms_under_its_queue_names(valkey: Any, capsys
     """Our scripts conform on a server under the run's own suffixed names, with the
     windows of deferred verification on (the built-in client on a server): a window's
     batch once went to the plain names, and seed 7 then reported 19 differences on
-    correct scripts. (Under the machine's own names, ``--queue``, raw calls run too: a
-    raw call once went before the window's steps; tests/test_acl.py's ci run is that
-    run, as a restricted user.)"""
+    correct scripts. Raw calls run under the run's names too (a raw call once went before
+    the window's steps; tests/test_acl.py's ci run is that run, as a restricted user)."""
     code, out, err = run(["check", "--url", valkey.url + "/9", "--profile", "ci", "--seed", "7", "--wipe",
                           "--json"], capsys)
     assert code == cli.EXIT_OK, out[-2000:] + err
     doc = json.loads(out)
     assert doc["verdict"] == "conforms"
-    # raw calls compose their keys from the machine's names: none sent under others
-    raw_hits = sum(n for cell, n in doc["check"]["cells"]["hits"].items() if cell.startswith("raw/"))
-    assert raw_hits == 0 and "sweep" not in doc["check"]["phases"]
+    # raw calls go under the run's names too (specs/ownership.md OWN-2): every raw cell, and the sweep
+    raw_hits = [n for cell, n in doc["check"]["cells"]["hits"].items() if cell.startswith("raw/")]
+    assert len(raw_hits) == len(raw.KINDS) and all(raw_hits) and "sweep" in doc["check"]["phases"]
 
 
 @pytest.mark.parametrize("argv, why", [

@@ -4,7 +4,7 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from emq_kit.check import memory
 from emq_kit.check.window import BatchReply
@@ -172,10 +172,6 @@ class LiveTarget:
 
     def dropped(self, name: str) -> tuple[str, ...]:
         return self.queue(name).last_dropped
-
-    def held(self, names: Iterable[str]) -> int:
-        """How many keys the queues ``names`` hold now (what handing them out would delete)."""
-        return sum(1 for name in names for _ in self.conn.redis.scan_iter(match=pattern(name), count=1000))
 
     def _wipe(self, name: str) -> None:
         """Delete every key of the queue ``name``."""

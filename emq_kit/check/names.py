@@ -1,32 +1,191 @@
-"""The run's queue names on a server (issue 14, item 7; specs/trace.md "Queue names").
+"""The run's names on a server (specs/ownership.md OWN-2; specs/trace.md TR-1a).
 
-The machine, its draws, the model and the trace's steps speak of the machine's own queue
-names (``machine.QUEUES``). On a server those names could be a user's, so a run on
-``--url`` sends them with a per-run suffix (``alpha`` -> ``alpha-1f3a9c02``) unless the
-user names the queues (``--queue NAME``, once per queue). ``Renamed`` is the target seen
-through that mapping: the one place a logical name becomes a server name. The mapping is
-part of the target's ``describe()``, so it is printed and stored in the trace header,
-and ``emq replay`` sends the same names again.
+The machine, its draws, its raw and hostile calls, the model and the trace's steps speak
+of *logical* queue names: the machine's two queues (``machine.QUEUES``), the raw calls'
+own (``raw.QUEUE``, ``raw.OTHER``, the edge and bad names of CC-1) and the hostile
+names of KS-3 (``machine.BAD_QUEUES``). On a server any of them could be a user's, so a
+run sends every one under a name of its own: ``Names`` maps each logical name to its
+name on the server, keeping what the name tests (OWN-2):
+
+- a name with room for it gets the run's suffix: ``alpha`` -> ``alpha-1f3a9c02``;
+- a name at or past the byte limit keeps its byte length and its last character, the
+  suffix just before it (a 128-byte name stays 128 bytes, a 129-byte one 129);
+- a one-byte name (the 1-byte edge, ``z``) becomes the run's own one-byte name, one no
+  user key and no other live run holds (chosen by ``emq_kit.claim``);
+- the empty name stays empty: nothing can mark it, and every check refuses it (only a
+  broken implementation writes under it, and the run owns those keys too);
+- the machine's queues may instead be named by the user (``--queue``, once per queue).
+
+Whether a name is accepted or refused (KS-3) never changes. ``Renamed`` is a target seen
+through the mapping: the one place a logical name becomes a server name, and a server's
+snapshot is told back in logical names. Raw calls map their KEYS through ``Names.key``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from emq_kit.errors import BadArgument
+from emq_kit.errors import BadArgument, KitBug
 from emq_model import errors, keyspace
 from emq_model.snapshot import Snapshot
 
 SUFFIX_BYTES = 4
 """Random bytes of a run's suffix (8 hex digits): two runs on one server never meet."""
 
+HEAD = b"emq:{"
 
-def suffixed(logical: Iterable[str], suffix: str | None = None) -> dict[str, str]:
-    """Each logical name with ``-<suffix>`` appended (a random suffix when None)."""
-    suffix = suffix if suffix is not None else secrets.token_hex(SUFFIX_BYTES)
-    return {name: f"{name}-{suffix}" for name in logical}
+
+def new_suffix() -> str:
+    """A fresh run suffix: 8 hex digits."""
+    return secrets.token_hex(SUFFIX_BYTES)
+
+
+def accepted(name: Any) -> bool:
+    """Whether KS-3 (and so CC-1) accepts ``name``."""
+    try:
+        keyspace.check_queue(name)
+    except errors.EmqError:
+        return False
+    return True
+
+
+def glob(text: str) -> str:
+    """``text`` with the glob's special characters (``* ? [ ] \\``) escaped."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def vocabulary() -> tuple[str, ...]:
+    """Every queue name a run of the conformance machine may send (logical): the
+    machine's queues and hostile names, and the raw calls' queues, edge and bad names."""
+    from emq_kit.check import raw
+    from emq_kit.check.machine import BAD_QUEUES, QUEUES
+
+    names = (*QUEUES, *BAD_QUEUES, raw.QUEUE, raw.OTHER, *raw.EDGE_QUEUES, *raw.BAD_QUEUES)
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
+
+
+def one_byte_needed(logical: Iterable[str]) -> bool:
+    """Whether ``logical`` holds a one-byte name (the run must pick one of its own)."""
+    return any(len(n.encode("utf-8", "surrogatepass")) == 1 for n in logical)
+
+
+class Names:
+    """The run's names: each logical queue name's name on the server (OWN-2), the keys
+    the run owns (``owns``) and the globs that find them (``patterns``).
+
+    ``suffix``: the run's suffix; ``given``: logical names the user named (``--queue``);
+    ``one_byte``: the run's one-byte name; ``logical``: the names the run may send (each
+    mapped at once, so a record of the run lists them all)."""
+
+    def __init__(self, suffix: str, logical: Iterable[str] = (), *, given: Mapping[str, str] | None = None,
+                 one_byte: str | None = None) -> None:
+        self.suffix, self.given, self.one_byte = suffix, dict(given or {}), one_byte
+        self._server: dict[str, str] = {}
+        self._logical: dict[str, str] = {}
+        self._owned: set[bytes] = set()  # the server names, as a key holds them
+        for name in (*self.given, *logical):
+            self.server(name)
+
+    def server(self, name: Any) -> Any:
+        """The name ``name`` has on the server (anything not a str as it is)."""
+        if not isinstance(name, str):
+            return name
+        found = self._server.get(name)
+        if found is None:
+            found = self.given.get(name)
+            if found is None:
+                found = self._mark(name)
+            if accepted(found) != accepted(name) or "}:" in found:  # it must keep what the name tests
+                raise KitBug(ValueError(f"queue name {name!r} became {found!r}, which KS-3 judges otherwise"))
+            self._server[name], self._logical[found] = found, name
+            self._owned.add(found.encode("utf-8", "surrogatepass"))
+        return found
+
+    def _mark(self, name: str) -> str:
+        size = len(name.encode("utf-8", "surrogatepass"))
+        tag = "-" + self.suffix
+        if size == 0:
+            return name
+        if size == 1:
+            if self.one_byte is None:
+                raise KitBug(ValueError(f"the one-byte queue name {name!r} has no name on the server"))
+            return self.one_byte
+        if size + len(tag) <= keyspace.QUEUE_MAX_BYTES:
+            return name + tag
+        last = name[-1]
+        keep = size - len(last.encode("utf-8", "surrogatepass")) - len(tag)
+        head = name[:-1].encode("utf-8", "surrogatepass")[:keep].decode("utf-8", "ignore")
+        return head + "x" * (keep - len(head.encode("utf-8"))) + tag + last
+
+    def logical(self, server: str) -> str:
+        """The logical name of the server name ``server`` (itself when it is none)."""
+        return self._logical.get(server, server)
+
+    @property
+    def queues(self) -> dict[str, str]:
+        """Every logical name mapped so far -> its server name."""
+        return dict(self._server)
+
+    def key(self, key: bytes) -> bytes:
+        """A raw call's key (``emq:{q}:rest`` under a logical name) under the server's
+        name of ``q``; a key of no queue as it is."""
+        for name in sorted(self._server, key=len, reverse=True):
+            head = HEAD + name.encode("utf-8", "surrogatepass") + b"}:"
+            if key.startswith(head):
+                return HEAD + self._server[name].encode("utf-8", "surrogatepass") + b"}:" + key[len(head):]
+        end = key.find(b"}:", len(HEAD))
+        if key.startswith(HEAD) and end >= 0:
+            try:
+                name = key[len(HEAD):end].decode("utf-8")
+            except UnicodeDecodeError:
+                return key
+            return HEAD + str(self.server(name)).encode("utf-8", "surrogatepass") + key[end:]
+        return key
+
+    def owns(self, key: bytes | str) -> bool:
+        """Whether ``key`` is a key of one of the run's server names (``emq:{name}:…``;
+        no name holds ``}:``, so the first one ends it)."""
+        raw = key.encode("utf-8", "surrogatepass") if isinstance(key, str) else key
+        end = raw.find(b"}:", len(HEAD))
+        return raw.startswith(HEAD) and end >= 0 and raw[len(HEAD):end] in self._owned
+
+    def patterns(self) -> list[str]:
+        """SCAN globs that together match every key the run owns (and few others; filter
+        with ``owns``): one for every suffixed name, one per name without the suffix."""
+        plain = sorted({n for n in self._logical if self.suffix not in n})
+        return [f"emq:{{*{glob(self.suffix)}*}}:*", *(f"emq:{{{glob(n)}}}:*" for n in plain)]
+
+    def scan(self, client: Any) -> Iterator[bytes]:
+        """Every key the run owns on ``client``'s server (every primary of a cluster)."""
+        seen: set[bytes] = set()
+        for match in self.patterns():
+            for key in client.scan_iter(match=match, count=1000):
+                key = key if isinstance(key, bytes) else str(key).encode("utf-8", "surrogatepass")
+                if key not in seen and self.owns(key):
+                    seen.add(key)
+                    yield key
+
+    def told(self, name: str, snap: Any) -> Any:
+        """A snapshot of the server's queue for ``name`` as the model tells it: its
+        ``queue`` and the stray keys under its prefix in the logical name (a window's
+        snapshot that could not be read, a ``BadReply``, as it is)."""
+        if not isinstance(snap, Snapshot) or name not in self._server or self._server[name] == name:
+            return snap
+        theirs, mine = keyspace.prefix(self._server[name]), keyspace.prefix(name)
+        stray = tuple(mine + k[len(theirs):] if k.startswith(theirs) else k for k in snap.stray)
+        return dataclasses.replace(snap, queue=name, stray=stray)
+
+    def to_json(self) -> dict[str, Any]:
+        """What a run's record keeps (``emq_kit.claim``): enough to find its keys again."""
+        return {"suffix": self.suffix, "given": self.given, "one_byte": self.one_byte,
+                "logical": sorted(self._server)}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Names":
+        return cls(str(doc["suffix"]), doc.get("logical", ()), given=doc.get("given") or {},
+                   one_byte=doc.get("one_byte"))
 
 
 def named(logical: Iterable[str], given: list[str]) -> dict[str, str]:
@@ -48,19 +207,15 @@ def named(logical: Iterable[str], given: list[str]) -> dict[str, str]:
 
 class Renamed:
     """A target whose queues are asked for by logical name and live on the server under
-    ``names[logical]``. A name outside the mapping (the hostile names of KS-3) passes
-    unchanged. Everything else is the wrapped target's."""
+    ``names.server(logical)``: every name, the hostile ones of KS-3 included. Raw calls
+    (``raw.RawJudge``) map their keys through ``run_names``. Everything else is the
+    wrapped target's."""
 
-    def __init__(self, target: Any, names: Mapping[str, str]) -> None:
-        self.inner, self.names = target, dict(names)
-        # Raw calls (emq_kit/check/raw.py) compose their KEYS from the machine's own names
-        # and judge the server's keys directly, past this mapping: under other names they
-        # would write a user's queue and judge the wrong keys. Only names left as they are
-        # (--queue alpha --queue 'β*[x]') keep them.
-        self.raw = bool(getattr(target, "raw", False)) and all(k == v for k, v in self.names.items())
+    def __init__(self, target: Any, names: Names, shown: Sequence[str]) -> None:
+        self.inner, self.run_names, self.shown = target, names, tuple(shown)
 
     def _on_server(self, name: Any) -> Any:
-        return self.names.get(name, name) if isinstance(name, str) else name
+        return self.run_names.server(name)
 
     def queue(self, name: str) -> Any:
         return self.inner.queue(self._on_server(name))
@@ -72,25 +227,15 @@ class Renamed:
         return self.inner.dropped(self._on_server(name))
 
     def snapshot(self, name: str) -> Any:
-        """The server's snapshot, told in the logical name (``told``)."""
-        return self.told(name, self.inner.snapshot(self._on_server(name)))
+        """The server's snapshot, told in the logical name (``Names.told``)."""
+        return self.run_names.told(name, self.inner.snapshot(self._on_server(name)))
 
     def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[Any]:
         """A window's calls (emq_kit/check/window.py) on the server's names, each reply's
         snapshot told in the logical name."""
         replies = self.inner.batch([(op, self._on_server(q), args) for op, q, args in calls], snapshots=snapshots)
-        return [r._replace(snapshot=None if r.snapshot is None else self.told(q, r.snapshot))
+        return [r._replace(snapshot=None if r.snapshot is None else self.run_names.told(q, r.snapshot))
                 for (_, q, _), r in zip(calls, replies)]
-
-    def told(self, name: str, snap: Any) -> Any:
-        """A snapshot of the server's queue for ``name`` as the model tells it: its
-        ``queue`` and the stray keys under its prefix in the logical name (a window's
-        snapshot that could not be read, a ``BadReply``, as it is)."""
-        if name not in self.names or not isinstance(snap, Snapshot):
-            return snap
-        theirs, mine = keyspace.prefix(self.names[name]), keyspace.prefix(name)
-        stray = tuple(mine + k[len(theirs):] if k.startswith(theirs) else k for k in snap.stray)
-        return dataclasses.replace(snap, queue=name, stray=stray)
 
     def forget_row(self, name: str, job_id: str) -> None:
         self.inner.forget_row(self._on_server(name), job_id)
@@ -107,16 +252,15 @@ class Renamed:
     def drop_key(self, name: str, key: str) -> None:
         self.inner.drop_key(self._on_server(name), key)
 
-    def held(self, names: Iterable[str]) -> int:
-        return int(self.inner.held([self._on_server(n) for n in names]))
-
     def describe(self) -> dict[str, Any]:
-        return {**self.inner.describe(), "queues": dict(self.names)}
+        """The wrapped target's, and the server names of the queues ``shown`` (printed,
+        and kept in a trace's header: TR-1a)."""
+        return {**self.inner.describe(), "queues": {q: self.run_names.server(q) for q in self.shown}}
 
-    def __getattr__(self, attr: str) -> Any:  # batches, lanes, reset, close, offered, inspector ...
+    def __getattr__(self, attr: str) -> Any:  # batches, raw, lanes, reset, close, offered, inspector ...
         return getattr(self.inner, attr)
 
 
-def with_names(target: Any, names: Mapping[str, str] | None) -> Any:
-    """``target`` seen through ``names`` (itself when there is no mapping)."""
-    return Renamed(target, names) if names else target
+def with_names(target: Any, names: Names | None, shown: Sequence[str] = ()) -> Any:
+    """``target`` seen through ``names`` (itself when there are none)."""
+    return Renamed(target, names, shown) if names is not None else target

@@ -365,10 +365,12 @@ BAD_QUEUES: tuple[str, ...] = ("", "x" * (QUEUE_MAX + 1), _multibyte("é", QUEUE
 """Queue names just past each edge of CC-1: empty, one byte over (ASCII and multibyte),
 0x20, 0x7F, the braces, a control byte."""
 
-EDGE_QUEUES: tuple[str, ...] = ("z", "q" * QUEUE_MAX, "!", "~", _multibyte("é", QUEUE_MAX),
+EDGE_QUEUES: tuple[str, ...] = ("z", "q" * QUEUE_MAX, "!!", "~~", _multibyte("é", QUEUE_MAX),
                                 _multibyte("€", QUEUE_MAX), _multibyte("😀", QUEUE_MAX))
 """Queue names at each edge, accepted: 1 and queue_max_bytes bytes, bytes 0x21 and 0x7E,
-multibyte UTF-8 (2, 3 and 4 bytes) ending exactly at the byte limit."""
+multibyte UTF-8 (2, 3 and 4 bytes) ending exactly at the byte limit. One name of one
+byte: on a server it becomes the run's own one-byte name (specs/ownership.md OWN-2), and
+the byte edges keep their byte under the run's suffix (``!!-1f3a9c02``)."""
 
 
 def _integers(s: Shape) -> list[tuple[int, dict[str, Any]]]:
@@ -697,12 +699,15 @@ class RawJudge:
     ``ScriptSet``, the scripts under test) and judges them against the contract and the
     model of each queue (``models``: the caller's, such as a machine's, or its own).
     ``match`` limits the fingerprint (every key of the database by default: the sweep's
-    database is its own). The target's snapshot is read with our snapshot.lua, the
-    observer, never with the scripts under test. Not for a cluster client (one SCAN)."""
+    database is its own). With ``names`` (a run on a server: ``emq_kit.check.names``)
+    every call's keys go under the run's names, and the fingerprint is every key the
+    run owns (specs/ownership.md OWN-2): calls and judgement speak logical names. The
+    target's snapshot is read with our snapshot.lua, the observer, never with the
+    scripts under test. Not for a cluster client (one SCAN)."""
 
     def __init__(self, conn: Connection, *, match: str | None = None,
-                 models: dict[str, QueueModel] | None = None) -> None:
-        self.client, self.scripts, self.match = conn.redis, conn.scripts, match
+                 models: dict[str, QueueModel] | None = None, names: Any = None) -> None:
+        self.client, self.scripts, self.match, self.names = conn.redis, conn.scripts, match, names
         self.observer = Connection(conn.redis, ScriptSet())
         self.server = conn.server  # the embedded fakeredis: fingerprints read from its memory
         self.models: dict[str, QueueModel] = models if models is not None else {}
@@ -717,9 +722,9 @@ class RawJudge:
     def fingerprint(self) -> Fingerprint:
         """Every key (under ``match``) with its DUMP and PTTL, in one pipeline; on the
         embedded fakeredis, every key's content and expiry read from its memory."""
-        if self.server is not None and self.match is None:
+        if self.server is not None and self.match is None and self.names is None:
             return memory.fingerprint(self.server)
-        keys = list(self.client.scan_iter(match=self.match, count=1000))
+        keys = self._keys()
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
             pipe.dump(key)
@@ -730,13 +735,26 @@ class RawJudge:
     def reset(self) -> None:
         """Delete every key the fingerprint sees and forget every model: a fresh start
         (each Hypothesis example starts here, so a failure replays)."""
-        keys = list(self.client.scan_iter(match=self.match, count=1000))
+        keys = self._keys()
         for i in range(0, len(keys), 1000):
             self.client.delete(*keys[i : i + 1000])
         self.models.clear()
 
+    def _keys(self) -> list[bytes]:
+        """The keys the fingerprint sees: the run's own, or those ``match`` names."""
+        if self.names is not None:
+            return list(self.names.scan(self.client))
+        return list(self.client.scan_iter(match=self.match, count=1000))
+
+    def _server(self, queue: str) -> str:
+        return queue if self.names is None else str(self.names.server(queue))
+
+    def _told(self, queue: str, snap: Any) -> Any:
+        return snap if self.names is None else self.names.told(queue, snap)
+
     def _run(self, call: RawCall) -> Any:
-        return self.scripts.run(self.client, call.op, list(call.keys), list(call.argv))
+        keys = list(call.keys) if self.names is None else [self.names.key(k) for k in call.keys]
+        return self.scripts.run(self.client, call.op, keys, list(call.argv))
 
     def send(self, call: RawCall) -> Finding | None:
         """Send ``call`` and judge it; the finding, or ``None`` when it did what the
@@ -753,8 +771,11 @@ class RawJudge:
 
     def _accepted(self, call: RawCall, decoded: Decoded, before: Fingerprint) -> Finding | None:
         model = self.model(decoded.queue)
-        queue = Queue(self.observer, decoded.queue)
+        queue = Queue(self.observer, self._server(decoded.queue))
         parse = _parser(queue, call.op)
+
+        def observed() -> Any:
+            return self._told(decoded.queue, queue.snapshot())
 
         def run_model(m: QueueModel, args: dict[str, Any]) -> Any:
             return _outcome(lambda: getattr(m, call.op)(**args))
@@ -763,7 +784,7 @@ class RawJudge:
             return _outcome(lambda: parse(self._run(call)))
 
         if shape(call.op).clock and "now" not in decoded.args:
-            mine, theirs = self.clock.call(call.op, model, decoded.args, run_model, run_target, queue.snapshot)
+            mine, theirs = self.clock.call(call.op, model, decoded.args, run_model, run_target, observed)
             lo, hi, now = self.clock.window or (0, 0, 0)
             where = f" (server clock: TIME window [{lo}, {hi}], the model at {now})"
         else:
@@ -773,11 +794,11 @@ class RawJudge:
         if call.op in ("claim", "claim_many") and model.last_dropped != queue.last_dropped:
             return Finding(call, "answer", (f"the model dropped {model.last_dropped}",
                                             f"the script dropped {queue.last_dropped}"))
-        expected, seen = model.snapshot(), _outcome(queue.snapshot)
+        expected, seen = model.snapshot(), _outcome(observed)
         if expected != seen:
             lines = diff(expected, seen) if not isinstance(seen, Exception) else [f"the snapshot failed: {seen!r}"]
             return Finding(call, "snapshot", (*lines, where) if where else tuple(lines))
-        head = keyspace.prefix(decoded.queue).encode()
+        head = keyspace.prefix(self._server(decoded.queue)).encode()
         return self._unchanged(call, {k: v for k, v in before.items() if not k.startswith(head)},
                                {k: v for k, v in self.fingerprint().items() if not k.startswith(head)})
 

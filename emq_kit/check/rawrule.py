@@ -30,11 +30,13 @@ class RawCalls:
     def raw_judge(self: Any) -> raw.RawJudge:
         """This example's judge: the target's connection, the machine's models (the
         queues raw calls reach beyond them get their own); the fingerprint is the
-        embedded server's memory, or every ``emq:`` key of a server."""
+        embedded server's memory, or on a server every key of the run's own names
+        (``run_names``: its calls go under them, specs/ownership.md OWN-2)."""
         if self._raw_judge is None:
             conn = self.target.conn
-            self._raw_judge = raw.RawJudge(conn, match=None if conn.server is not None else "emq:*",
-                                           models=dict(self.models))
+            names = getattr(self.target, "run_names", None)
+            self._raw_judge = raw.RawJudge(conn, match=None if conn.server is not None or names else "emq:*",
+                                           models=dict(self.models), names=names)
         return self._raw_judge
 
     @precondition(lambda self: self.run.raw_calls and self.target.raw)

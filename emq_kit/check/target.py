@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 from emq_kit.errors import BadArgument, FencedElsewhere, ServerUnreachable, TargetUnavailable
 
 if TYPE_CHECKING:
+    from emq_kit.check.names import Names
     from emq_model.snapshot import Snapshot
 
 
@@ -109,20 +110,23 @@ class Target(Protocol):
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
                 clock: str = "virtual", timeout: float | None = None, observe: bool = True, partial: bool = False,
-                queues: Sequence[str] | None = None, model: bool = False) -> Target:
+                names: Names | None = None, model: bool = False) -> Target:
     """The live client on ``url`` (embedded fakeredis when None) running ``scripts`` (ours
     when None), or the port behind ``driver`` (emq_kit/ports/driver_client.py; with
     ``partial`` a driver may lack ops outside the core, DP-9a), or with ``model`` the
     model itself (``ModelTarget``: the machine alone, bench's ceiling and the backend of
     ``emq driver --model``). Every way
     it can fail to exist is a ``TargetUnavailable`` (``BadArgument`` for arguments that
-    do not go together); nothing else escapes. ``queues``: the run's queue names on the
-    server, for a driver's ``init`` (``emq_kit.check.names``; default the machine's);
+    do not go together); nothing else escapes. ``names``: the run's names on a server
+    (``emq_kit.check.names``, from its claim): the target is seen through them
+    (``Renamed``), and a driver's ``init`` names the machine's queues by them;
     ``timeout``: a driver's bound on each request, ``init`` included (None: DP-14's
     defaults)."""
     import redis
 
     from emq_kit.check.live import LiveTarget, ModelTarget
+    from emq_kit.check.machine import QUEUES
+    from emq_kit.check.names import with_names
     from emq_kit.ports.driver_client import DriverError, DriverTarget
     from emq_live.urls import redact
     from emq_model.errors import EmqError, VersionError
@@ -135,9 +139,10 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
         return ModelTarget()
     try:
         if driver is not None:
-            return DriverTarget(driver, url, clock=clock, timeout=timeout, partial=partial,
-                                **({"queues": queues} if queues else {}))
-        return LiveTarget(url, scripts, observe=observe)
+            queues = QUEUES if names is None else tuple(names.server(q) for q in QUEUES)
+            return with_names(DriverTarget(driver, url, clock=clock, timeout=timeout, partial=partial, queues=queues),
+                              names, QUEUES)
+        return with_names(LiveTarget(url, scripts, observe=observe), names, QUEUES)
     except DriverError as exc:
         raise TargetUnavailable(str(exc)) from None
     except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,

@@ -15,14 +15,14 @@ import sys
 from typing import Sequence
 
 from emq_kit import redaction
-from emq_kit.cli import audit, bench, bundle, check, driver, replay, selftest, soak
+from emq_kit.cli import audit, bench, bundle, check, clean, driver, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Parser, Usage
 from emq_kit.errors import KitBug, KitError
 from emq_live.urls import ConnectError
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser"]
 
-COMMANDS = (check, replay, selftest, driver, bundle, soak, bench, audit)
+COMMANDS = (check, replay, selftest, driver, bundle, soak, bench, audit, clean)
 
 
 def parser() -> argparse.ArgumentParser:

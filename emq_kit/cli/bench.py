@@ -6,8 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from emq_kit.bench import Bench, Params, Wrong, run_bench
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, sizes
+from emq_kit.bench import QUEUE, Bench, Params, Wrong, run_bench
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, claimed, sizes
+from emq_kit.layouts import layout
 from emq_kit.report.document import bench_document
 
 
@@ -58,7 +59,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 server = ServerProcess("valkey-server").start()
             except ServerError as exc:
                 raise Usage(str(exc)) from None
-        bench = run_bench(args.url or server.url, params, say)
+        with claimed(args.url, (*layout().logical(), QUEUE), command="emq bench") as names:
+            bench = run_bench(args.url or server.url, params, say, names)
     except ConnectError as exc:  # names the URL, redacted
         raise Usage(str(exc)) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:

@@ -14,11 +14,10 @@ import redis
 from emq_kit.check import expect
 from emq_kit.check.clock import ServerClock
 from emq_kit.check.fence import refenced
-from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS, Focus, Step
-from emq_kit.check.names import named, suffixed, with_names
+from emq_kit.check.names import Names, named
 from emq_kit.check.run import PROFILES, Report, run_check
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, within, writable_dir, writable_path
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within, writable_dir, writable_path
 from emq_kit.cli.progress import Progress
 from emq_kit.errors import FencedElsewhere
 from emq_kit.layouts import NAMES, layout
@@ -169,30 +168,13 @@ def _keep_interrupted(progress: Progress, target: Any, args: argparse.Namespace,
     print(f"emq check: the steps so far: {path} ({replay_command(path, target.describe())})", file=sys.stderr)
 
 
-def server_names(args: argparse.Namespace, layout_name: str) -> dict[str, str] | None:
-    """The names the run's queues have on the server (``emq_kit.check.names``): the
-    user's (``--queue``), else a per-run suffix on ``--url``; None on the embedded
-    fakeredis or a serverless driver (nobody else's data), and for another layout."""
+def given_names(args: argparse.Namespace, layout_name: str) -> dict[str, str] | None:
+    """The user's names of the machine's queues on the server (``--queue``, once per
+    queue; KS-3 checks them before anything runs), or None: every queue name then
+    carries the run's suffix (``emq_kit.check.names``)."""
     if args.queue and (layout_name != "echomq" or args.url is None):
         raise Usage("--queue names the run's queues on a server: it needs --url (and the echomq layout)")
-    if args.url is None or layout_name != "echomq":
-        return None
-    return named(QUEUES, args.queue) if args.queue else suffixed(QUEUES)
-
-
-def _refuse_held_keys(target: Any, args: argparse.Namespace, names: dict[str, str] | None) -> None:
-    """On a server, the run's queues must be empty unless ``--wipe``: a run deletes
-    their keys when it hands them out, and a user's data there is not deleted silently.
-    (The built-in client only: a port's driver has already started on the server,
-    and what it writes there at start is its own.)"""
-    if args.url is None or args.wipe or not isinstance(getattr(target, "inner", target), LiveTarget):
-        return
-    held = target.held(QUEUES)
-    if held:
-        target.close()
-        on_server = list((names or {}).values()) or list(QUEUES)
-        raise Usage(f"the run's queues {', '.join(map(repr, on_server))} already hold {held} key(s) on "
-                    f"{redact(args.url)}; a run deletes them: give --wipe to allow it")
+    return named(QUEUES, args.queue) if args.queue else None
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -223,16 +205,35 @@ def _check(args: argparse.Namespace, out: Outputs, expected: dict[Any, str]) -> 
     profile = PROFILES[args.profile]
     seed = random.randrange(2**32) if args.seed is None else args.seed  # known before an interrupt
     chosen = layout(args.layout)
-    names = server_names(args, chosen.name)
+    given = given_names(args, chosen.name)
+    with claimed(args.url, chosen.logical(), command="emq check", wipe=args.wipe, given=given) as names:
+        report, unwritten = _search(args, chosen, names, profile, seed, expected)
+    if args.write_expect:
+        expect.write(args.write_expect, report)
+    out.say(format_report(report))
+    if args.write_expect:
+        out.say(f"wrote {len(report.differences)} differences to {args.write_expect}")
+    code = EXIT_OK if report.ok and not (args.strict and report.fixed) else EXIT_FAIL
+    rerun = report.rerun or f"emq check --seed {report.seed} --profile {report.profile}"
+    out.emit(lambda started, finished: check_document(report, exit=code, started=started, finished=finished,
+                                                      rerun=rerun))
+    out.page(lambda: page(report))
+    if unwritten is not None:
+        raise Usage(f"cannot write the trace into {args.traces}: {unwritten}")
+    return code
+
+
+def _search(args: argparse.Namespace, chosen: Any, names: Names | None, profile: Any, seed: int,
+            expected: dict[Any, str]) -> tuple[Report, OSError | None]:
+    """The run on the target, inside the run's claim on a server: the report, and the
+    error writing its trace (the report is printed first: the counterexample is not lost)."""
     try:
         target = chosen.open_target(args.url, args.scripts, args.driver, clock=args.clock, timeout=args.timeout,
-                                    partial=True, **({"queues": tuple(names.values())} if names else {}))
+                                    partial=True, names=names)
     except FencedElsewhere as exc:  # a dead end for our scripts unless the run re-fences
         raise Usage(f"{exc}; --refence runs under {spec.WIRE_VERSION!r} and puts the old value back after") from None
-    target = with_names(target, names)
     for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
         print(f"emq check: {note}", file=sys.stderr)
-    _refuse_held_keys(target, args, names)
     clock: ServerClock | None = None
     progress = Progress(args.examples or profile.examples)
     unwritten: OSError | None = None
@@ -248,7 +249,7 @@ def _check(args: argparse.Namespace, out: Outputs, expected: dict[Any, str]) -> 
         if report.divergence is not None:
             try:
                 write_trace(report, target, Path(args.traces), report.clock or clock, chosen.replay)
-            except OSError as exc:  # the report is printed first: the counterexample is not lost
+            except OSError as exc:
                 unwritten = exc
     except KeyboardInterrupt:
         progress.end()
@@ -265,19 +266,7 @@ def _check(args: argparse.Namespace, out: Outputs, expected: dict[Any, str]) -> 
         if clock is not None:
             clock.close()
     progress.end()
-    if args.write_expect:
-        expect.write(args.write_expect, report)
-    out.say(format_report(report))
-    if args.write_expect:
-        out.say(f"wrote {len(report.differences)} differences to {args.write_expect}")
-    code = EXIT_OK if report.ok and not (args.strict and report.fixed) else EXIT_FAIL
-    rerun = report.rerun or f"emq check --seed {report.seed} --profile {report.profile}"
-    out.emit(lambda started, finished: check_document(report, exit=code, started=started, finished=finished,
-                                                      rerun=rerun))
-    out.page(lambda: page(report))
-    if unwritten is not None:
-        raise Usage(f"cannot write the trace into {args.traces}: {unwritten}")
-    return code
+    return report, unwritten
 
 
 KITSIDE = {"forget_row", *KEY_FAULT_OPS}
@@ -344,7 +333,8 @@ def register(sub: Any) -> None:
                         f"{within('check --shrink-steps')})")
     c.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     c.add_argument("--wipe", action="store_true",
-                   help="with --url: allow deleting keys the run's queues already hold (refused otherwise)")
+                   help="with --url: allow deleting keys the server already holds under a queue name the run "
+                        "writes (the --queue names; refused otherwise)")
     c.add_argument("--refence", action="store_true",
                    help="with --url: a server fenced under another wire version ({emq}:version) runs under "
                    "the contract's for the run and gets its value back after (KS-6; its own port's "

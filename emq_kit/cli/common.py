@@ -4,14 +4,17 @@ outputs (``--report``, ``--json``, ``--html``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, ContextManager, Iterable, Mapping, NoReturn
 
 from emq_kit import bounds
+from emq_kit.check.names import Names
+from emq_kit.claim import Claim
 from emq_kit.redaction import write_text
 
 EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
@@ -64,6 +67,16 @@ def add_number(p: argparse.ArgumentParser, command: str, flag: str, text: str,
     its range (``bounded``, or ``sizes`` for a list), its help ``text`` and the range."""
     option = f"{command} {flag}"
     p.add_argument(flag, type=kind(option), help=f"{text}; {within(option)}", **more)
+
+
+def claimed(url: str | None, logical: Iterable[str], *, command: str, wipe: bool = False,
+            given: Mapping[str, str] | None = None) -> ContextManager[Names | None]:
+    """The run's claim on the server ``url`` (``emq_kit.claim``: the run's names, its
+    record, nothing left after it), or None without a server: the embedded fakeredis
+    and a serverless driver hold nobody else's data."""
+    if url is None:
+        return contextlib.nullcontext(None)
+    return Claim(url, logical, given=given, wipe=wipe, command=command)
 
 
 class Parser(argparse.ArgumentParser):

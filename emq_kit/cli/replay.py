@@ -8,14 +8,14 @@ import logging
 import sys
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, writable_file
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, claimed, writable_file
 from emq_kit.layouts import of_trace
 from emq_kit.redaction import write_text
 from emq_kit.report.document import replay_document
 from emq_kit.report.html import counterexample_page
 from emq_kit.trace.export import pytest_source
 from emq_kit.trace.format import Trace
-from emq_kit.trace.replay import explain, step_table, target_for
+from emq_kit.trace.replay import explain, source_of, step_table, target_for
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -29,22 +29,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
         write_text(args.pytest, pytest_source(trace, args.trace))
         out.say(f"wrote {args.pytest}")
     chosen = of_trace(trace.header)
-    clock = None
     if chosen.name == "echomq":  # the trace's driver, scripts, server and clock, each unless a flag says otherwise
-        target, clock = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver,
-                                   clock=args.clock)
+        url = source_of(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver)[0]
     else:  # a layout's target is its own: the trace's server unless --url says otherwise
-        target = chosen.open_target(args.url or trace.header.get("target", {}).get("target"), args.scripts,
-                                    args.driver, clock=args.clock or trace.header.get("clock") or "virtual")
-    for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
-        print(f"emq replay: {note}", file=sys.stderr)
-    try:
-        result = chosen.replay(trace.steps, target, clock)
-        described = target.describe()
-    finally:
-        target.close()
-        if clock is not None:
-            clock.close()
+        url = args.url or trace.header.get("target", {}).get("target")
+    with claimed(url, chosen.logical(), command="emq replay", wipe=args.wipe) as names:
+        clock = None
+        if chosen.name == "echomq":
+            target, clock = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver,
+                                       clock=args.clock, names=names)
+        else:
+            target = chosen.open_target(url, args.scripts, args.driver,
+                                        clock=args.clock or trace.header.get("clock") or "virtual", names=names)
+        for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
+            print(f"emq replay: {note}", file=sys.stderr)
+        try:
+            result = chosen.replay(trace.steps, target, clock)
+            described = target.describe()
+        finally:
+            target.close()
+            if clock is not None:
+                clock.close()
     out.say(f"replaying {args.trace} ({len(trace.steps)} steps) on {described.get('target')} "
             f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}, "
             f"{getattr(clock, 'mode', 'virtual')} clock")
@@ -70,6 +75,9 @@ def register(sub: Any) -> None:
     r.add_argument("--clock", choices=["virtual", "server"],
                    help="the clock mode (default: the trace's; server needs a server)")
     r.add_argument("--pytest", metavar="FILE", type=writable_file, help="also write a standalone regression test")
+    r.add_argument("--wipe", action="store_true",
+                   help="on a server: allow deleting keys it already holds under a queue name the replay writes "
+                        "(the empty name's, which no suffix can mark; refused otherwise)")
     add_outputs(r, html="the trace's counterexample (steps, keyspaces, the broken rule)")
     r.set_defaults(func=cmd_replay)
 

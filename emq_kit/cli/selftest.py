@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, within
-from emq_kit.layouts import NAMES
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, claimed, within
+from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import selftest_document
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, all_mutants, run_selftest, summary
 from emq_live.layouts.bullmq import bullmq_version
@@ -47,14 +47,14 @@ def cmd_selftest(args: argparse.Namespace) -> int:
             out.say(HEADER)
         _announce(k, n, mutant)
 
-    verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=lambda v: out.say(row(v), flush=True),
-                            started=started)
+    with claimed(args.url, layout().logical(), command="emq selftest", wipe=args.wipe) as names:
+        verdicts = run_selftest(args.url, args.budget, args.seed, args.only,
+                                report=lambda v: out.say(row(v), flush=True), started=started, names=names)
     return _summarize(args, out, verdicts)
 
 
 def _bullmq(args: argparse.Namespace) -> int:
     """The mutants of BullMQ's scripts, judged by the bullmq layout's machine."""
-    from emq_kit.layouts import layout
     from emq_kit.selftest import bullmq
 
     if args.list:
@@ -63,12 +63,16 @@ def _bullmq(args: argparse.Namespace) -> int:
                   f"{m.after.strip() or '(deleted)'}")
         return EXIT_OK
     out = Outputs(args)
-    layout("bullmq").open_target(args.url).close()  # no server, no cmsgpack: one line, before any mutant
-    out.say(f"BullMQ {bullmq_version()} scripts, budget {args.budget:g} s per mutant, seed {args.seed}"
-            + (f", a sample of {args.sample}" if args.sample else ""))
-    out.say(HEADER)
-    verdicts = bullmq.run_selftest(args.url, args.budget, args.seed, args.sample, args.only,
-                                   report=lambda v: out.say(row(v), flush=True))
+    chosen = layout("bullmq")
+    if args.url is None:
+        chosen.open_target(None)  # no server: one line, before any mutant
+    with claimed(args.url, chosen.logical(), command="emq selftest", wipe=args.wipe) as names:
+        chosen.open_target(args.url, names=names).close()  # no cmsgpack: one line, before any mutant
+        out.say(f"BullMQ {bullmq_version()} scripts, budget {args.budget:g} s per mutant, seed {args.seed}"
+                + (f", a sample of {args.sample}" if args.sample else ""))
+        out.say(HEADER)
+        verdicts = bullmq.run_selftest(args.url, args.budget, args.seed, args.sample, args.only,
+                                       report=lambda v: out.say(row(v), flush=True), names=names)
     return _summarize(args, out, verdicts)
 
 
@@ -99,5 +103,8 @@ def register(sub: Any) -> None:
                    help=f"judge a seeded sample of N mutants (bullmq: its scripts have hundreds; "
                         f"{within('selftest --sample')})")
     t.add_argument("--list", action="store_true", help="list the mutants and exit")
+    t.add_argument("--wipe", action="store_true",
+                   help="with --url: allow deleting keys the server already holds under a queue name the run "
+                        "writes (the empty name's, which no suffix can mark; refused otherwise)")
     add_outputs(t, json_file=True)
     t.set_defaults(func=cmd_selftest)

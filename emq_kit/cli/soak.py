@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, claimed
 from emq_kit.report.document import soak_document
 from emq_kit.report.html import soak_page
-from emq_kit.soak.workload import DEFAULTS, SoakConfig, SoakError, SoakReport, run_soak
+from emq_kit.soak.workload import DEFAULTS, QUEUE, SoakConfig, SoakError, SoakReport, refuse_cluster, run_soak
 
 _TABLE = (
     ("jobs", "jobs"), ("workers", "workers"), ("producers", "producers"), ("restarts", "worker restarts"),
@@ -39,13 +39,15 @@ def cmd_soak(args: Any) -> int:
     import redis
 
     out = Outputs(args)
-    names = {f.name for f in fields(SoakConfig)}
+    knobs = {f.name for f in fields(SoakConfig)}
     try:
-        config = SoakConfig(**{k: v for k, v in vars(args).items() if k in names and v is not None})
+        config = SoakConfig(**{k: v for k, v in vars(args).items() if k in knobs and v is not None})
     except ValueError as exc:
         raise Usage(str(exc)) from None
     try:
-        report = run_soak(args.url, config)
+        refuse_cluster(args.url)  # before the run's claim is written there
+        with claimed(args.url, (QUEUE,), command="emq soak") as names:
+            report = run_soak(args.url, config, names)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
     except SoakError as exc:

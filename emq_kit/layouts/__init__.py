@@ -44,7 +44,10 @@ class Layout:
       ``None`` for an op the layout has not; ``queues``: the queues its steps may name
       (``emq replay`` checks a trace against both before anything runs);
     - ``settings``: the ops that set an example's settings (bullmq's ``retention``): a
-      trace keeps them however it is minimized (emq_kit/check/minimize.py)."""
+      trace keeps them however it is minimized (emq_kit/check/minimize.py);
+    - ``logical()``: every queue name a run may send, each of which gets a name of the
+      run's own on a server (its claim, ``emq_kit.claim``; specs/ownership.md OWN-2),
+      passed to ``open_target`` as ``names``."""
 
     name: str
     contract: str
@@ -54,6 +57,7 @@ class Layout:
     replay: Callable[[list["Step"], Any, "Clock | None"], "Replayed"]
     step_args: Callable[[str], "tuple[set[str], set[str]] | None"]
     queues: tuple[str, ...]
+    logical: Callable[[], tuple[str, ...]]
     audit: Callable[[str], tuple[dict[str, int], list[str]]] | None = None
     settings: tuple[str, ...] = ()
 

@@ -31,6 +31,7 @@ from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check_projec
 from emq_model.layouts.bullmq_steps import CUSTOM_LOW, UNKNOWN_ID
 
 QUEUE = table()["queue"]  # the one queue a run drives; every step names it
+LOGICAL = QUEUE[1:-1]  # its name inside the braces: on a server, the run's own (OWN-2)
 START = 1_000_000  # the virtual clock's first reading (ms)
 CONTRACT = "specs/layouts/bullmq.json"
 RETENTION_OP = "retention"  # the pseudo-op that sets the example's retention (a trace step)
@@ -62,14 +63,14 @@ class BullCheckTarget:
 
     raw = False  # another calling convention: no raw calls of ours (emq_kit/check/rawrule.py)
 
-    def __init__(self, url: str, scripts: str | None = None) -> None:
+    def __init__(self, url: str, scripts: str | None = None, name: str = LOGICAL) -> None:
         import redis
 
         from emq_live.layouts.bullmq import BullTarget
 
-        self.url = url
+        self.url, self.name = url, name
         self.client = redis.Redis.from_url(url)
-        self.bull = BullTarget(self.client, scripts=scripts)
+        self.bull = BullTarget(self.client, scripts=scripts, name=name)
 
     def reset(self) -> None:
         self.bull.wipe()
@@ -87,6 +88,7 @@ class BullCheckTarget:
             "bullmq": self.bull.version,
             "scripts": f"bullmq {self.bull.version} " + (self.bull.scripts_dir or "(package)"),
             "contract": CONTRACT,
+            "queues": {LOGICAL: self.name},
         }
 
     def close(self) -> None:
@@ -95,7 +97,7 @@ class BullCheckTarget:
 
 def open_target(url: str | None = None, scripts: str | None = None, driver: str | None = None, *,
                 clock: str = "virtual", timeout: float | None = None, observe: bool = True,
-                partial: bool = False) -> BullCheckTarget:
+                partial: bool = False, names: Any = None) -> BullCheckTarget:
     """BullMQ's scripts on ``url``. No server (the embedded fakeredis) is refused with the
     reason (its Lua has no cmsgpack, BQ-17), as are a driver and the server clock (BullMQ
     takes every timestamp as an argument: the virtual clock is the only one). Every way
@@ -111,7 +113,7 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
     if url is None:
         raise TargetUnavailable(NO_CMSGPACK)
     try:
-        return BullCheckTarget(url, scripts)
+        return BullCheckTarget(url, scripts, LOGICAL if names is None else names.server(LOGICAL))
     except LayoutUnavailable as exc:
         raise TargetUnavailable(exc.reason) from None
     except (FileNotFoundError, ConnectionError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
@@ -366,6 +368,7 @@ LAYOUT = Layout(
     replay=replay,
     step_args=step_args,
     queues=(QUEUE,),
+    logical=lambda: (LOGICAL,),
     audit=audit,
     settings=(RETENTION_OP,),
 )

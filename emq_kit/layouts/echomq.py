@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from emq_kit.check.machine import QUEUES, Conformance
+from emq_kit.check.names import vocabulary
 from emq_kit.check.target import open_target
 from emq_kit.layouts import Layout
 from emq_model.spec import cells
@@ -42,4 +43,5 @@ LAYOUT = Layout(
     replay=_replay,
     step_args=_step_args,
     queues=tuple(QUEUES),
+    logical=vocabulary,
 )

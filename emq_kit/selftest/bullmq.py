@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, judge, mutants_of, require_verdict
 
@@ -75,10 +75,10 @@ def where(mutant: Mutant) -> str:
 
 
 def run_selftest(url: str, budget: float, seed: int, sample: int | None = None, only: str | None = None,
-                 report: Callable[[MutantVerdict], None] | None = None) -> list[MutantVerdict]:
+                 report: Callable[[MutantVerdict], None] | None = None, names: Any = None) -> list[MutantVerdict]:
     """Judge the mutants (a seeded sample of ``sample`` of them when given; those whose
     key contains ``only``) with the bullmq layout's machine on ``url``. A survivor's
-    reason names where its line sits."""
+    reason names where its line sits. The queue goes under ``names``, the run's."""
     from emq_kit.layouts import layout
 
     chosen = [m for m in all_mutants() if not only or only in m.key]
@@ -87,7 +87,7 @@ def run_selftest(url: str, budget: float, seed: int, sample: int | None = None, 
         chosen = [m for i, m in enumerate(chosen) if i in picked]
     verdicts = []
     for k, mutant in enumerate(chosen, 1):
-        v = require_verdict(judge(mutant, url, budget, seed, commands(), layout("bullmq")), k, len(chosen))
+        v = require_verdict(judge(mutant, url, budget, seed, commands(), layout("bullmq"), names), k, len(chosen))
         if v.status == "survived":
             v.reason = f"{v.reason or 'no divergence'}; in {where(mutant)}()"
         verdicts.append(v)

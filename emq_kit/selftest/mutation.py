@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from emq_kit.check.machine import Focus
+from emq_kit.check.names import Names
 from emq_kit.check.run import Profile, run_check
 from emq_kit.errors import BadArgument, KitBug, ServerUnreachable
 from emq_kit.forks import interrupts_deferred
@@ -220,7 +221,7 @@ def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], sour
 
 
 def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float, tmp: str,
-           found: Any = None, layout: Layout | None = None) -> MutantVerdict:
+           found: Any = None, layout: Layout | None = None, names: Names | None = None) -> MutantVerdict:
     """The machine against one mutant, to the end (in a child process of ``judge``), its
     scripts written into the empty directory ``tmp`` (the parent's: a child killed for
     its budget cleans up nothing); ``found`` (a shared double) gets the time of the
@@ -231,7 +232,7 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
 
     copy_scripts(tmp, mutant.script, mutant.apply, source)
     try:
-        target = (layout or layout_named()).open_target(url, tmp, observe=False)
+        target = (layout or layout_named()).open_target(url, tmp, observe=False, names=names)
     except ServerUnreachable as exc:  # the environment: no verdict on the mutant
         return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
@@ -282,19 +283,21 @@ def _lost() -> tuple[type[Exception], ...]:
 
 
 def judge(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None = None,
-          layout: Layout | None = None) -> MutantVerdict:
+          layout: Layout | None = None, names: Names | None = None) -> MutantVerdict:
     """Check one mutant with the machine within ``budget`` seconds of searching. The
     check runs in a forked child, so a spent budget can stop it anywhere (Hypothesis
     cannot be interrupted cleanly from inside); once a divergence is found, shrinking
-    may take up to ``SHRINK_ALLOWANCE`` more."""
+    may take up to ``SHRINK_ALLOWANCE`` more. On a server the run's queues go under
+    ``names`` (the run's claim, emq_kit.claim): a child killed for its budget leaves its
+    keys under them, and the next mutant's queues, or the claim's end, delete them."""
     # The mutant's scripts: a directory of the parent's, removed once the child is gone
     # (a child killed for its budget or a hang removes nothing of its own).
     with tempfile.TemporaryDirectory(prefix="emq-mutant-") as tmp:
-        return _judged(mutant, url, budget, seed, source, layout, tmp)
+        return _judged(mutant, url, budget, seed, source, layout, tmp, names)
 
 
 def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: Path | None,
-            layout: Layout | None, tmp: str) -> MutantVerdict:
+            layout: Layout | None, tmp: str, names: Names | None = None) -> MutantVerdict:
     """``judge``, the mutant's scripts written into ``tmp``."""
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
@@ -304,7 +307,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
 
     def work() -> None:
         _time_commands(calling)
-        child.send(_check(mutant, url, seed, source, started, tmp, found, layout))
+        child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names))
 
     proc = ctx.Process(target=work, daemon=True)
     try:
@@ -435,21 +438,23 @@ def stop_script(url: str) -> bool:
 
 def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
                  report: Callable[[MutantVerdict], None] | None = None,
-                 started: Callable[[int, int, Mutant], None] | None = None) -> list[MutantVerdict]:
+                 started: Callable[[int, int, Mutant], None] | None = None,
+                 names: Names | None = None) -> list[MutantVerdict]:
     """Judge every mutant (those whose key contains ``only``, if given). A mutant is
     killed only by a counterexample (or scripts that do not load): a server that cannot
     be reached, before or during the run, or ``only`` matching no mutant, is a
-    ``KitError`` (``started`` is called with k and n before mutant k of n)."""
+    ``KitError`` (``started`` is called with k and n before mutant k of n). On a
+    server the queues go under ``names``, the run's (emq_kit.claim)."""
     known = equivalents()
     chosen = [m for m in all_mutants(observer=url is not None) if not only or only in m.key]
     if not chosen:
         raise BadArgument(f"--only {only!r} matches no mutant (emq selftest --list shows them)")
-    layout_named().open_target(url, None, observe=False).close()  # the unmutated scripts on the server: ServerUnreachable
+    layout_named().open_target(url, None, observe=False, names=names).close()  # the unmutated scripts: ServerUnreachable
     verdicts = []
     for k, mutant in enumerate(chosen, 1):
         if started:
             started(k, len(chosen), mutant)
-        v = require_verdict(judge(mutant, url, budget, seed), k, len(chosen))
+        v = require_verdict(judge(mutant, url, budget, seed, names=names), k, len(chosen))
         if v.status == "survived" and mutant.key in known:
             v.status, v.reason = "equivalent", known[mutant.key]
         verdicts.append(v)

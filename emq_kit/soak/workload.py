@@ -34,7 +34,6 @@ import json
 import multiprocessing
 import os
 import random
-import secrets
 import shutil
 import signal
 import sys
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from emq_kit import bounds
+from emq_kit.check.names import new_suffix
 from emq_kit.errors import KitError
 from emq_kit.forks import interrupts_deferred
 from emq_kit.redaction import open_text, write_text
@@ -58,6 +58,9 @@ from emq_model.errors import EmqError
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
+
+QUEUE = "soak"
+"""The run's one queue, by its logical name (on the server ``soak-<suffix>``, SOAK-2)."""
 
 CRASHED = 86
 """Exit code of a worker that crashes on purpose (it is restarted)."""
@@ -535,19 +538,29 @@ def _events(run_dir: Path) -> list[Event]:
     return out
 
 
-def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
-    """Run a soak against ``url`` (a throwaway valkey-server when ``None``) and judge it.
-    Raises ``SoakError`` when the run itself fails (a process died, the server left)."""
+def refuse_cluster(url: str | None) -> None:
+    """``SoakError`` for a cluster URL: the clock windows must be read (TIME) on the
+    primary that runs the queue's scripts, and a Recorder reads TIME on whichever node
+    the client picks."""
+    from emq_live.client import CLUSTER_SCHEMES
+
+    if url is not None and url.startswith(CLUSTER_SCHEMES):
+        raise SoakError("a cluster URL is not supported: the soak reads TIME on a single server")
+
+
+def run_soak(url: str | None, config: SoakConfig, names: Any = None) -> SoakReport:
+    """Run a soak against ``url`` (a throwaway valkey-server when ``None``) and judge it,
+    on the queue ``soak-<suffix>`` (``names``' name of ``soak``, the run's claim on a
+    server: emq_kit.claim). Its keys are deleted however the run ends (SOAK-2); a failed
+    run keeps its history and its final snapshot in a directory. Raises ``SoakError``
+    when the run itself fails (a process died, the server left)."""
     import redis
 
     from emq_kit.server import ServerError, ServerProcess
-    from emq_live.client import CLUSTER_SCHEMES, connect
+    from emq_live.client import connect
     from emq_live.urls import ConnectError
 
-    if url is not None and url.startswith(CLUSTER_SCHEMES):
-        # The clock windows must be read (TIME) on the primary that runs the queue's
-        # scripts; Recorder reads TIME on whichever node the client picks.
-        raise SoakError("a cluster URL is not supported: the soak reads TIME on a single server")
+    refuse_cluster(url)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         if url is None:
@@ -562,7 +575,8 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
             conn = stack.enter_context(connect(url))
         except (ValueError, EmqError, ConnectError, redis.exceptions.RedisError) as exc:
             raise SoakError(f"cannot use {url}: {exc}") from None
-        name = f"soak-{os.getpid()}-{secrets.token_hex(4)}"
+        name = names.server(QUEUE) if names is not None else f"{QUEUE}-{new_suffix()}"
+        stack.callback(_drop, conn, name)  # SOAK-2: nothing left on the server, however the run ends
         events: list[Event] = []
         rec = Recorder(conn.queue(name), "coordinator", events.append)
         # A failed run keeps its history (a JSONL file per process) for the reader; a
@@ -608,18 +622,29 @@ def run_soak(url: str | None, config: SoakConfig) -> SoakReport:
         checked = history.check_history(events, seconds=config.check_seconds)
         report = SoakReport(config, where, name, run_seconds, accounting, watch.violations, len(watch.snapshots),
                             events, checked, fleet.restarts, timed_out)
-        if report.ok:
-            _drop(conn, name, final)
-        else:
+        if not report.ok:
+            from emq_kit import redaction
+            from emq_kit.trace.format import snapshot_json
+
+            redaction.write_text(run_dir / FINAL, json.dumps(snapshot_json(final), indent=1) + "\n")
             keep, report.history_dir = True, run_dir
         return report
 
 
-def _drop(conn: Any, queue: str, final: Snapshot) -> None:
-    """Delete a passed run's queue (its fixed keys and the rows left in dead); a failed
-    run's keyspace is kept for inspection."""
-    from emq_model.keyspace import job_key, queue_keys
+FINAL = "final-snapshot.json"
+"""A failed run's last snapshot of its queue, beside its history (the keys are deleted)."""
 
-    keys = queue_keys(queue) + [job_key(queue, job) for job in final.ids()]
-    for i in range(0, len(keys), 500):
-        conn.redis.delete(*keys[i : i + 500])
+
+def _drop(conn: Any, queue: str) -> None:
+    """Delete every key of the run's queue (SCAN of its glob-escaped prefix); a server
+    already gone keeps them for the claim's record (``emq clean``)."""
+    import redis
+
+    from emq_model.keyspace import pattern
+
+    try:
+        keys = list(conn.redis.scan_iter(match=pattern(queue), count=1000))
+        for i in range(0, len(keys), 500):
+            conn.redis.delete(*keys[i : i + 500])
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return

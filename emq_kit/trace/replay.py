@@ -16,7 +16,7 @@ from typing import Any, Callable
 from emq_kit.check import faults
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance, Divergence, Run, Step
-from emq_kit.check.names import with_names
+from emq_kit.check.names import Names
 from emq_kit.check.raw import call_of
 from emq_kit.check.run import Report
 from emq_kit.check.target import Target, open_target
@@ -196,22 +196,22 @@ def replay_command(path: Path | str, target: dict[str, Any]) -> str:
 
 
 def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
-               driver: str | None = None, clock: str | None = None) -> tuple[Target, Clock | None]:
+               driver: str | None = None, clock: str | None = None,
+               names: Names | None = None) -> tuple[Target, Clock | None]:
     """The target a trace names in its header and the clock it ran on (``clock``, the
     header's ``clock`` when None), unless ``url``/``scripts``/``driver`` say otherwise
     (``TargetUnavailable`` when it cannot be had). A driver may be partial: a trace only
-    holds the ops it was sent. The run's queues keep the names they had on its server
-    (``target.queues``, emq_kit.check.names). A server-clock trace needs a server, the
-    embedded fakeredis included (a serverless driver: ``BadArgument``)."""
+    holds the ops it was sent. On a server the steps' queues go under ``names``, the
+    replay's own (its claim, emq_kit.claim; TR-1a), never the names the trace's run had.
+    A server-clock trace needs a server, the embedded fakeredis included (a serverless
+    driver: ``BadArgument``)."""
     from emq_kit.check.clock import ServerClock
 
     url, scripts, driver = source_of(head, url=url, scripts=scripts, driver=driver)
     mode = clock or head.get("clock") or "virtual"
     if mode == "server" and url is None and driver is not None:
         raise BadArgument("the server clock needs a server: give --url")
-    names = head.get("target", {}).get("queues") or None
-    target = with_names(open_target(url, scripts, driver, clock=mode, partial=True,
-                                    queues=list(names.values()) if names else None), names)
+    target = open_target(url, scripts, driver, clock=mode, partial=True, names=names)
     if mode != "server":
         return target, None
     try:  # the embedded fakeredis reads its host's clock (as the ci profile's server-clock phase)

@@ -34,7 +34,6 @@ from emq_model.layouts.bullmq import (
 
 PREFIX = table()["prefix"]
 QUEUE = table()["queue"]
-BASE = f"{PREFIX}:{QUEUE}:"  # emq:{q}: — the job hash is BASE + id
 RUN = table()["run"]
 
 
@@ -65,10 +64,6 @@ def bullmq_version() -> str:
     return bullmq.__version__
 
 
-def _key(name: str) -> str:
-    return BASE + name
-
-
 def _has_cmsgpack(client: redis.Redis) -> bool:
     try:
         return bool(client.eval("return type(cmsgpack) == 'table' and 1 or 0", 0))
@@ -95,8 +90,9 @@ def _checked(method: F) -> F:
 
 
 class BullTarget:
-    """BullMQ's scripts on one server, the queue ``{q}`` under prefix ``emq``. Methods
-    mirror ``BullModel``'s ops and return the script's reply decoded the same way."""
+    """BullMQ's scripts on one server, the queue ``{q}`` under prefix ``emq`` (or the
+    queue ``{name}``: a run of the kit's own, specs/ownership.md OWN-2). Methods mirror
+    ``BullModel``'s ops and return the script's reply decoded the same way."""
 
     def __init__(
         self,
@@ -105,12 +101,14 @@ class BullTarget:
         max_stalled: int = RUN["max_stalled"],
         lock_ms: int = RUN["lock_ms"],
         scripts: str | Path | None = None,
+        name: str = QUEUE[1:-1],
     ) -> None:
         """Load the scripts (SCRIPT LOAD through redis-py's ``register_script``): the
         package's, or the same files from the directory ``scripts`` (a mutated copy,
         selftest); a server whose Lua lacks cmsgpack raises ``LayoutUnavailable`` before
         anything is written."""
         self.version = bullmq_version()
+        self.base = f"{PREFIX}:{{{name}}}:"  # emq:{q}: — the job hash is base + id
         from bullmq.redis_connection import SCRIPT_DEFINITIONS, loadScript
 
         if not _has_cmsgpack(client):
@@ -129,12 +127,15 @@ class BullTarget:
             source = loadScript(entry["file"]) if scripts is None else Path(scripts, entry["file"]).read_text("utf-8")
             self._scripts[name] = client.register_script(source)
 
+    def _key(self, name: str) -> str:
+        return self.base + name
+
     def _call(self, name: str, args: list[Any], **named: str) -> Any:
         """One EVALSHA: the table's key list, ``<name>`` placeholders filled from
         ``named`` (names under the queue's base)."""
         if "job" in named:
             self._known.add(named["job"])
-        keys = [_key(named[k[1:-1]] if k.startswith("<") else k) for k in table()["scripts"][name]["keys"]]
+        keys = [self._key(named[k[1:-1]] if k.startswith("<") else k) for k in table()["scripts"][name]["keys"]]
         return self._scripts[name](keys=keys, args=args)
 
     # -- the transitions ----------------------------------------------------
@@ -149,7 +150,7 @@ class BullTarget:
             opts["priority"] = priority
         if lifo:
             opts["lifo"] = True
-        packed = msgpack.packb([BASE, job_id, "job", now, None, None, None, None, None], use_bin_type=True)
+        packed = msgpack.packb([self.base, job_id, "job", now, None, None, None, None, None], use_bin_type=True)
         args = [packed, json.dumps(None), msgpack.packb(opts), now]
         name = "add_delayed" if delay else "add_prioritized" if priority else "add"
         jid = _text(self._call(name, args))
@@ -162,7 +163,7 @@ class BullTarget:
         import msgpack
 
         opts = msgpack.packb({"token": token, "lockDuration": self.lock_ms, "limiter": None}, use_bin_type=True)
-        reply = self._call("take", [BASE, now, opts])
+        reply = self._call("take", [self.base, now, opts])
         return (_text(reply[1]) if reply[1] else None), int(reply[3])
 
     def _finish(self, job_id: str, token: str, now: int, target: str, prop: str, value: str) -> int:
@@ -184,7 +185,7 @@ class BullTarget:
             },
             use_bin_type=True,
         )
-        args = [job_id, now, prop, value, target, "", BASE, opts]
+        args = [job_id, now, prop, value, target, "", self.base, opts]
         if target == "failed":
             args.append(_fields(prop, value))
         return int(self._call("finish", args, job=job_id, target=target, metrics="metrics:" + target))
@@ -199,23 +200,23 @@ class BullTarget:
 
     @_checked
     def retry(self, job_id: str, token: str, now: int, reason: str) -> int:
-        args = [BASE, now, "LPUSH", job_id, token, _fields("failedReason", reason)]
+        args = [self.base, now, "LPUSH", job_id, token, _fields("failedReason", reason)]
         return int(self._call("retry", args, job=job_id))
 
     @_checked
     def backoff(self, job_id: str, token: str, now: int, delay: int, reason: str) -> int:
-        args = [BASE, str(now), job_id, token, delay, "0", _fields("failedReason", reason), "0"]
+        args = [self.base, str(now), job_id, token, delay, "0", _fields("failedReason", reason), "0"]
         return int(self._call("backoff", args, job=job_id))
 
     @_checked
     def promote(self, job_id: str) -> int:
         self._known.add(job_id)
-        return int(self._call("promote", [BASE, job_id]))
+        return int(self._call("promote", [self.base, job_id]))
 
     @_checked
     def check_stalled(self, now: int) -> list[str]:
-        self.client.delete(_key("stalled-check"))
-        reply = self._call("check_stalled", [self.max_stalled, BASE, now, RUN["stalled_interval_ms"]])
+        self.client.delete(self._key("stalled-check"))
+        reply = self._call("check_stalled", [self.max_stalled, self.base, now, RUN["stalled_interval_ms"]])
         return [_text(x) for x in reply]
 
     @_checked
@@ -225,7 +226,7 @@ class BullTarget:
 
     @_checked
     def remove(self, job_id: str) -> int:
-        return int(self._call("remove", [job_id, 0, BASE], job=job_id))
+        return int(self._call("remove", [job_id, 0, self.base], job=job_id))
 
     @_checked
     def reprocess(self, job_id: str, state: str, reset: bool = False) -> int:
@@ -238,12 +239,12 @@ class BullTarget:
     def lapse(self, job_id: str) -> int:
         """The lock's TTL running out, brought forward: DEL of the lock key."""
         self._known.add(job_id)
-        return int(self.client.delete(_key(job_id + ":lock")))
+        return int(self.client.delete(self._key(job_id + ":lock")))
 
     def wipe(self) -> None:
         """Delete every key of the queue (SCAN of ``emq:{q}:*``, then DEL): the next
         call meets an empty queue. Other keys on the server are left alone."""
-        pattern = BASE.replace("{", "\\{").replace("}", "\\}") + "*"
+        pattern = self.base.replace("{", "\\{").replace("}", "\\}") + "*"
         keys = list(self.client.scan_iter(match=pattern, count=1000))
         if keys:
             self.client.delete(*keys)
@@ -256,10 +257,10 @@ class BullTarget:
         lock ``emq:{q}:<id>:lock``) to ``projection``, which then reads their hashes
         and locks: what an audit of a keyspace this target did not write needs. Read
         only (SCAN)."""
-        pattern = BASE.replace("{", "\\{").replace("}", "\\}") + "*"
+        pattern = self.base.replace("{", "\\{").replace("}", "\\}") + "*"
         named = set(table()["locations"]) | set(table()["auxiliary"])
         for key in self.client.scan_iter(match=pattern, count=1000):
-            rest = _text(key)[len(BASE):]
+            rest = _text(key)[len(self.base):]
             jid = rest.removesuffix(":lock")
             if jid and ":" not in jid and jid not in named:
                 self._known.add(jid)
@@ -270,13 +271,13 @@ class BullTarget:
         been given (a hash or lock can only exist under such an id, so an orphan hash
         still shows)."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.get(_key("id"))
-        pipe.get(_key("pc"))
-        pipe.smembers(_key("stalled"))
+        pipe.get(self._key("id"))
+        pipe.get(self._key("pc"))
+        pipe.smembers(self._key("stalled"))
         for k in LIST_LOCATIONS:
-            pipe.lrange(_key(k), 0, -1)
+            pipe.lrange(self._key(k), 0, -1)
         for k in ZSET_LOCATIONS:
-            pipe.zrange(_key(k), 0, -1, withscores=True)
+            pipe.zrange(self._key(k), 0, -1, withscores=True)
         counter, pc, stalled, *rest = pipe.execute()
         lists = {k: [_text(x) for x in v] for k, v in zip(LIST_LOCATIONS, rest)}
         zsets = {k: [(_text(m), s) for m, s in v] for k, v in zip(ZSET_LOCATIONS, rest[len(LIST_LOCATIONS):])}
@@ -284,9 +285,9 @@ class BullTarget:
         self._known.update(m for v in zsets.values() for m, _ in v)
         ids = sorted(self._known)
         for jid in ids:
-            pipe.exists(_key(jid))
-            pipe.hmget(_key(jid), list(HASH_FIELDS))
-            pipe.get(_key(jid + ":lock"))
+            pipe.exists(self._key(jid))
+            pipe.hmget(self._key(jid), list(HASH_FIELDS))
+            pipe.get(self._key(jid + ":lock"))
         found = pipe.execute()
         hashes, locks = {}, {}
         for i, jid in enumerate(ids):

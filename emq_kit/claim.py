@@ -1,0 +1,324 @@
+"""A run's claim on a server: the names it may write, and nothing left behind
+(specs/ownership.md OWN-1..8).
+
+``Claim(url, logical, ...)`` is entered before a command writes anything to a server:
+
+1. it removes the leftovers of dead runs (``clean``: a run killed with SIGKILL), saying
+   in one line what it removed;
+2. it gives every logical queue name the run may send a name of the run's own
+   (``emq_kit.check.names.Names``: the run's suffix; a one-byte name no user key and no
+   other run holds; the user's ``--queue`` names);
+3. it refuses (``Occupied``: one line naming the keys and ``--wipe``) when the server
+   already holds keys of any of them, unless ``wipe`` allows deleting them;
+4. it writes the run's record ``{emq}:run:<suffix>`` (its names, its process, whether
+   ``{emq}:version`` was absent) and its lease ``{emq}:run:<suffix>:live`` (a key with a
+   TTL a thread renews while the run lives). Both are in the hash slot of ``{emq}``, as
+   ``{emq}:version`` is, so a cluster holds them on one node.
+
+Leaving it, however the run ends (success, difference, Ctrl-C, an exception of the
+kit), deletes every key of the run's names, the ``{emq}:version`` the run wrote on a
+server that had none, and the record. A run killed with SIGKILL leaves its record; its
+lease runs out (or, on the same machine, its process is seen gone), and ``clean`` — run
+by ``emq clean --url U`` and at the start of every claim — removes what it names. A live
+run's record and keys are never touched, nor any key of a name no run recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from emq_kit.check.names import Names, new_suffix, one_byte_needed
+from emq_kit.errors import Occupied, TargetUnavailable
+from emq_model import keyspace
+
+RUN = "{emq}:run:"
+"""A run's record is ``{emq}:run:<suffix>`` (JSON); its lease the same with ``:live``."""
+LIVE = ":live"
+LEASE_MS = 30_000
+"""A lease's TTL: a run not seen renewing it for this long is dead (another machine's)."""
+BEAT = 5.0
+"""Seconds between two renewals of the lease."""
+ONE_BYTE = tuple(chr(b) for b in range(0x21, 0x7F) if chr(b) not in "{}")
+"""The one-byte queue names KS-3 accepts: the candidates of a run's own."""
+SHOWN = 3
+"""Keys named in a refusal (the rest are counted)."""
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def host() -> str:
+    """This machine and pid namespace: a record made here can be judged by its pid."""
+    try:
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+        space = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""  # no way to tell a pid's liveness: the lease alone decides
+    return f"{socket.gethostname()}/{boot}/{space}"
+
+
+def started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none:
+    a pid reused by another process has another start."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+@dataclass
+class Removed:
+    """What ``clean`` removed: each dead run's record, and how many keys in all."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    keys: int = 0
+    live: int = 0  # live runs seen and left alone
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def line(self, where: str) -> str:
+        """One line: what was removed from ``where``."""
+        if not self.runs:
+            return f"no leftovers of dead runs on {where} ({self.live} live run{'s' if self.live != 1 else ''})"
+        runs = "; ".join(f"{r.get('command', '?')} pid {r.get('pid', '?')}, suffix {r.get('id', '?')}"
+                         for r in self.runs)
+        return (f"removed the leftovers of {len(self.runs)} dead run{'s' if len(self.runs) != 1 else ''} on "
+                f"{where}: {self.keys} key{'s' if self.keys != 1 else ''} ({runs})")
+
+
+def _delete(client: Any, keys: Iterable[bytes]) -> int:
+    """Delete ``keys`` one command each, in pipelines (a cluster routes each to its node)."""
+    count, pipe = 0, client.pipeline(transaction=False)
+    for key in keys:
+        pipe.delete(key)
+        count += 1
+        if count % 1000 == 0:
+            pipe.execute()
+    pipe.execute()
+    return count
+
+
+def _records(client: Any) -> Iterable[tuple[bytes, dict[str, Any]]]:
+    """Every run record on the server (one that cannot be read is not ours to judge)."""
+    for key in client.scan_iter(match=RUN + "*", count=1000):
+        key = key if isinstance(key, bytes) else str(key).encode()
+        if key.endswith(LIVE.encode()):
+            continue
+        raw = client.get(key)
+        try:
+            doc = json.loads(raw) if raw is not None else None
+            Names.from_json(doc["names"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        yield key, doc
+
+
+def alive(client: Any, key: bytes, doc: Mapping[str, Any]) -> bool:
+    """Whether the run of record ``doc`` lives: its lease is there and, when it ran on
+    this machine, its process too."""
+    if not client.exists(key + LIVE.encode()):
+        return False
+    if doc.get("host") and doc.get("host") == host():
+        return started(int(doc.get("pid", 0))) == doc.get("pid_start")
+    return True
+
+
+def clean(client: Any, keep: str | None = None) -> Removed:
+    """Remove the leftovers of every dead run on ``client``'s server (OWN-6): the keys of
+    its names, the ``{emq}:version`` it wrote on a server that had none, its record.
+    Live runs (and the record ``keep``) are left alone."""
+    removed = Removed()
+    for key, doc in _records(client):
+        if doc.get("id") == keep:
+            continue
+        if alive(client, key, doc):
+            removed.live += 1
+            continue
+        names = Names.from_json(doc["names"])
+        removed.keys += _delete(client, list(names.scan(client)))
+        if doc.get("version"):
+            removed.keys += int(client.delete(keyspace.VERSION_KEY))
+        client.delete(key, key + LIVE.encode())
+        removed.runs.append(doc)
+    return removed
+
+
+class Claim:
+    """The run's claim on the server ``url`` for the logical queue names ``logical``
+    (a context manager yielding the run's ``Names``). ``given``: the user's names of
+    some logical ones (``--queue``); ``wipe``: keys they already hold may be deleted;
+    ``command``: the command's name (``emq check``), in the record and the lines it
+    says (``say``: stderr by default)."""
+
+    def __init__(self, url: str, logical: Iterable[str], *, given: Mapping[str, str] | None = None,
+                 wipe: bool = False, command: str = "emq", say: Callable[[str], None] | None = None) -> None:
+        from emq_live.urls import redact
+
+        self.url, self.logical, self.given, self.wipe = url, tuple(logical), dict(given or {}), wipe
+        self.command, self.where = command, redact(url)
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.names: Names | None = None
+        self.client: Any = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self._key = b""
+        self.version = False  # {emq}:version was absent when the run began: the run removes it
+
+    # -- entering ---------------------------------------------------------------------
+
+    def __enter__(self) -> Names:
+        import redis
+        from redis.exceptions import RedisClusterException
+
+        from emq_live.client import _client, _unreachable
+        from emq_live.urls import check_url
+
+        try:
+            self.client = _client(check_url(self.url))  # a URL the client does not serve: its own one line
+            return self._claim()
+        except redis.exceptions.ResponseError as exc:  # an ACL without {emq}:run:*, say
+            self._close()
+            raise TargetUnavailable(f"{self.where} refused the run's record ({RUN}*): {exc}") from None
+        except (redis.exceptions.RedisError, RedisClusterException) as exc:  # not there, or not Redis/Valkey
+            self._close()
+            raise _unreachable(self.url, exc) from None
+        except BaseException:
+            self._close()
+            raise
+
+    def _claim(self) -> Names:
+        removed = clean(self.client)
+        if removed:
+            self.say(f"{self.command}: {removed.line(self.where)}")
+        suffix = new_suffix()
+        taken: set[str] = set()
+        while True:
+            names = Names(suffix, self.logical, given=self.given, one_byte=self._one_byte(suffix, taken))
+            if self.names is None:
+                self._refuse_held(names)
+            self.names = names
+            self._record(names)
+            rival = self._rival(names)
+            if rival is None:
+                break
+            taken.add(rival)  # another run took the same one-byte name at once: the later id yields
+        self._beat = threading.Thread(target=self._renew, name="emq-claim", daemon=True)
+        self._beat.start()
+        return self.names
+
+    def _one_byte(self, suffix: str, taken: set[str]) -> str | None:
+        """A one-byte queue name no key and no run's record holds (None when the run
+        sends no one-byte name)."""
+        if not one_byte_needed(self.logical):
+            return None
+        held = set(taken)
+        for key in self.client.scan_iter(match="emq:{?}:*", count=1000):
+            key = key if isinstance(key, bytes) else str(key).encode()
+            held.add(key[5:6].decode("latin-1"))
+        for _, doc in _records(self.client):
+            held.add(str(doc["names"].get("one_byte")))
+        free = [c for c in ONE_BYTE if c not in held]
+        if not free:
+            raise Occupied(f"every one-byte queue name on {self.where} is held by a key or another run: the raw "
+                           "calls' one-byte name has none to take")
+        return random.Random(suffix).choice(free)
+
+    def _refuse_held(self, names: Names) -> None:
+        """OWN-3: keys already under the run's names are a user's; refused unless wiped."""
+        held = sorted(names.scan(self.client))
+        if not held:
+            return
+        if self.wipe:
+            _delete(self.client, held)
+            return
+        shown = ", ".join(repr(_text(k)) for k in held[:SHOWN]) + (f" and {len(held) - SHOWN} more"
+                                                                     if len(held) > SHOWN else "")
+        raise Occupied(f"{self.where} already holds {len(held)} key(s) of queue names this run would write "
+                       f"({shown}); give --wipe to let the run delete them")
+
+    def _record(self, names: Names) -> None:
+        if self._key == b"":
+            self.version = self.client.get(keyspace.VERSION_KEY) is None
+        self._key = (RUN + names.suffix).encode()
+        seconds, micros = self.client.time()
+        doc = {"id": names.suffix, "command": self.command, "pid": os.getpid(), "pid_start": started(os.getpid()),
+               "host": host(), "started_ms": int(seconds) * 1000 + int(micros) // 1000, "version": self.version,
+               "names": names.to_json()}
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self._key, json.dumps(doc))
+        pipe.set(self._key + LIVE.encode(), "1", px=LEASE_MS)
+        pipe.execute()
+
+    def _rival(self, names: Names) -> str | None:
+        """The one-byte name another live run recorded too, when its id is the lower."""
+        if names.one_byte is None:
+            return None
+        for key, doc in _records(self.client):
+            if doc.get("id") != names.suffix and doc["names"].get("one_byte") == names.one_byte \
+                    and str(doc.get("id")) < names.suffix:
+                return names.one_byte
+        return None
+
+    def _renew(self) -> None:
+        import redis
+
+        from emq_live.client import _client
+
+        client = _client(self.url)
+        try:
+            while not self._stop.wait(BEAT):
+                try:
+                    client.set(self._key + LIVE.encode(), "1", px=LEASE_MS)
+                except redis.exceptions.RedisError:
+                    continue  # the server is away: the run itself meets that
+        finally:
+            client.close()
+
+    # -- leaving ----------------------------------------------------------------------
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def release(self) -> int:
+        """Delete every key of the run's names, the fence it wrote, its record (OWN-5);
+        how many keys. A second Ctrl-C waits until this is done; a server already gone
+        keeps them for ``emq clean``, said in one line."""
+        import redis
+        from redis.exceptions import RedisClusterException
+
+        from emq_kit.forks import interrupts_deferred
+
+        if self.names is None or self.client is None:
+            return 0
+        names, self.names = self.names, None
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        count = 0
+        with interrupts_deferred():
+            try:
+                count = _delete(self.client, list(names.scan(self.client)))
+                if self.version:
+                    count += int(self.client.delete(keyspace.VERSION_KEY))
+                self.client.delete(self._key, self._key + LIVE.encode())
+            except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
+                self.say(f"{self.command}: could not remove the run's keys from {self.where} ({exc}); "
+                         f"emq clean --url URL removes them once the run's lease ({LEASE_MS // 1000} s) is over")
+            finally:
+                self._close()
+        return count
+
+    def _close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
