@@ -234,7 +234,14 @@ class Claim:
         return random.Random(suffix).choice(free)
 
     def _refuse_held(self, names: Names) -> None:
-        """OWN-3: keys already under the run's names are a user's; refused unless wiped."""
+        """OWN-3: keys already under the run's names are a user's; refused unless wiped.
+        A name the user gave that a live run's record lists is that run's: refused."""
+        mine = set(self.given.values())
+        for key, doc in _records(self.client):
+            theirs = mine & set(doc["names"].get("given", {}).values())
+            if theirs and alive(self.client, key, doc):
+                raise Occupied(f"the queue name {sorted(theirs)[0]!r} on {self.where} is a live run's "
+                               f"({doc.get('command', '?')} pid {doc.get('pid', '?')}): give other --queue names")
         held = sorted(names.scan(self.client))
         if not held:
             return

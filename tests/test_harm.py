@@ -255,6 +255,30 @@ def test_a_killed_run_is_cleaned_by_emq_clean_and_by_the_next_run_but_a_live_one
             assert_intact(before, image(r), f"{how}, then {cleaner[0]}")
 
 
+def test_a_live_runs_queue_names_are_refused_to_another_run(server: ServerProcess, ctrl_c: None,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-3: ``--queue`` names a live run's record lists are that run's, even between
+    its examples, when they hold no key: another run naming them is refused, ``--wipe``
+    or not, and the live run goes on undisturbed."""
+    mine = ["--queue", "mine", "--queue", "mine-too"]
+    with server.client() as r:
+        before = image(r)
+        proc = subprocess.Popen([str(EMQ), "check", "--url", server.url, "--profile", "thorough", *mine],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _wait("the run's record", lambda: bool(_records(r)), proc)
+            for wipe in ([], ["--wipe"]):
+                code, out, err = run(["check", *_quick(server.url), *mine, *wipe], capsys)
+                assert code == cli.EXIT_ENV and "is a live run's" in one_line(err) and f"pid {proc.pid}" in err
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert_intact(before, image(r), "a live run's names refused")
+
+
 class Planted(RuntimeError):
     """An exception of the kit's own, planted mid-run."""
 
