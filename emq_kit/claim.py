@@ -310,7 +310,7 @@ class Claim:
         names, self.names = self.names, None
         self._stop.set()
         if self._beat is not None:
-            self._beat.join()
+            self._beat.join(BEAT)  # a renewal stuck on a server that hangs: the release meets it too
         count = 0
         with interrupts_deferred():
             try:
