@@ -423,6 +423,18 @@ def _outputs(url: str) -> list[tuple[list[str], str, str]]:
     ]
 
 
+def test_a_dash_is_stdout_not_a_file_named_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """OUT-1: ``--pytest -`` prints the regression test (it once wrote a file named ``-``),
+    and is refused beside ``--json``, which prints on stdout too."""
+    monkeypatch.chdir(tmp_path)
+    trace = str(CORPUS / "retry-two-sets.json")
+    code, out, err = run(["replay", trace, "--pytest", "-"], capsys)
+    assert out.startswith('"""Regression test written by `emq replay --pytest`') and not (tmp_path / "-").exists()
+    code, out, err = run(["replay", trace, "--pytest", "-", "--json"], capsys)
+    assert code == cli.EXIT_ENV and out == "" and "--pytest - and --json" in one_line(err)
+
+
 @pytest.mark.parametrize("case", range(len(_outputs(""))))
 def test_every_output_path_is_checked_before_any_work(case: int, empty: ServerProcess, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,11 +21,15 @@ from emq_kit.trace.replay import explain, source_of, step_table, target_for
 def cmd_replay(args: argparse.Namespace) -> int:
     logging.getLogger("emq_live").setLevel(logging.ERROR)  # dropped orphans are the trace's business
     out = Outputs(args)
+    if args.pytest == "-" and out.json:
+        raise Usage("--pytest - and --json both print on stdout: give --pytest a FILE")
     try:
         trace = Trace.load(args.trace)
     except (OSError, ValueError, KeyError) as exc:
         raise Usage(f"cannot read trace {args.trace}: {exc}") from None
-    if args.pytest:
+    if args.pytest == "-":  # stdout (writable_file's "-"), then the replay's printout
+        sys.stdout.write(pytest_source(trace, args.trace))
+    elif args.pytest:
         write_text(args.pytest, pytest_source(trace, args.trace))
         out.say(f"wrote {args.pytest}")
     chosen = of_trace(trace.header)
@@ -74,7 +78,8 @@ def register(sub: Any) -> None:
                    "is never run from it (it says which to give)")
     r.add_argument("--clock", choices=["virtual", "server"],
                    help="the clock mode (default: the trace's; server needs a server)")
-    r.add_argument("--pytest", metavar="FILE", type=writable_file, help="also write a standalone regression test")
+    r.add_argument("--pytest", metavar="FILE", type=writable_file,
+                   help="also write a standalone regression test (-: on stdout, before the replay's printout)")
     r.add_argument("--wipe", action="store_true",
                    help="on a server: allow deleting keys it already holds under a queue name the replay writes "
                         "(the empty name's, which no suffix can mark; refused otherwise)")
