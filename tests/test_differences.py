@@ -43,8 +43,10 @@ def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first
     assert Signature("complete/EMQSTALE", "T-complete") in sigs  # complete-settled
     assert Signature("extend/EMQSTALE", "T-extend") in sigs  # extend-dead
     assert any(s.cell.startswith("claim/") and s.rule == "T-claim" for s in sigs)  # claim-orphan
-    classes = [s.klass for s in sigs]
+    classes = [d.klass for d in report.differences]  # by effect (TR-13)
     assert classes == sorted(classes, key=lambda k: k == "surface") and set(classes) == {"lifecycle", "surface"}
+    assert next(d.klass for d in report.differences if d.signature.cell == "queue/EMQARG") == "surface"
+    assert next(d.klass for d in report.differences if d.signature.cell == "complete/EMQSTALE") == "lifecycle"
     assert all(len(d.shrunk) <= 6 for d in report.differences)
     # missing ops (reprocess, the lanes): not differences; serverless without key faults,
     # its EMQTYPE cells are not implemented either (DP-9e)
@@ -84,7 +86,7 @@ def test_the_lifecycle_ops_are_at_least_half_of_a_ci_runs_calls(ci_report) -> No
 
 def test_hostile_off_leaves_only_lifecycle_differences() -> None:
     report = _foreign_run("off", seed=5)
-    assert report.differences and all(d.signature.klass == "lifecycle" for d in report.differences)
+    assert report.differences and all(d.klass == "lifecycle" for d in report.differences)
     assert "queue" not in report.op_mix and "spoiled" not in report.op_mix
     assert report.out_of_focus and all(o in ("EMQKIND", "EMQARG") for _, o in report.out_of_focus)
 
@@ -102,7 +104,7 @@ def test_every_bad_value_of_every_argument_is_reachable() -> None:
 
 def test_a_signature_prints_and_parses_back() -> None:
     s = Signature("claim/EMQARG", "CC-5")
-    assert parse(str(s)) == s and s.klass == "surface" and Signature("claim/empty", "T-claim").klass == "lifecycle"
+    assert parse(str(s)) == s and str(s) == "claim/EMQARG CC-5"
 
 
 def test_a_refused_argument_cites_the_validation_rule_not_the_ops() -> None:

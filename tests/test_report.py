@@ -65,12 +65,15 @@ def test_a_counterexample_has_its_signature_class_steps_and_replay(tmp_path: Pat
         r = run_check(target, PROFILES["dev"], examples=200, steps=30, seed=1, focus=Focus(report=False),
                       raw_calls=False)
         assert r.divergence is not None
-        write_trace(r, target, tmp_path / "traces", None)
+        write_trace(r, tmp_path / "traces")
     finally:
         target.close()
     doc = valid(report.check_document(r, exit=1, started=START, finished=END, rerun="emq check --seed 1"), "check")
     (d,) = doc["check"]["differences"]
-    assert d["signature"] == {"cell": "retry/dead", "rule": r.divergence.rule} and d["class"] == "lifecycle"
+    assert d["signature"] == {"cell": "retry/dead", "rule": r.differences[0].signature.rule} and d["class"] == "lifecycle"
+    assert doc["check"]["causes"] == [{"title": doc["check"]["causes"][0]["title"], "class": "lifecycle",
+                                       "ops": ["retry"], "differences": [0], "representative": 0}]
+    assert doc["check"]["unreproduced"] == []
     assert d["trace"] == str(r.trace) and d["replay"] == replay_command(r.trace, r.target)  # with its --scripts
     assert len(d["shrunk_steps"]) == len(r.shrunk) and d["step"] == len(r.shrunk)
     assert doc["verdict"] == "counterexample"
@@ -143,7 +146,7 @@ def test_an_audit_with_bytes_that_are_not_utf8(valkey) -> None:
 
 @pytest.mark.parametrize("spoil", [
     lambda d: d.pop("version"),
-    lambda d: d.update(version=2),
+    lambda d: d.update(version=1),
     lambda d: d.pop("audit"),
     lambda d: d.update(verdict="conforms"),
     lambda d: d["audit"]["violations"].append({"invariant": "INV-1", "id": "x"}),
@@ -168,10 +171,14 @@ def test_a_password_never_reaches_the_report() -> None:
     assert redact("redis://h:1") == "redis://h:1" and redact("fakeredis") == "fakeredis"
 
 
-def test_a_difference_is_classed_by_its_rule() -> None:
+def test_a_difference_is_listed_by_its_signature_and_the_class_it_is_given() -> None:
+    from emq_kit.check.machine import Divergence
+
     trace = Trace.load(CORPUS / "write-before-validation.json")
-    refused = report.difference("answer", "KS-3", len(trace.steps), ["model refused"], trace.steps, None)
-    assert refused["class"] == "surface" and refused["signature"]["cell"] == "retry/EMQSTALE"
-    assert refused["trace"] is None and refused["replay"] is None
-    assert report.difference("answer", "CC-6", 1, [], trace.steps, "t.json")["class"] == "surface"
-    assert report.difference("answer", "T-claim-5", 1, [], trace.steps, "t.json")["class"] == "lifecycle"
+    last = trace.steps[-1]
+    listed = report.difference(Divergence("answer", "T-retry", last, ["model refused"]), "surface", len(trace.steps),
+                               trace.steps, None)
+    assert listed["class"] == "surface" and listed["signature"] == {"cell": "retry/EMQSTALE", "rule": "T-retry"}
+    assert listed["trace"] is None and listed["replay"] is None
+    assert report.difference(Divergence("snapshot", "INV-8", last, []), "lifecycle", 1, trace.steps,
+                             "t.json")["replay"] == "emq replay t.json"

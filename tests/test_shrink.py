@@ -88,7 +88,7 @@ def test_the_command_takes_the_budget_and_repeats_it_in_its_rerun_line(scripts: 
     assert code == cli.EXIT_FAIL
     assert "shrink phase: steps " in out and "budget 25" in out
     assert "--shrink-steps 25" in out.split("run the search again:")[1]
-    assert "\n1 distinct difference (lifecycle first" in out  # --first: one, and said so
+    assert "\n1 distinct difference in 1 cause (lifecycle first" in out  # --first: one, and said so
     code = cli.main(["check", "--scripts", scripts, "--profile", "dev", "--seed", "1", "--first", "--traces", str(tmp_path)])
     assert code == cli.EXIT_FAIL
     assert f"budget {SHRINK_STEPS}" in (out := capsys.readouterr().out) and "--shrink-steps" not in out

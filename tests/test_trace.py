@@ -25,7 +25,7 @@ from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import Focus
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.trace.format import Trace, decode, encode, header
-from emq_kit.trace.replay import record, replay
+from emq_kit.trace.replay import replay, traced
 from emq_model import branded_id
 from emq_model.errors import StaleError
 from emq_model.lanes import LaneClaimed
@@ -72,8 +72,12 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Path]:
         # The shrunk steps are the diverging example's own, ending at the divergence (not
         # whatever machine Hypothesis built last).
         assert report.shrunk == report.divergence.steps and report.shrunk[-1] is report.divergence.step
+        # Listed because a replay of its steps (ids renamed, TR-5/TR-7) showed it: the
+        # trace is that replay's.
+        [d] = report.differences
+        assert d.reproduced and d.replays == 1 and d.names and d.shrunk == list(d.replayed.steps)
         head = header(target.describe(), seed=1, profile="ci", clock="virtual")
-        trace, _ = record(report.shrunk, target, head)
+        trace = traced(d.replayed, head, d.names)
     finally:
         target.close()
     return trace, scripts

@@ -68,7 +68,7 @@ def test_a_difference_of_the_server_clock_phase_is_written_and_replayed_on_its_c
     try:
         report = run_check(target, Profile("t", examples=5, steps=10, gate=True, sweep=True), seed=1)
         assert [d.clock is not None for d in report.differences] == [False, True], report.differences
-        write_trace(report, target, tmp_path / "traces", None)
+        write_trace(report, tmp_path / "traces")
     finally:
         target.close()
     late = report.differences[1]

@@ -64,8 +64,12 @@ def test_a_window_reports_the_divergence_step_by_step_verification_reports(varia
     stepwise, _ = check(flush_url(valkey), scripts, windows=False)
     assert target.sent, "no window was sent"
     assert windowed.divergence is not None and stepwise.divergence is not None
-    got, want = windowed.divergence, stepwise.divergence
-    assert (got.kind, got.rule) == (want.kind, want.rule)
+    got = windowed.divergence
+    # The first difference found of each, as found (the listing puts lifecycle ones first,
+    # and the class is the effect of each run's own trace, TR-13: an extend that accepts a
+    # stale token and writes the deadline the lease already had changes nothing)
+    first, other = (min(r.differences, key=lambda d: d.seconds).divergence for r in (windowed, stepwise))
+    assert (first.kind, first.rule) == (other.kind, other.rule)
     # Shrunk step by step from the same failing example: as short. (Not always the very
     # same steps: the shrinker's random state differs between one Hypothesis run and a
     # search followed by a shrink, and it may settle on claim where the other took

@@ -47,6 +47,10 @@ class Clock(Protocol):
     def advance(self, to: int) -> int:
         """Move the clock to ``to`` (at least); the clock afterwards."""
 
+    def sleep(self, now: int, ms: int) -> int:
+        """A trace's ``sleep_ms`` (specs/trace.md TR-4c): the clock ``ms`` past the clock
+        the last clock op ran at (or the last sleep's end); ``now`` is the machine's."""
+
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
              run_target: RunTarget, read_target: Callable[[], Any], bracket: Bracket | None = None) -> tuple[Any, Any]:
         """Run ``op`` on the model (``run_model(model, args)``) and the target; the two
@@ -68,6 +72,9 @@ class VirtualClock:
 
     def advance(self, to: int) -> int:
         return to
+
+    def sleep(self, now: int, ms: int) -> int:
+        return min(now + ms, spec.LIMITS["ms_max"])  # every clock op carries its own now: nothing waits
 
     def call(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel,
              run_target: RunTarget, read_target: Callable[[], Any], bracket: Bracket | None = None) -> tuple[Any, Any]:
@@ -96,9 +103,12 @@ class ServerClock:
                  close: Callable[[], None] = lambda: None) -> None:
         self.time_ms, self.max_wait_ms, self.close = time_ms, max_wait_ms, close
         self.window: tuple[int, int, int] | None = None
-        """(t0, t1, the model's clock) of the last clock op."""
+        """(t0, t1, the model's clock) of the example's last clock op."""
         self.last = 0
         """The server's clock as last read (an example's start, a wait's end, a window's t1)."""
+        self.mark = 0
+        """Where a ``sleep`` counts from: the clock the last clock op ran at (the model's),
+        or the last sleep's end; the example's start before either."""
 
     @classmethod
     def for_url(cls, url: str) -> "ServerClock":
@@ -118,7 +128,8 @@ class ServerClock:
         return cls(lambda: ms_of(client.time()), close=close)
 
     def start(self, start: int) -> int:
-        self.last = self.time_ms()
+        self.last = self.mark = self.time_ms()
+        self.window = None
         return self.last
 
     def stamp(self, args: dict[str, Any], now: int) -> dict[str, Any]:
@@ -126,7 +137,17 @@ class ServerClock:
 
     def advance(self, to: int) -> int:
         """Wait until the server clock reaches ``to`` (polling, bounded)."""
-        deadline = time.monotonic() + self.max_wait_ms / 1000
+        return self._wait(to, self.max_wait_ms)
+
+    def sleep(self, now: int, ms: int) -> int:
+        """Wait until the server clock reads ``ms`` past ``mark`` (bounded by ``ms`` and
+        ``max_wait_ms`` more): every deadline the run saw pass between two clock ops
+        passes again in a replay, however fast it runs."""
+        self.mark += ms
+        return self._wait(self.mark, ms + self.max_wait_ms)
+
+    def _wait(self, to: int, bound_ms: int) -> int:
+        deadline = time.monotonic() + bound_ms / 1000
         now = self.time_ms()
         while now < to and time.monotonic() < deadline:
             time.sleep(min(to - now, 50) / 1000)
@@ -153,7 +174,7 @@ class ServerClock:
         lo, hi = min(t0, t1), max(t0, t1)
         self.last = max(self.last, hi)
         now = self._choose(op, model, args, run_model, target, read_target, lo, hi)
-        self.window = (lo, hi, now)
+        self.window, self.mark = (lo, hi, now), now
         return run_model(model, {**args, "now": now}), target
 
     def _choose(self, op: str, model: Any, args: dict[str, Any], run_model: RunModel, target: Any,

@@ -46,7 +46,7 @@ def apply(report: Any, expected: dict[Signature, str], path: str | Path) -> None
     """Mark the report's differences ``expected`` lists, and note the listed ones it
     did not meet as fixed."""
     met = set()
-    for d in report.differences:
+    for d in [*report.differences, *getattr(report, "unreproduced", [])]:
         d.expected = expected.get(d.signature)
         met.add(d.signature)
     report.fixed = [(s, r) for s, r in expected.items() if s not in met]
@@ -62,7 +62,7 @@ def write(path: str | Path, report: Any) -> Path:
     placeholder naming where it was first seen, for the author to replace)."""
     lines = ["# Known differences of this port (emq check --expect FILE); one [[difference]] each.", ""]
     for d in report.differences:
-        reason = d.expected or f"{d.signature.klass} difference first met at step {d.divergence.step.index}: explain it"
+        reason = d.expected or f"{d.klass} difference first met at step {d.divergence.step.index}: explain it"
         lines += ["[[difference]]", f"signature = {_quoted(str(d.signature))}", f"reason = {_quoted(reason)}", ""]
     from emq_kit.redaction import write_text
 

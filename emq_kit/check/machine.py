@@ -175,11 +175,21 @@ class Step:
     model: Any = None
     target: Any = None
     index: int = 0
+    at: int | None = None
+    """Under the server clock, the clock a clock op ran at (the model's, inside the call's
+    ``TIME`` window): the minimizer makes the time between two of them a ``sleep_ms``
+    step (specs/trace.md TR-4c); a trace records it (TR-2), a replay never sends it."""
 
     def call(self) -> str:
         body = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
         return f"{self.op}({self.queue!r}, {body})"
 
+
+SLEEP = "sleep_ms"
+"""The step of a wait (specs/trace.md TR-2, TR-4c): ``args.ms``, how far the clock moves
+on past the last clock op's before the next step; no call, no answers."""
+SLEEP_MAX = 60_000
+"""The longest wait a ``sleep_ms`` step may ask for (ms): a replay waits it out."""
 
 SHRINK_STEPS = 500
 """The default shrink budget (``Run.shrink_budget``), in checked steps rather than
@@ -231,6 +241,7 @@ class Run:
     shrink_budget: int = SHRINK_STEPS
     """The checked steps Hypothesis's shrinker may run for one difference (``ShrinkCut``)."""
     shrink_from: int = 0  # ``steps`` when the round met its difference
+    shrink_started: float = 0.0  # perf_counter() when the round met its difference (its shrink's wall time)
     cuts: int = 0  # rounds whose shrinking the budget ended
     best: "Divergence | None" = None
     """The round's divergence with the fewest steps so far: the counterexample a cut
@@ -247,7 +258,7 @@ class Run:
         """An example failed with ``found``: the round shrinks from here on (its budget
         counted from now), and ``found`` is its best if it is as short as any before."""
         if not self.shrinking:
-            self.shrinking, self.shrink_from = True, self.steps
+            self.shrinking, self.shrink_from, self.shrink_started = True, self.steps, time.perf_counter()
         if self.best is None or len(found.steps) <= len(self.best.steps):
             self.best = found
 
@@ -605,6 +616,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             if self._aside is not None:  # the model's side failed while the call was on the wire
                 error, self._aside = self._aside, None
                 raise error
+            window = getattr(self.clock, "window", None)  # the server clock's (SC-2)
+            if window is not None and spec.entry(op)["clock"]:
+                step.at = window[2]
             self.judge_answer(step, model.last_dropped, self.target.dropped(queue))
         if op in spec.TRANSITIONS or op in spec.LANE_OPS:
             names = classify(op, step.model, was=was, dropped=bool(model.last_dropped), dead_before=failed_before,
@@ -879,6 +893,16 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             self.verify(queue, step)
         except Quiet:
             self.stopped = True  # the keyspaces disagree
+
+    def sleep(self, ms: int) -> None:
+        """A trace's ``sleep_ms`` step (specs/trace.md TR-2): the clock moves on ``ms``
+        past the last clock op's (under the server clock a real wait, ``Clock.sleep``)."""
+        if self.stopped:
+            return
+        self.drain()
+        self._record("", SLEEP, {"ms": ms})
+        with self._lost_ends_the_run():
+            self.now = self.clock.sleep(self.now, ms)
 
     # -- rules: the clock ----------------------------------------------------------------
 

@@ -10,6 +10,10 @@ A run reports every difference (``emq_kit/check/signature.py``): once a divergen
 found and shrunk, its signature is *known*, later examples that meet it end quietly, and
 the search goes on in rounds of fresh seeds until the profile's budget of examples is
 spent, shrinking each new signature on its own. ``first=True`` stops at the first.
+Each is then made 1-minimal (``minimize.py``) and replayed (``reproduce.py``): only a
+difference whose steps reproduce it is listed; one that does not is kept apart
+(``Report.unreproduced``). Differences are classed by their effect (``effect.py``) and
+grouped into causes (``causes.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from hypothesis import seed as hseed
 from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 
+from emq_kit.check import effect
+from emq_kit.check.causes import Cause, causes_of
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.fence import SIGNATURE as FENCE
@@ -33,7 +39,8 @@ from emq_kit.check.fence import fence_divergence
 from emq_kit.check.machine import SHRINK_STEPS, Conformance, Divergence, Focus, Run, ShrinkCut, Step
 from emq_kit.check.minimize import STEPS_MAX, minimize
 from emq_kit.check.rawrule import raw_cells
-from emq_kit.check.signature import Signature, ordered, signature
+from emq_kit.check.reproduce import reproduce
+from emq_kit.check.signature import Signature, signature
 from emq_kit.check.target import Target
 from emq_kit.check.window import run_machine
 from emq_kit.errors import BadArgument, KitBug, SearchFailed
@@ -77,7 +84,10 @@ PROFILES = {
 class Difference:
     """One distinct difference: its signature, the shrunk divergence, how many times
     examples met it, seconds from the run's start to the first meeting, and (once
-    written) its trace file and printout."""
+    written) its trace file and printout. Once replayed (``reproduce``): whether its
+    steps reproduce it, in how many replays, what the others showed; when they do, the
+    divergence and steps are that replay's, ``names`` the renaming it ran under (old id
+    -> new) and ``klass`` its class by effect."""
 
     signature: Signature
     divergence: Divergence
@@ -87,7 +97,13 @@ class Difference:
     trace: Path | None = None
     trace_text: str = ""
     expected: str | None = None  # the reason an expectations file gives, when it lists it
-    clock: Clock | None = None  # the clock it ran under, when not the run's (the server-clock phase)
+    clock: Clock | None = None  # the clock it ran under, its trace's (None: the virtual clock)
+    klass: str = effect.LIFECYCLE
+    replayed: Any = None  # the replay that reproduced it (the last one that did not)
+    names: dict[str, str] = field(default_factory=dict)
+    replays: int = 0
+    reproduced: bool = True
+    seen: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -97,6 +113,7 @@ class Report:
     ``counterexample`` or ``uncovered``."""
 
     verdict: str
+    """``unreproduced`` when every difference the run met failed to reproduce."""
     profile: str
     seed: int
     target: dict[str, Any]
@@ -117,8 +134,9 @@ class Report:
     """The once-per-run phases beside the rounds, apart from the figures above (their
     counts depend on the server's clock): ``sweep`` (raw calls the draws leave out) and
     ``server_clock`` (its own examples and steps)."""
-    clock: Clock | None = None  # the clock the divergence ran under, when not the run's
     differences: list[Difference] = field(default_factory=list)  # lifecycle first, then surface
+    unreproduced: list[Difference] = field(default_factory=list)  # met, but no replay of its steps showed it
+    causes: list[Cause] = field(default_factory=list)  # the differences grouped, lifecycle first
     not_implemented: list[tuple[str, str]] = field(default_factory=list)  # cells of ops not sent
     out_of_focus: list[tuple[str, str]] = field(default_factory=list)  # cells --hostile leaves out
     op_mix: dict[str, int] = field(default_factory=dict)
@@ -134,14 +152,14 @@ class Report:
 
     @property
     def new(self) -> list[Difference]:
-        """The differences no expectations file excuses."""
-        return [d for d in self.differences if d.expected is None]
+        """The differences (reproduced or not) no expectations file excuses."""
+        return [d for d in [*self.differences, *self.unreproduced] if d.expected is None]
 
     @property
     def ok(self) -> bool:
         """No new difference, and the coverage the profile demands."""
         return self.verdict in ("conforms", "no-divergence") or (
-            self.verdict == "counterexample" and not self.new and not (self.gate and self.unreached))
+            self.verdict in ("counterexample", "unreproduced") and not self.new and not (self.gate and self.unreached))
 
 
 def first_divergence(exc: BaseException) -> Divergence | None:
@@ -198,8 +216,6 @@ def run_check(
     if raw_on:
         run.coverage.total = [*run.coverage.total, *raw_cells(sweep=once)]
     phases: dict[str, dict[str, Any]] = {}
-    phase_clock: Clock | None = None
-    phase_found: set[Signature] = set()
     budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
     per_round = examples or profile.examples
     found: list[Difference] = []
@@ -212,7 +228,7 @@ def run_check(
         if once:
             swept = _sweep(target, run, clock, phases)
             if swept is not None:
-                _record(run, found, swept, started)
+                _record(run, found, swept, started, clock)
         round_no, size = 0, per_round if focus.report or not found else 0
         shrunk: dict[str, float] = {"steps": 0, "budget": shrink_steps, "cut": 0, "seconds": 0.0}
         while size > 0:
@@ -220,11 +236,12 @@ def run_check(
             divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps,
                                  run)
             if divergence is not None:
-                sig = _record(run, found, divergence, started)
+                _record(run, found, divergence, started, clock)
                 searched += max(run.hunted_at - before, 1)
                 shrunk["steps"] += run.steps - run.shrink_from
                 shrunk["cut"] += run.cuts - cuts_before
-                shrunk["seconds"] += time.perf_counter() - run.seen_at.get(sig, time.perf_counter())
+                if run.shrinking:  # this round's wall time from its first failure on
+                    shrunk["seconds"] += time.perf_counter() - run.shrink_started
                 phases["shrink"] = {**shrunk, "seconds": round(float(shrunk["seconds"]), 3)}
                 if not focus.report:
                     break
@@ -248,29 +265,30 @@ def run_check(
             if divergence is not None:
                 run.met.update(phase.met)
                 run.seen_at = {**phase.seen_at, **run.seen_at}
-                phase_found.add(_record(run, found, divergence, started, phase_clock))
+                _record(run, found, divergence, started, phase_clock)
                 if run.first_failure is None:
                     run.first_failure = phase.first_failure
         unreached = _unreached(run, focus)
         minimized, replayed, cuts = time.perf_counter(), 0, 0
         for d in found:  # replaying a counterexample drops its orphans again: still quiet
             d.met = run.met[d.signature]
-            if getattr(clock, "mode", "virtual") == "virtual" and d.signature not in phase_found:
-                made = minimize(d.divergence, d.signature, target, layout.replay, clock, settings=layout.settings)
-                d.divergence, d.shrunk = made.divergence, list(made.divergence.steps)
-                replayed, cuts = replayed + made.replayed, cuts + made.cut
+            made = minimize(d.divergence, d.signature, target, layout.replay, d.clock,
+                            settings=layout.settings)
+            d.divergence, d.shrunk = made.divergence, list(made.divergence.steps)
+            replayed, cuts = replayed + made.replayed, cuts + made.cut
+        if found:
+            phases["minimize"] = {"steps": replayed, "budget": STEPS_MAX, "cut": cuts,
+                                  "seconds": round(time.perf_counter() - minimized, 3)}
+        found, unreproduced = _reproduced(found, target, layout, phases)
     finally:
         quiet.setLevel(level)
-    if found:
-        phases["minimize"] = {"steps": replayed, "budget": STEPS_MAX, "cut": cuts,
-                              "seconds": round(time.perf_counter() - minimized, 3)}
-    seconds = time.perf_counter() - started
     fenced = fence_divergence(target)  # DP-9d: known at init, before any example
-    found += [Difference(FENCE, fenced, [], 0.0)] if fenced is not None else []
-    found = [d for s in ordered([d.signature for d in found]) for d in found if d.signature == s]
+    found += [Difference(FENCE, fenced, [], 0.0, klass=effect.SURFACE)] if fenced is not None else []
+    found = [d for k in effect.CLASSES for d in found if d.klass == k]  # lifecycle first, each in the order found
+    seconds = time.perf_counter() - started
     divergence = found[0].divergence if found else None
-    verdict = ("counterexample" if found else "uncovered" if profile.gate and unreached
-               else "conforms" if profile.gate else "no-divergence")
+    verdict = ("counterexample" if found else "unreproduced" if unreproduced
+               else "uncovered" if profile.gate and unreached else "conforms" if profile.gate else "no-divergence")
     return Report(
         verdict=verdict,
         profile=profile.name,
@@ -288,8 +306,9 @@ def run_check(
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
         phases=phases,
-        clock=phase_clock if divergence is not None and signature(divergence) in phase_found else None,
         differences=found,
+        unreproduced=unreproduced,
+        causes=causes_of(found),
         not_implemented=[c for c in run.coverage.total if not implemented(c, focus)],
         out_of_focus=[c for c in run.coverage.total if implemented(c, focus) and not _in_focus(c, focus)],
         op_mix=dict(run.op_mix.most_common()),
@@ -298,10 +317,31 @@ def run_check(
     )
 
 
+def _reproduced(found: list[Difference], target: Target, layout: Layout,
+                phases: dict[str, dict[str, Any]]) -> tuple[list[Difference], list[Difference]]:
+    """Replay each difference's steps on the reset target, on its clock (``reproduce``):
+    those a replay shows (their divergence, steps and class that replay's), and those
+    none does."""
+    started, replays = time.perf_counter(), 0
+    shown, unshown = [], []
+    for d in found:
+        made = reproduce(d.shrunk, d.signature, target, layout.replay, d.clock)
+        replays += made.replays
+        d.replays, d.reproduced, d.seen, d.replayed = made.replays, made.reproduced, made.seen, made.replayed
+        if made.reproduced:
+            d.names, d.klass = made.names, made.replayed.klass
+            d.divergence, d.shrunk = made.replayed.divergence, list(made.replayed.steps)
+        (shown if made.reproduced else unshown).append(d)
+    if found:
+        phases["reproduce"] = {"replays": replays, "reproduced": len(shown), "unreproduced": len(unshown),
+                               "seconds": round(time.perf_counter() - started, 3)}
+    return shown, unshown
+
+
 def _record(run: Run, found: list[Difference], divergence: Divergence, started: float,
-            clock: Clock | None = None) -> Signature:
-    """Make ``divergence`` one of the run's differences (known from now on), found under
-    ``clock`` when not the run's: its signature."""
+            clock: Clock | None) -> Signature:
+    """Make ``divergence``, found under ``clock``, one of the run's differences (known
+    from now on): its signature."""
     sig = signature(divergence)
     run.known.add(sig)
     run.met[sig] = max(run.met[sig], 1)

@@ -9,9 +9,11 @@ shows two signatures, one per cell. A snapshot that changed under such a refused
 cites the same validation rule (bad input changes nothing). Every other divergence keeps
 the rule the machine cited (the op's T-* rule, INV-8, INV-1..7).
 
-The class follows the rule: ID-*, KS-* and CC-* are **surface** (validation, refusal
-codes, answers to refused calls); every other rule is **lifecycle** (answers to valid
-calls, the keyspace, the invariants). Lifecycle differences are listed first.
+A signature is one name wherever a divergence is shown: ``emq check`` lists a difference
+by it, its trace file records it (``divergence.cell`` and ``divergence.rule``), and
+``emq replay``, the JSON report and the HTML page print it — all through ``signature``.
+A difference's class is not the signature's: it is the divergence's effect
+(``emq_kit/check/effect.py``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,6 @@ from typing import Any, NamedTuple
 from emq_kit.check.coverage import classify
 from emq_model import spec
 from emq_model.errors import EmqError
-
-SURFACE_PREFIXES = ("ID-", "KS-", "CC-")
-"""Rule prefixes of surface differences; every other rule is about the lifecycle."""
 
 VALIDATION_RULES = {"EMQKIND": "ID-7", "EMQARG": "CC-5"}
 """The rule a refusal for a call's arguments enforces, by refusal code."""
@@ -41,18 +40,8 @@ class Signature(NamedTuple):
     cell: str
     rule: str
 
-    @property
-    def klass(self) -> str:
-        """``lifecycle`` or ``surface``."""
-        return klass(self.rule)
-
     def __str__(self) -> str:
         return f"{self.cell} {self.rule}"
-
-
-def klass(rule: str) -> str:
-    """The class of a difference citing ``rule``."""
-    return "surface" if rule.startswith(SURFACE_PREFIXES) else "lifecycle"
 
 
 def cell_of(op: str, model_answer: Any) -> str:
@@ -78,11 +67,6 @@ def signature(divergence: Any) -> Signature:
     elif code in VALIDATION_RULES and divergence.kind in ("answer", "snapshot"):
         rule = VALIDATION_RULES[code]
     return Signature(cell_of(step.op, step.model), rule)
-
-
-def ordered(signatures: list[Signature]) -> list[Signature]:
-    """Lifecycle differences first, then surface; within a class, in the order found."""
-    return sorted(signatures, key=lambda s: s.klass == "surface")
 
 
 def parse(text: str) -> Signature:

@@ -16,6 +16,7 @@ from emq_kit.check.clock import ServerClock
 from emq_kit.check.fence import refenced
 from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS, Focus, Step
 from emq_kit.check.names import Names, named
+from emq_kit.check.reproduce import showed
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within, writable_dir, writable_path
 from emq_kit.cli.progress import Progress
@@ -71,47 +72,59 @@ def format_report(report: Report) -> str:
         lines.append(f"  all {len(report.differences)} differences are expected ({report.expect_file})")
     if report.differences:
         lines.extend(format_differences(report))
-        lines.append("run the search again: " + (report.rerun or rerun_command(report)))
-        return "\n".join(lines)
-    d = report.divergence
-    if d is not None:
-        lines.append("")
-        if report.trace_text:
-            lines.append(f"counterexample, shrunk to {len(report.shrunk)} steps (ids renamed):")
-            lines.append(report.trace_text)
-        else:
-            lines.append(f"counterexample: the {d.kind} diverges at step {d.step.index} ({d.rule})")
-            lines.extend(f"  {line}" for line in d.lines)
-            lines.append(f"shrunk steps ({len(report.shrunk)}):")
-            lines.extend(format_step(s) for s in report.shrunk)
-        if report.trace is not None:
-            lines.append(f"trace: {report.trace}")
-            lines.append(f"replay it: {replay_command(report.trace, report.target)}")
+    if report.unreproduced:
+        lines.extend(format_unreproduced(report))
+    if report.differences or report.unreproduced:
         lines.append("run the search again: " + (report.rerun or rerun_command(report)))
     return "\n".join(lines)
 
 
 def format_differences(report: Report) -> list[str]:
-    """Every distinct difference, lifecycle first then surface, each with the time to
-    it, its shrunk steps, its trace and the command that replays it."""
-    count = len(report.differences)
-    lines = ["", f"{count} distinct difference{'s' if count != 1 else ''} (lifecycle first, then surface):"]
+    """The causes, lifecycle first then surface, each with its differences (numbered as
+    the JSON report lists them) and its representative's trace (its shortest): the
+    steps, the divergence, the file and the command that replays it."""
+    number = {id(d): n for n, d in enumerate(report.differences, 1)}
+    lines = ["", f"{_count(len(report.differences), 'distinct difference')} in {_count(len(report.causes), 'cause')} "
+             "(lifecycle first, then surface):"]
     klass = None
-    for n, d in enumerate(report.differences, 1):
-        if d.signature.klass != klass:
-            klass = d.signature.klass
+    for n, cause in enumerate(report.causes, 1):
+        if cause.klass != klass:
+            klass = cause.klass
             lines += ["", f"{klass.upper()}"]
-        known = f"  EXPECTED ({d.expected})" if d.expected else ""
-        lines.append(f"[{n}] {d.signature}  (after {d.seconds:.2f} s; met {d.met} times; "
-                     f"shrunk to {len(d.shrunk)} steps){known}")
-        if d.trace_text:
-            lines.extend("    " + line for line in d.trace_text.splitlines())
-        else:
+        ops, shown = cause.ops, len(cause.differences)
+        lines.append(f"cause {n}: {cause.title} — {_count(len(ops), 'op')}: {', '.join(ops)}; "
+                     f"{_count(shown, 'difference')}")
+        for d in cause.differences:
+            known = f"  EXPECTED ({d.expected})" if d.expected else ""
+            lines.append(f"  [{number[id(d)]}] {d.signature}  ({d.klass}; after {d.seconds:.2f} s; met {d.met} times; "
+                         f"{_count(len(d.shrunk), 'step')}){known}" + (f"  trace: {d.trace}" if d.trace is not None else ""))
+        d = cause.representative
+        lines.append(f"  its shortest trace, [{number[id(d)]}] ({_count(len(d.shrunk), 'step')}):" if d.shrunk
+                     else f"  [{number[id(d)]}]:")
+        lines.extend("    " + line for line in (d.trace_text or "").splitlines())
+        if not d.trace_text:
             lines.extend(format_step(s) for s in d.shrunk)
         if d.trace is not None:
-            lines.append(f"    trace: {d.trace}")
             lines.append(f"    replay it: {replay_command(d.trace, report.target)}")
     return lines
+
+
+def format_unreproduced(report: Report) -> list[str]:
+    """The differences the search met whose steps no replay reproduced: apart, never
+    counted as differences, each with what its replays showed."""
+    lines = ["", f"DID NOT REPRODUCE (timing-dependent?): {_count(len(report.unreproduced), 'difference')} the "
+             "search met that no replay of its steps showed; not counted among the differences"]
+    for d in report.unreproduced:
+        known = f"  EXPECTED ({d.expected})" if d.expected else ""
+        lines.append(f"  {d.signature}  (after {d.seconds:.2f} s; met {d.met} times; {_count(len(d.shrunk), 'step')}; "
+                     f"replayed {_count(d.replays, 'time')}: {showed(d.seen)}){known}")
+        if d.trace is not None:
+            lines.append(f"    trace: {d.trace}  (the steps and answers as the search met them)")
+    return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 RERUN_FLAGS = ("layout", "url", "queue", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops", "skip_ops",
@@ -145,13 +158,12 @@ def command_of(seed: int, profile: str, args: argparse.Namespace | None = None) 
 
 
 def page(report: Report) -> str:
-    """The ``--html`` page: the counterexample's, from its trace; a conforming run's
-    summary otherwise."""
+    """The ``--html`` page: the causes with their representative counterexamples, every
+    difference and those that did not reproduce; a conforming run's summary otherwise."""
     from emq_kit.report import html
-    from emq_kit.trace.format import Trace
 
-    if report.trace is not None:
-        return html.counterexample_page(Trace.load(report.trace), source=str(report.trace))
+    if report.differences or report.unreproduced:
+        return html.check_page(report, format_report(report).splitlines())
     return html.summary_page("emq check", report.verdict, report.ok, format_report(report).splitlines())
 
 
@@ -246,10 +258,10 @@ def _search(args: argparse.Namespace, chosen: Any, names: Names | None, profile:
         report.rerun = rerun_command(report, args)
         if args.expect:
             expect.apply(report, expected, args.expect)
-        if report.divergence is not None:
+        if report.differences or report.unreproduced:
             try:
-                write_trace(report, target, Path(args.traces), report.clock or clock, chosen.replay)
-            except OSError as exc:
+                write_trace(report, Path(args.traces))
+            except OSError as exc:  # the report is printed first: the counterexample is not lost
                 unwritten = exc
     except KeyboardInterrupt:
         progress.end()

@@ -26,10 +26,8 @@ def printable(text: str) -> str:
 # -- the document -------------------------------------------------------------------------
 
 FORMAT = "emq-report"
-VERSION = 1
-SURFACE_RULES = ("ID-", "KS-", "CC-")
-"""Rule prefixes of surface differences (validation, refusal codes, answers to refused
-calls); every other rule is about the lifecycle (issue 13)."""
+VERSION = 2
+"""2: a check's ``causes`` and ``unreproduced``, a difference's class by its effect."""
 
 
 def schema() -> dict[str, Any]:
@@ -78,26 +76,19 @@ def _name(target: dict[str, Any]) -> str | None:
     return name if name is None else str(name)
 
 
-def _cell(step: Step) -> str | None:
-    """The cell the model's answer puts the diverging step in (None outside the table)."""
-    from emq_kit.check.coverage import classify
-
-    if step.op not in spec.TRANSITIONS:
-        return None
-    names = classify(step.op, step.model)
-    return f"{step.op}/{names[0]}" if names and (step.op, names[0]) in spec.cells() else None
-
-
-def difference(kind: str, rule: str, index: int, evidence: list[str], steps: list[Step],
+def difference(divergence: Any, klass: str, index: int, steps: list[Step],
                trace: Path | str | None, target: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One divergence as the report lists it: signature, class, shrunk steps, trace and
-    the command that replays it (with the driver or scripts of ``target``, the run's)."""
+    """One divergence as the report lists it: its signature (``emq_kit/check/signature.py``:
+    the name check, replay, the trace and the HTML page all give it), its class by effect,
+    the shrunk steps, its trace and the command that replays it (with the driver or
+    scripts of ``target``, the run's)."""
+    from emq_kit.check.signature import signature
     from emq_kit.trace.replay import replay_command
 
+    sig = signature(divergence)
     return {
-        "signature": {"cell": _cell(steps[index - 1]) if 0 < index <= len(steps) else None, "rule": rule},
-        "class": "surface" if rule.startswith(SURFACE_RULES) else "lifecycle",
-        "kind": kind, "step": index, "evidence": [printable(line) for line in evidence],
+        "signature": {"cell": sig.cell, "rule": sig.rule}, "class": klass,
+        "kind": divergence.kind, "step": index, "evidence": [printable(line) for line in divergence.lines],
         "shrunk_steps": [_step(s, i) for i, s in enumerate(steps, 1)],
         "trace": None if trace is None else str(trace),
         "replay": None if trace is None else replay_command(trace, target or {}),
@@ -114,21 +105,16 @@ def _step(step: Step, index: int) -> dict[str, Any]:
 def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt.datetime,
                    rerun: str) -> dict[str, Any]:
     """The report of ``emq check`` from its ``check.Report``; ``rerun`` is the command
-    that runs the search again."""
-    d = report.divergence
-    differences = []
-    for found in getattr(report, "differences", None) or []:  # every distinct one (issue 13)
-        steps = list(found.shrunk)
-        div = found.divergence
-        index = next((i for i, s in enumerate(steps, 1) if s.index == div.step.index), len(steps))
-        one = difference(div.kind, found.signature.rule, index, div.lines, steps, found.trace, report.target)
-        one["signature"]["cell"], one["class"] = found.signature.cell, found.signature.klass
-        one["seconds"], one["count"] = round(found.seconds, 3), max(found.met, 1)
-        differences.append(one)
-    if d is not None and not differences:
-        steps = list(report.shrunk)
-        index = next((i for i, s in enumerate(report.shrunk, 1) if s.index == d.step.index), len(steps))
-        differences.append(difference(d.kind, d.rule, index, d.lines, steps, report.trace, report.target))
+    that runs the search again. ``differences`` lists the reproduced ones (lifecycle
+    first), ``causes`` groups them (each naming its differences by index, its
+    representative among them), ``unreproduced`` the ones no replay showed."""
+    differences = [_found(d, report.target) for d in report.differences]
+    listed = {id(d): n for n, d in enumerate(report.differences)}
+    causes = [{"title": printable(c.title), "class": c.klass, "ops": c.ops,
+               "differences": [listed[id(d)] for d in c.differences],
+               "representative": listed[id(c.representative)]} for c in getattr(report, "causes", ())]
+    unreproduced = [{**_found(d, report.target), "replays": d.replays, "seen": d.seen}
+                    for d in getattr(report, "unreproduced", ())]
     body = {
         "profile": report.profile, "target": _described(report.target), "examples": report.examples,
         "steps": report.steps, "invariant_checks": report.checks,
@@ -136,13 +122,23 @@ def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt
                   "unreached": [f"{op}/{o}" for op, o in report.unreached],
                   "not_implemented": [f"{op}/{o}" for op, o in getattr(report, "not_implemented", ())],
                   "hits": dict(report.hits)},
-        "differences": differences, "rerun": rerun, "op_mix": dict(getattr(report, "op_mix", {}) or {}),
-        "phases": dict(getattr(report, "phases", {}) or {}),
+        "differences": differences, "causes": causes, "unreproduced": unreproduced, "rerun": rerun,
+        "op_mix": dict(getattr(report, "op_mix", {}) or {}), "phases": dict(getattr(report, "phases", {}) or {}),
     }
     figures = {"seconds": round(report.seconds, 3), "steps_per_second": round(report.steps_per_second, 1),
                "examples": report.examples, "steps": report.steps}
     return envelope("check", report.verdict, exit, body, target=_name(report.target), seed=report.seed,
                     figures=figures, started=started, finished=finished)
+
+
+def _found(d: Any, target: dict[str, Any]) -> dict[str, Any]:
+    """A difference of a check (``check.run.Difference``) on ``target`` as the report lists it."""
+    steps = list(d.shrunk)
+    index = next((i for i, s in enumerate(steps, 1) if s.index == d.divergence.step.index), len(steps))
+    one = difference(d.divergence, d.klass, index, steps, d.trace, target)
+    one["signature"] = {"cell": d.signature.cell, "rule": d.signature.rule}  # the fence's: no step to name it
+    one["seconds"], one["count"] = round(d.seconds, 3), max(d.met, 1)
+    return one
 
 
 def replay_document(trace_path: Path | str, result: Any, described: dict[str, Any], *, exit: int,
@@ -153,7 +149,7 @@ def replay_document(trace_path: Path | str, result: Any, described: dict[str, An
     body = {
         "trace": str(trace_path), "target": _described(described),
         "steps": [_step(s, i) for i, s in enumerate(result.steps, 1)],
-        "difference": None if d is None else difference(d.kind, d.rule, result.index, d.lines, result.steps, trace_path,
+        "difference": None if d is None else difference(d, result.klass, result.index, result.steps, trace_path,
                                                         described),
         "violations": [_violation(v) for v in result.violations],
     }

@@ -4,8 +4,12 @@ script, no network, no framework — for a counterexample or for a soak.
 - ``counterexample_page(trace)``: the shrunk steps and, per step, the four locations as
   columns with the ids in each before and after it (the model's keyspace, replayed from
   the trace on ``QueueModel``); at the diverging step the target's keyspace beside the
-  model's with every difference highlighted, the invariants the target's keyspace breaks
-  and the rule the divergence cites.
+  model's with every difference highlighted, the invariants the target broke (not those
+  the model's keyspace breaks too: a key the kit spoiled) and the signature the
+  divergence is listed by.
+- ``check_page(report)``: a check's causes first, each with its ops, its differences and
+  its representative (shortest) counterexample drawn as above; then every difference,
+  and those that did not reproduce.
 - ``soak_page(events, checked)``: the history as a timeline, a lane per process and a bar
   per op from invocation to response, the ops of the partition that failed the
   linearizability check highlighted; throughput and latency over time.
@@ -22,12 +26,13 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from emq_kit.check import faults
-from emq_kit.check.machine import Step
+from emq_kit.check.machine import SLEEP, Step
 from emq_kit.report.document import printable
 from emq_kit.soak.history import SNAPSHOT, Checked, Event, describe
 from emq_kit.soak.linearize import PartitionVerdict
 from emq_kit.trace.format import Trace, encode
-from emq_model import invariants
+from emq_kit.trace.replay import replay_command
+from emq_model import invariants, spec
 from emq_model.errors import EmqError
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot, diff
@@ -46,6 +51,9 @@ th{background:#f2f2f2}tr.diverges>td{background:#ffe3e3}
 .id.differs{background:#ffb3b3;outline:2px solid #b00020}
 ul.evidence li,ul.violations li{font-family:ui-monospace,monospace;font-size:12.5px}
 .step{margin:.6em 0 1em;padding:.4em .6em;border-left:4px solid #ccc}.step.diverges{border-left-color:#b00020}
+.cause{margin:1em 0 1.6em;padding:.4em .8em;border:1px solid #ddd;border-radius:.3em}
+.klass{display:inline-block;padding:0 .4em;border-radius:.2em;font-size:12px;background:#eee}
+.klass.lifecycle{background:#ffe3e3}.klass.surface{background:#e3ecff}
 svg text{font:11px system-ui,sans-serif}
 """
 
@@ -91,8 +99,10 @@ def model_keyspaces(steps: Sequence[Step]) -> list[tuple[Snapshot, Snapshot, Any
     name): the trace replayed on ``QueueModel`` alone, pure."""
     models: dict[str, QueueModel] = {}
     out: list[tuple[Snapshot, Snapshot, Any] | None] = []
+    now = 0  # a server-clock trace's clock: the one each clock op ran at (``at``), else the last
     for s in steps:
-        if s.op == "queue":
+        now = s.at if s.at is not None else s.args.get("now", now) if isinstance(s.args.get("now"), int) else now
+        if s.op in ("queue", SLEEP):
             out.append(None)
             continue
         try:
@@ -106,7 +116,8 @@ def model_keyspaces(steps: Sequence[Step]) -> list[tuple[Snapshot, Snapshot, Any
             if s.op in faults.ARGS:
                 faults.on_model(model, s.op, s.args)
             else:
-                answer = getattr(model, s.op)(**s.args)
+                clocked = s.op in spec.OPS and spec.OPS[s.op]["clock"] and "now" not in s.args  # a server-clock step
+                answer = getattr(model, s.op)(**s.args, **({"now": now} if clocked else {}))
         except EmqError as refused:
             answer = refused  # a refusal changes nothing
         out.append((before, model.snapshot(), answer))
@@ -143,32 +154,49 @@ def _keyspace_table(rows: list[tuple[str, Snapshot, Snapshot | None, str]]) -> s
 def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
     """The page of a counterexample trace (specs/trace.md)."""
     d = trace.divergence or {}
+    return _page(f"emq counterexample {_signature(d)}", counterexample(trace, source=source))
+
+
+def _signature(d: dict[str, Any]) -> str:
+    """A trace's divergence by its signature (an older trace recorded only the rule)."""
+    return f"{d['cell']} {d.get('rule', '-')}" if d.get("cell") else d.get("rule", "-")
+
+
+def counterexample(trace: Trace, *, source: str | None = None, prefix: str = "", level: int = 1) -> str:
+    """A counterexample trace drawn: its heading (at ``level``), the evidence, the steps
+    and the keyspace step by step; element ids start with ``prefix`` (a page may draw
+    several)."""
+    d = trace.divergence or {}
     index = d.get("step", 0)
     rule, kind = d.get("rule", "-"), d.get("kind", "-")
+    cell = f'<span class="cell">{_e(d["cell"])}</span> ' if d.get("cell") else ""
+    h, h2, h3 = f"h{level}", f"h{level + 1}", f"h{level + 2}"
     target = trace.header.get("target", {})
-    parts = [f"<h1>emq counterexample: <span class=\"rule\">{_e(rule)}</span></h1>",
+    parts = [f"<{h}>emq counterexample: {cell}<span class=\"rule\">{_e(rule)}</span></{h}>",
              f'<p><span class="verdict">diverges</span> the {_e(kind)} at step {index} of {len(trace.steps)}; '
              f"target {_e(target.get('target', '?'))} ({_e(target.get('server', '?'))}), "
              f"seed {_e(trace.header.get('seed'))}, clock {_e(trace.header.get('clock', 'virtual'))}"
              + (f", trace <code>{_e(source)}</code>" if source else "") + "</p>"]
     if d.get("evidence"):
-        parts.append("<h2>Evidence</h2><ul class=\"evidence\">"
+        parts.append(f"<{h2}>Evidence</{h2}><ul class=\"evidence\">"
                      + "".join(f"<li>{_e(line)}</li>" for line in d["evidence"]) + "</ul>")
-    parts.append("<h2>Shrunk steps</h2><table><tr><th>#</th><th>queue</th><th>op</th><th>args</th>"
-                  "<th>model</th><th>target</th></tr>")
+    parts.append(f"<{h2}>Shrunk steps</{h2}><table><tr><th>#</th><th>queue</th><th>op</th><th>args</th>"
+                 "<th>model</th><th>target</th></tr>")
     for i, s in enumerate(trace.steps, 1):
         args = ", ".join(f"{k}={_e(_shown(v))}" for k, v in s.args.items())
         cls = ' class="diverges"' if i == index else ""
-        parts.append(f"<tr{cls} id=\"row-{i}\"><td>{i}</td><td>{_e(s.queue)}</td><td>{_e(s.op)}</td>"
+        parts.append(f"<tr{cls} id=\"{prefix}row-{i}\"><td>{i}</td><td>{_e(s.queue)}</td><td>{_e(s.op)}</td>"
                      f"<td class=\"args\">{args}</td><td class=\"answer\">{_e(_answer(s.model))}</td>"
                      f"<td class=\"answer\">{_e(_answer(s.target))}</td></tr>")
-    parts.append("</table><h2>The keyspace, step by step</h2>")
+    parts.append(f"</table><{h2}>The keyspace, step by step</{h2}>")
     for i, (s, seen) in enumerate(zip(trace.steps, model_keyspaces(trace.steps)), 1):
         diverges = i == index
-        parts.append(f'<div class="step{" diverges" if diverges else ""}" id="step-{i}">'
-                     f"<h3>{i}. {_e(s.op)} on {_e(s.queue)}</h3>")
+        parts.append(f'<div class="step{" diverges" if diverges else ""}" id="{prefix}step-{i}">'
+                     f"<{h3}>{i}. {_e(s.op)} on {_e(s.queue)}</{h3}>")
         if seen is None:
-            parts.append("<p>no keyspace: the queue name is refused</p></div>")
+            said = (f"a wait: the clock moves on {_e(s.args.get('ms'))} ms past the last clock op's" if s.op == SLEEP
+                    else "no keyspace: the queue name is refused")
+            parts.append(f"<p>{said}</p></div>")
             continue
         before, after, answer = seen
         if s.op not in faults.ARGS and _answer(answer) != _answer(s.model):
@@ -186,13 +214,58 @@ def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
             if differences:
                 parts.append("<p>target against model:</p><ul class=\"evidence\">"
                              + "".join(f"<li>{_e(line)}</li>" for line in differences) + "</ul>")
-            broken = invariants.beyond(theirs, mine)  # not the operator's (FLT-2)
-            parts.append("<p>invariants broken in the target's keyspace: "
+            broken = invariants.beyond(theirs, rows[1][1])  # not the operator's (FLT-2)
+            parts.append("<p>invariants the target broke (the model's keyspace keeps them): "
                          + (("</p><ul class=\"violations\">" + "".join(f"<li>{_e(str(v))}</li>" for v in broken) + "</ul>")
                             if broken else "none</p>"))
-            parts.append(f"<p>rule cited: <span class=\"rule\">{_e(rule)}</span> (specs/lifecycle.md)</p>")
+            parts.append(f"<p>listed as: {cell}<span class=\"rule\">{_e(rule)}</span> (specs/lifecycle.md)</p>")
         parts.append("</div>")
-    return _page(f"emq counterexample {rule}", "\n".join(parts))
+    return "\n".join(parts)
+
+
+def check_page(report: Any, summary: Sequence[str]) -> str:
+    """The page of a check with differences (``check.run.Report``, its traces written):
+    the causes first — each with its ops, its differences and its representative's
+    counterexample, read from its trace — then every difference, then those that did not
+    reproduce; ``summary``, the text report's lines, last."""
+    number = {id(d): n for n, d in enumerate(report.differences, 1)}
+    parts = [f"<h1>emq check: {_e(report.verdict)}</h1>",
+             f'<p><span class="verdict">{_e(report.verdict)}</span> {len(report.differences)} distinct differences '
+             f"in {len(report.causes)} causes (lifecycle first, then surface); seed {_e(report.seed)}</p>",
+             "<h2>Causes</h2>"]
+    for n, cause in enumerate(report.causes, 1):
+        ops = ", ".join(cause.ops)
+        parts.append(f'<section class="cause" id="cause-{n}"><h3>cause {n}: {_e(cause.title)} '
+                     f'<span class="klass {cause.klass}">{cause.klass}</span></h3>'
+                     f"<p>{len(cause.ops)} op{'s' if len(cause.ops) != 1 else ''}: {_e(ops)}</p><ul>"
+                     + "".join(f"<li>[{number[id(d)]}] {_e(str(d.signature))} ({len(d.shrunk)} steps)"
+                               + (f", trace <code>{_e(str(d.trace))}</code>" if d.trace else "") + "</li>"
+                               for d in cause.differences) + "</ul>")
+        d = cause.representative
+        if d.trace is not None:
+            parts.append(f"<p>its shortest trace, [{number[id(d)]}]: replay it with "
+                         f"<code>{_e(replay_command(d.trace, report.target))}</code></p>")
+            parts.append(counterexample(Trace.load(d.trace), source=str(d.trace), prefix=f"c{n}-", level=4))
+        else:
+            parts.append("<ul class=\"evidence\">" + "".join(f"<li>{_e(line)}</li>" for line in d.divergence.lines)
+                         + "</ul>")
+        parts.append("</section>")
+    parts.append("<h2>Every difference</h2><table><tr><th>#</th><th>signature</th><th>class</th><th>steps</th>"
+                 "<th>met</th><th>trace</th></tr>")
+    for d in report.differences:
+        parts.append(f"<tr><td>{number[id(d)]}</td><td>{_e(str(d.signature))}</td>"
+                     f'<td><span class="klass {d.klass}">{d.klass}</span></td><td>{len(d.shrunk)}</td>'
+                     f"<td>{d.met}</td><td><code>{_e(str(d.trace or '-'))}</code></td></tr>")
+    parts.append("</table>")
+    if report.unreproduced:
+        parts.append('<h2 id="unreproduced">Did not reproduce (timing-dependent?)</h2><p>met by the search; no replay '
+                     "of its steps showed it: not counted among the differences</p><ul>")
+        for d in report.unreproduced:
+            parts.append(f"<li>{_e(str(d.signature))}: replayed {d.replays} times ({_e(', '.join(d.seen))})"
+                         + (f", trace <code>{_e(str(d.trace))}</code>" if d.trace else "") + "</li>")
+        parts.append("</ul>")
+    parts.append("<h2>Summary</h2><pre>" + "\n".join(_e(line) for line in summary) + "</pre>")
+    return _page(f"emq check {report.verdict}", "\n".join(parts))
 
 
 def _shown(value: Any) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from emq_kit.check.machine import Divergence, Step
+from emq_kit.check.signature import signature
 from emq_kit.ports.protocol import bytes_json, json_bytes
 from emq_kit.trace.values import decode, encode
 from emq_model import branded_id, spec
@@ -25,6 +26,7 @@ from emq_model.snapshot import Snapshot
 
 FORMAT = "emq-trace"
 VERSION = 3
+
 READS = (1, 2, 3)  # version 1 wrote bytes as {"$bytes": ...}, 1 and 2 snapshot rows as latin-1 text: all are read
 
 
@@ -44,15 +46,16 @@ def json_snapshot(data: dict[str, Any], version: int) -> Snapshot:
 
 
 def step_json(step: Step, index: int) -> dict[str, Any]:
-    """A step as the trace file holds it (TR-2)."""
+    """A step as the trace file holds it (TR-2; ``at``, a server-clock op's clock)."""
     return {"i": index, "queue": step.queue, "op": step.op, "args": encode(step.args),
-            "model": encode(step.model), "target": encode(step.target)}
+            "model": encode(step.model), "target": encode(step.target),
+            **({"at": step.at} if step.at is not None else {})}
 
 
 def step_of_json(data: dict[str, Any]) -> Step:
     """The inverse of ``step_json``."""
     return Step(data["queue"], data["op"], decode(data["args"]), decode(data.get("model")),
-                decode(data.get("target")), index=data.get("i", 0))
+                decode(data.get("target")), index=data.get("i", 0), at=data.get("at"))
 
 
 @dataclass
@@ -128,8 +131,11 @@ def header(target: dict[str, Any], *, seed: int | None, profile: str | None, clo
 
 
 def divergence_json(d: Divergence, index: int) -> dict[str, Any]:
-    """The divergence part of a trace (its snapshots are added by ``Trace``)."""
-    return {"step": index, "kind": d.kind, "rule": d.rule, "evidence": d.lines}
+    """The divergence part of a trace (its snapshots are added by ``Trace``): its
+    signature's cell and rule (``emq_kit/check/signature.py``), the names ``emq check``
+    lists it by."""
+    sig = signature(d)
+    return {"step": index, "kind": d.kind, "cell": sig.cell, "rule": sig.rule, "evidence": d.lines}
 
 
 def renaming(steps: list[Step]) -> dict[str, str]:

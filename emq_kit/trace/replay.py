@@ -11,23 +11,19 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from emq_kit.check import faults
+from emq_kit.check import effect, faults
 from emq_kit.check.clock import Clock
-from emq_kit.check.machine import Conformance, Divergence, Run, Step
+from emq_kit.check.machine import SLEEP, Conformance, Divergence, Run, Step
 from emq_kit.check.names import Names
 from emq_kit.check.raw import call_of
+from emq_kit.check.reproduce import showed
 from emq_kit.check.run import Report
+from emq_kit.check.signature import signature
 from emq_kit.check.target import Target, open_target
 from emq_kit.errors import BadArgument
-from emq_kit.trace.format import (
-    Trace,
-    divergence_json,
-    header,
-    renamed,
-    renaming,
-)
+from emq_kit.trace.format import Trace, divergence_json, header
 from emq_live.urls import MASK
 from emq_model.invariants import Violation, beyond
 from emq_model.snapshot import Snapshot, diff
@@ -49,6 +45,12 @@ class Replayed:
     def conforms(self) -> bool:
         return self.divergence is None
 
+    @property
+    def klass(self) -> str:
+        """The divergence's class by its effect (``emq_kit/check/effect.py``)."""
+        d = self.divergence
+        return effect.klass(d.kind, d.step.op, self.model, self.target) if d is not None else effect.SURFACE
+
 
 def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Replayed:
     """Run ``steps`` on a fresh model and on ``target`` (reset first)."""
@@ -58,6 +60,8 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
         try:
             if s.op in faults.ARGS:
                 machine.inject(s.queue, s.op, s.args)
+            elif s.op == SLEEP:
+                machine.sleep(s.args["ms"])
             elif s.op == "queue":
                 machine.open_queue(s.args["name"])
             elif s.op == "raw":
@@ -67,10 +71,10 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
                     machine.now = s.args["now"]
                 machine.execute(s.queue, s.op, s.args)
         except Divergence as d:
-            done.append(Step(s.queue, s.op, s.args, d.step.model, d.step.target, index=len(done) + 1))
+            done.append(Step(s.queue, s.op, s.args, d.step.model, d.step.target, index=len(done) + 1, at=d.step.at))
             return _diverged(machine, done, d)
         last = machine.steps[-1]
-        done.append(Step(s.queue, s.op, s.args, last.model, last.target, index=len(done) + 1))
+        done.append(Step(s.queue, s.op, s.args, last.model, last.target, index=len(done) + 1, at=last.at))
     return Replayed(done)
 
 
@@ -88,25 +92,13 @@ def _diverged(machine: Conformance, done: list[Step], d: Divergence) -> Replayed
     return Replayed(done, d, len(done), mine, theirs, tuple(beyond(theirs, mine, machine.previous.get(queue))))
 
 
-Replayer = Callable[[list[Step], Any, Clock | None], Replayed]
-
-
-def record(shrunk: list[Step], target: Target, head: dict[str, Any],
-           clock: Clock | None = None, replayer: Replayer | None = None) -> tuple[Trace, Replayed]:
-    """The trace of a shrunk counterexample: ids renamed to readable stable names when
-    the renamed steps still diverge the same way (they should: renaming keeps byte
-    order), answers and snapshots taken from a fresh replay on the same target (by the
-    layout's ``replayer``; the four-set layout's ``replay`` by default)."""
-    run = replayer or replay
-    names = renaming(shrunk)
-    result = run(renamed(shrunk, names), target, clock)
-    if result.conforms:  # the target is not deterministic under renaming: keep the originals
-        names, result = {}, run(shrunk, target, clock)
+def traced(result: Replayed, head: dict[str, Any], names: dict[str, str]) -> Trace:
+    """The trace of a replay (``names``: the renaming it ran under, old id -> new)."""
     trace = Trace({**head, "renamed": {new: old for old, new in names.items()}}, result.steps)
     if result.divergence is not None:
         trace.divergence = divergence_json(result.divergence, result.index)
         trace.snapshots = {k: v for k, v in (("model", result.model), ("target", result.target)) if v is not None}
-    return trace, result
+    return trace
 
 
 def trace_path(directory: Path, trace: Trace) -> Path:
@@ -132,7 +124,7 @@ def step_table(result: Replayed) -> str:
     lines = [f"{'#':>3}  {'queue':<8} {'op':<13} {'args':<52} {'model':<24} target"]
     for i, s in enumerate(result.steps, 1):
         args = " ".join(f"{k}={_short(v, 24)}" for k, v in s.args.items())
-        mark = f"   <- diverges ({result.divergence.rule})" if i == result.index and result.divergence else ""
+        mark = f"   <- diverges ({signature(result.divergence)})" if i == result.index and result.divergence else ""
         lines.append(f"{i:>3}  {_short(s.queue, 8):<8} {s.op:<13} {_short(args, 52):<52} "
                      f"{_short(s.model, 24):<24} {_short(s.target, 24)}{mark}")
     return "\n".join(lines)
@@ -144,15 +136,17 @@ def explain(result: Replayed) -> str:
     if result.divergence is None:
         return f"conforms: all {len(result.steps)} steps agree with the model"
     d = result.divergence
-    lines = [f"step {result.index} diverges: the {d.kind} ({d.rule})"]
+    lines = [f"step {result.index} diverges: the {d.kind} ({signature(d)}; {result.klass})"]
     lines += [f"  {line}" for line in d.lines]
     if result.model is not None and result.target is not None:
         differences = diff(result.model, result.target)
         if differences:
             lines.append(f"the keyspace of queue {result.model.queue!r}, target vs model:")
             lines += [f"  {line}" for line in differences]
+        else:
+            lines.append(f"the keyspace of queue {result.model.queue!r} is the model's")
         if result.violations:
-            lines.append("invariants broken in the target's keyspace:")
+            lines.append("invariants the target broke (the model's keyspace keeps them):")
             lines += [f"  {v}" for v in result.violations]
     return "\n".join(lines)
 
@@ -221,28 +215,27 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
         raise
 
 
-def write_trace(report: "Report", target: Target, directory: Path, clock: Clock | None,
-                replayer: Replayer | None = None) -> None:
-    """Record the shrunk counterexample as a trace file in ``directory`` (ids renamed,
-    replayed once more by the layout's ``replayer``) and keep its path and printout on
-    the report."""
-    def head(under: Clock | None) -> dict[str, Any]:
-        return header(report.target, seed=report.seed, profile=report.profile, clock=getattr(under, "mode", "virtual"))
-
-    for d in getattr(report, "differences", None) or []:  # every distinct difference, each its own file
-        if not d.shrunk:  # known before any step (the fence, DP-9d): its evidence is all there is
+def write_trace(report: "Report", directory: Path) -> None:
+    """Write each difference's trace into ``directory`` — the replay that reproduced it
+    (``emq_kit/check/reproduce.py``), so its signature is the listed one — and each
+    difference that did not reproduce, as the run met it; keep the paths and printouts
+    on the report."""
+    for d in [*report.differences, *report.unreproduced]:
+        head = header(report.target, seed=report.seed, profile=report.profile,
+                      clock=getattr(d.clock, "mode", "virtual"))
+        if d.replayed is None:  # known before any step (the fence, DP-9d): its evidence is all there is
             d.trace_text = "\n".join(d.divergence.lines)
             continue
-        under = d.clock or clock  # a difference of the server-clock phase replays on its clock
-        trace, result = record(d.shrunk, target, head(under), under, replayer)
+        if d.reproduced:
+            trace = traced(d.replayed, head, d.names)
+            d.trace_text = step_table(d.replayed) + "\n" + explain(d.replayed)
+        else:  # the steps and answers as the run met them: a replay may yet show it
+            trace = Trace({**head, "renamed": {}}, d.shrunk, divergence_json(d.divergence, len(d.shrunk)))
+            d.trace_text = (f"replayed {d.replays} times: {showed(d.seen)}\n"
+                            + step_table(Replayed(d.shrunk, d.divergence, len(d.shrunk))))
         d.trace = trace.write(trace_path(directory, trace))
-        d.trace_text = step_table(result) + "\n" + explain(result)
     if report.differences:
         report.trace, report.trace_text = report.differences[0].trace, report.differences[0].trace_text
-        return
-    trace, result = record(report.shrunk, target, head(clock), clock, replayer)
-    report.trace = trace.write(trace_path(directory, trace))
-    report.trace_text = step_table(result) + "\n" + explain(result)
 
 
 def write_interrupted(steps: list[Step], target: Target, directory: Path, *, seed: int, profile: str,

@@ -2,9 +2,9 @@
 size and nesting first, then its schema (specs/schemas/trace.json, with jsonschema),
 then the contract of the layout its header names — each step's op is one of the
 layout's (for the four sets an op of specs/transitions.json, a fault (``forget_row``,
-``spoil_key``, ``mend_key``, ``stray_key``, ``drop_key``), ``queue`` or ``raw``), its
-queue one of the machine's, its arguments the op's, none missing — and, for the four
-sets, every argument's value against its type (``arg_types``: the contract's types,
+``spoil_key``, ``mend_key``, ``stray_key``, ``drop_key``), ``queue``, ``raw`` or
+``sleep_ms``), its queue one of the machine's, its arguments the op's, none missing —
+and, for the four sets, every argument's value against its type (``arg_types``: the contract's types,
 the faults', the extra steps'). The first problem is reported with its JSON path
 (``steps/3/args/lease_ms``), so a hand-edited trace says where it went wrong.
 
@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any, Callable
 
 from emq_kit.check import faults
+from emq_kit.check.machine import SLEEP, SLEEP_MAX
 from emq_kit.errors import KitError
 from emq_kit.trace.values import decode
 from emq_model import spec
@@ -36,16 +37,17 @@ about eight: steps, a step, args, a batch's items, an item, a tagged value)."""
 EXTRA_OPS: dict[str, dict[str, str]] = {
     "queue": {"name": "queue_name"},
     "raw": {"op": "raw_op", "keys": "wire", "argv": "wire", "spoil": "label"},
+    SLEEP: {"ms": "wait"},
 }
 """The steps the machine records besides the spec's ops and its faults, and the type of
-each argument they take (all required): opening a queue by a refused name, and a raw
-call (its script, KEYS and ARGV as sent, and what was spoiled; TR-2)."""
+each argument they take (all required): opening a queue by a refused name, a raw call
+(its script, KEYS and ARGV as sent, and what was spoiled; TR-2) and a wait (TR-4c)."""
 FAULT_TYPES = {"id": "job_id", "group": "group", "key": "fault_key", "kind": "fault_kind"}
 """The type of each argument a fault step takes (``faults.ARGS`` says which it takes)."""
 # Steps whose queue is no machine queue: ``queue`` names a queue (any name, a bad one
 # is its point); a raw call's is the queue its KEYS name, empty when refused (TR-2) —
-# replay reads the call, not the field.
-FREE_QUEUE_OPS = {"queue", "raw"}
+# replay reads the call, not the field; a wait is about no queue.
+FREE_QUEUE_OPS = {"queue", "raw", SLEEP}
 NAME_MAX = 1024  # a ``queue`` step's name: the refused names are a few bytes past KS-3's limit
 WIRE_MAX = 4 * spec.LIMITS["limit_max"] + 8  # a raw call's KEYS or ARGV: every item of a batch at most
 
@@ -253,9 +255,14 @@ def _fault_kind(at: str, op: str, value: Any, args: dict[str, Any], queue: str) 
         raise TraceError(f"{at}: {value!r} is not one of {', '.join(faults.KINDS)}")
 
 
+def _wait(at: str, op: str, value: Any, args: dict[str, Any], queue: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SLEEP_MAX:
+        raise TraceError(f"{at}: a wait is a whole number of ms in [0, {SLEEP_MAX}], got {value!r:.80}")
+
+
 CHECKS: dict[str, Callable[[str, str, Any, dict[str, Any], str], None]] = {
     "items": _items, "queue_name": _queue_name, "raw_op": _raw_op, "wire": _wire, "label": _label,
-    "fault_key": _fault_key, "fault_kind": _fault_kind,
+    "fault_key": _fault_key, "fault_kind": _fault_kind, "wait": _wait,
 }
 """The checks of the argument types that are not the contract's (``arg_types``), each
 given the argument's JSON path, the step's op, the value, the step's decoded arguments
