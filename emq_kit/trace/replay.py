@@ -140,10 +140,10 @@ def explain(result: Replayed) -> str:
     lines += [f"  {line}" for line in d.lines]
     if result.model is not None and result.target is not None:
         differences = diff(result.model, result.target)
-        if differences:
+        if differences and differences != list(d.lines):  # a snapshot's evidence is this already
             lines.append(f"the keyspace of queue {result.model.queue!r}, target vs model:")
             lines += [f"  {line}" for line in differences]
-        else:
+        elif not differences:
             lines.append(f"the keyspace of queue {result.model.queue!r} is the model's")
         if result.violations:
             lines.append("invariants the target broke (the model's keyspace keeps them):")
