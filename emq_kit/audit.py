@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 import redis
 from redis.exceptions import RedisClusterException
 
-from emq_kit.errors import KitError
+from emq_kit.errors import AuditError
 from emq_live import acl
 from emq_live.client import _client
 from emq_live.urls import check_url, redact
@@ -47,10 +47,6 @@ READ_COMMANDS: tuple[str, ...] = tuple(acl.spec()["audit"]["commands"])
 CLUSTER SLOTS and COMMAND)."""
 
 _TYPE_OF = {**dict.fromkeys(spec.LOCATIONS, b"zset"), "metrics:completed": b"hash", "metrics:failed": b"hash"}
-
-
-class AuditError(KitError):
-    """The deployment could not be audited (connection, ACL, wire version): exit 2."""
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ from emq_kit.check.live import LiveTarget
 from emq_kit.check.names import Names
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
-from emq_kit.errors import BadArgument, ToolMissing
+from emq_kit.errors import BadArgument, ToolMissing, Wrong
 from emq_kit.ports import bundle
 from emq_model import branded_id, keyspace
 from emq_model.model import QueueModel
@@ -222,10 +222,6 @@ def best(repeat: int, measure: Callable[[], float]) -> float:
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     return (items[i : i + size] for i in range(0, len(items), size))
-
-
-class Wrong(RuntimeError):
-    """A queue answered something the lifecycle does not allow: the run measured nothing."""
 
 
 def expect(got: Any, want: Any, what: str) -> None:

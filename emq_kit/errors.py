@@ -1,23 +1,73 @@
-"""The kit's own typed errors. Library code raises these (never the CLI's exit codes);
-``emq_kit.cli`` turns each into one line on stderr and exit 2.
+"""The kit's errors, one tree. As in click's ``exceptions.py``, each class carries its exit
+code and how it is shown, so a front end shows any of them in one place
+(``emq_kit.cli.main``: ``error.show(command)`` on stderr, exit ``error.exit_code``).
+Library code raises these, never an exit code.
 
-A ``KitError`` is a problem of the environment or the input (a server that cannot be
-reached, scripts that do not load, a tool that is not installed, a file that cannot be
-written), never a verdict about the implementation under check: counterexamples are
+Exit codes: 0 the target conforms (the command did what it was asked), 1 a difference
+(a verdict on the target), 2 usage or environment: the run could not happen as asked.
+
+::
+
+    KitError                 2  the command cannot give its result
+      BadArgument               an argument the kit cannot work with
+        Usage                   ... found by the command line itself
+        TraceError              a trace file that is not one (TR-9a)
+      TargetUnavailable         the target cannot be had, or was lost
+        FencedElsewhere         its {emq}:version is another wire version (KS-6)
+        ServerUnreachable       no server answers there
+        DriverUnavailable       a port's driver that does not start (DP-9)
+      ToolMissing               an external program is not installed
+      ServerError               a throwaway server cannot be had (emq_kit.server)
+        ServerMissing           ... its binary is not installed (a ToolMissing too)
+        ServerStartError        ... it did not start
+      Occupied                  the server holds keys the run would write (OWN-3)
+      SearchFailed              the search itself failed
+      SoakError                 a soak could not be carried out
+      AuditError                a deployment could not be audited
+      CheckFailed               a selftest mutant's run failed in the kit (in a KitBug)
+      KitBug                    an exception of the kit's own code
+      Wrong                  1  a wrong answer where no report can carry it (bench)
+
+    TargetFault                 the target's behaviour, not an ending: the machine
+      DriverError               records it as the step's ``Crash`` answer, so the
+        DriverExited            verdict is a divergence there (DP-13..16)
+        DriverTimeout
+        DriverGarbage
+      ProtocolError
+
+A ``TargetFault`` is never shown by itself: met outside a step (no step to judge), the
+run cannot go on and the target counts as lost (``kit_error``). Counterexamples are
 ``Divergence`` (emq_kit.check.machine) and travel in a ``Report``.
 """
 
 from __future__ import annotations
 
+EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
+
 
 class KitError(Exception):
-    """An environment or input problem: the run could not happen as asked."""
+    """The command cannot give its result as asked: the environment or the input (exit
+    2), or a wrong answer no report can carry (``Wrong``, exit 1)."""
+
+    exit_code = EXIT_ENV
+
+    def show(self, command: str) -> str:
+        """The one line a front end prints for this error of ``command`` (``check``)."""
+        return f"emq {command}: {self}"
 
 
-class TargetFault(Exception):
-    """Mixed into the exceptions that carry a target's behaviour (a port's driver that
-    fails or breaks the protocol): the machine records one as the target's ``Crash``,
-    where any other exception from the kit's own code is a ``KitBug``."""
+class BadArgument(KitError):
+    """An argument the library cannot work with (a URL of the wrong kind, a bad size,
+    options that do not go together)."""
+
+
+class Usage(BadArgument):
+    """A usage problem the command line itself finds."""
+
+
+class TraceError(BadArgument, ValueError):
+    """A trace file that is not a trace this kit can replay: the first problem, with
+    its JSON path."""
 
 
 class TargetUnavailable(KitError):
@@ -35,6 +85,56 @@ class ServerUnreachable(TargetUnavailable):
     server): the environment's fault, never a verdict on the scripts it would run."""
 
 
+class DriverUnavailable(TargetUnavailable):
+    """A port's driver that cannot be checked: its command does not split or start, its
+    ``init`` fails or names what the kit cannot check (DP-9), its fence disagrees with
+    its server (DP-9d). The environment's, like a server out of reach; a driver that
+    fails once started is a ``DriverError``, the target's behaviour."""
+
+
+class ToolMissing(KitError):
+    """An external program the command needs is not installed."""
+
+
+class ServerError(KitError):
+    """A throwaway server (``emq_kit.server``) cannot be had or used as asked."""
+
+
+class ServerMissing(ServerError, ToolMissing):
+    """The server binary is not installed (or not executable)."""
+
+    def __init__(self, binary: str, hint: str) -> None:
+        self.binary = binary
+        super().__init__(f"server binary {binary!r} not found on PATH. {hint}")
+
+
+class ServerStartError(ServerError):
+    """The server exited early or did not answer PING within the timeout."""
+
+
+class Occupied(KitError):
+    """The server already holds keys of a name the run would write, and the user did
+    not allow deleting them (``--wipe``; specs/ownership.md OWN-3)."""
+
+
+class SearchFailed(KitError):
+    """The search itself failed (Hypothesis gave up on the machine, a timed-out driver
+    made an example unrepeatable): a kit-side failure, never a verdict on the target."""
+
+
+class SoakError(KitError):
+    """The soak could not be carried out (a process failed, the server went away)."""
+
+
+class AuditError(KitError):
+    """The deployment could not be audited (connection, ACL, wire version)."""
+
+
+class CheckFailed(KitError):
+    """The machine's run on a selftest mutant failed in the kit, not in the mutant's
+    scripts (what a ``KitBug`` of the selftest carries)."""
+
+
 class KitBug(KitError):
     """An exception raised in the kit's own code (a ``TypeError`` in our client, a
     redis-py API mismatch): never the target's crash nor a counterexample. Printed as
@@ -49,19 +149,51 @@ class KitBug(KitError):
         super().__init__(f"emq bug{at}: {type(exc).__name__}: {exc} ({self.REPORT})")
 
 
-class ToolMissing(KitError):
-    """An external program the command needs is not installed."""
+class Wrong(KitError):
+    """A queue answered what the lifecycle does not allow where no report can carry the
+    difference (``emq bench`` measures nothing of a wrong queue): a verdict, exit 1."""
+
+    exit_code = EXIT_FAIL
 
 
-class BadArgument(KitError):
-    """An argument the library cannot work with (a URL of the wrong kind, a bad size)."""
+class TargetFault(Exception):
+    """An exception that carries a target's behaviour (a port's driver that fails or
+    breaks the protocol): the machine records one as the target's ``Crash``, where any
+    other exception from the kit's own code is a ``KitBug``."""
 
 
-class Occupied(KitError):
-    """The server already holds keys of a name the run would write, and the user did
-    not allow deleting them (``--wipe``; specs/ownership.md OWN-3)."""
+class DriverError(TargetFault):
+    """A started driver failed to answer a request as the protocol says (DP-13)."""
 
 
-class SearchFailed(KitError):
-    """The search itself failed (Hypothesis gave up on the machine, a timed-out driver
-    made an example unrepeatable): a kit-side failure, never a verdict on the target."""
+class DriverExited(DriverError):
+    """The driver's process ended (or closed its output) before it answered."""
+
+
+class DriverTimeout(DriverError):
+    """No answer within the per-request timeout; the driver was killed."""
+
+
+class DriverGarbage(DriverError):
+    """A reply that is not a JSON object for the pending request; the driver was killed."""
+
+
+class ProtocolError(ValueError, TargetFault):
+    """A message that breaks the driver protocol."""
+
+
+def kit_error(exc: Exception) -> KitError:
+    """``exc`` as the kit error a front end shows: itself when it is one; what the layers
+    below the kit raise as the kit's class of it (the client's ``ConnectError``, a
+    layout the installed packages cannot serve); a target's fault met outside a step as
+    the target lost; anything else as a ``KitBug``."""
+    from emq_live.layouts.bullmq import LayoutUnavailable
+    from emq_live.urls import ConnectError
+
+    if isinstance(exc, KitError):
+        return exc
+    if isinstance(exc, ConnectError):  # already names the URL, redacted
+        return ServerUnreachable(str(exc))
+    if isinstance(exc, (LayoutUnavailable, TargetFault)):
+        return TargetUnavailable(str(exc))
+    return KitBug(exc)

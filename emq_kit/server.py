@@ -50,6 +50,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from emq_kit._signals import PortTaken
+from emq_kit.errors import ServerError, ServerMissing, ServerStartError
+
 __all__ = [
     "INSTALL_HINT",
     "ServerError",
@@ -75,26 +78,6 @@ _RESERVED = frozenset({"port", "bind", "dir", "daemonize", "logfile", "pidfile",
 _PORT_ATTEMPTS = 5
 _LOG_NAME = "server.log"
 _CONF_NAME = "server.conf"
-
-
-class ServerError(RuntimeError):
-    """Base class of the errors raised by this module."""
-
-
-class ServerMissing(ServerError):
-    """The server binary is not installed (or not executable)."""
-
-    def __init__(self, binary: str) -> None:
-        self.binary = binary
-        super().__init__(f"server binary {binary!r} not found on PATH. {INSTALL_HINT}")
-
-
-class ServerStartError(ServerError):
-    """The server exited early or did not answer PING within the timeout."""
-
-
-class _PortTaken(ServerError):
-    """Internal: the chosen port was taken between picking it and binding it."""
 
 
 # The watchdog's program (run with ``python -I -S -c``). It forks at once and the launcher
@@ -207,10 +190,10 @@ def _resolve(binary: str) -> str:
     if os.sep in binary:
         if os.path.isfile(binary) and os.access(binary, os.X_OK):
             return os.path.abspath(binary)
-        raise ServerMissing(binary)
+        raise ServerMissing(binary, INSTALL_HINT)
     found = shutil.which(binary)
     if found is None:
-        raise ServerMissing(binary)
+        raise ServerMissing(binary, INSTALL_HINT)
     return found
 
 
@@ -361,7 +344,7 @@ class ServerProcess:
                 self._claim_ports()
                 self._launch()
                 return self
-            except _PortTaken as exc:
+            except PortTaken as exc:
                 if attempt == attempts:
                     self._discard()
                     raise ServerStartError(
@@ -374,7 +357,7 @@ class ServerProcess:
 
     def _claim_ports(self) -> None:
         """Claim the port (and bus port) picked for this attempt, dropping the last
-        attempt's claims; ``_PortTaken`` if another emq server owns one of them."""
+        attempt's claims; ``PortTaken`` if another emq server owns one of them."""
         for claim in self._claims:
             claim.close()
         self._claims.clear()
@@ -383,7 +366,7 @@ class ServerProcess:
                 continue
             claim = _claim(port)
             if claim is None:
-                raise _PortTaken(f"port {port}: claimed by another emq server")
+                raise PortTaken(f"port {port}: claimed by another emq server")
             self._claims.append(claim)
 
     def _discard(self) -> None:
@@ -421,7 +404,7 @@ class ServerProcess:
         self._halt(signal.SIGTERM)
         try:
             self._launch()
-        except _PortTaken as exc:
+        except PortTaken as exc:
             raise ServerStartError(
                 f"{self.binary}: port {self._port} is taken, cannot restart: {exc}"
             ) from exc
@@ -524,7 +507,7 @@ class ServerProcess:
         while True:
             if proc.poll() is not None:
                 if "Address already in use" in self._log_since(log_offset):
-                    raise _PortTaken(f"port {self._port}: address already in use")
+                    raise PortTaken(f"port {self._port}: address already in use")
                 raise ServerStartError(
                     f"{self.binary} exited with code {proc.returncode} during startup "
                     f"(port {self._port}, dir {self._dir}). Log tail:\n{self.log_tail()}"

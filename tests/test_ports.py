@@ -13,8 +13,9 @@ import pytest
 from test_driver import DRIVERS, EMQ, NODE, PY, check, node_scripts, schema  # noqa: F401 - node_scripts is a fixture
 
 from emq_kit.check.lanes import CELLS as LANE_CELLS
+from emq_kit.errors import DriverError, DriverUnavailable
 from emq_kit.ports import protocol as driver
-from emq_kit.ports.driver_client import DriverError, DriverProcess, DriverTarget
+from emq_kit.ports.driver_client import DriverProcess, DriverTarget
 from emq_model import errors, spec
 
 MODEL = f"{shlex.quote(str(EMQ))} driver --model"
@@ -111,7 +112,7 @@ def test_a_driver_without_the_core_is_refused_in_one_line_naming_it() -> None:
 
 def test_a_partial_port_is_accepted_with_partial_and_its_missing_ops_are_never_sent() -> None:
     ops = [op for op in driver.REQUIRED_OPS + driver.SERVERLESS_OPS if op != "reprocess"]
-    with pytest.raises(DriverError, match="the driver lacks ops reprocess$"):
+    with pytest.raises(DriverUnavailable, match="the driver lacks ops reprocess$"):
         DriverTarget(python_driver(ops=ops))
     target = DriverTarget(python_driver(ops=ops), partial=True)
     try:
@@ -132,7 +133,7 @@ def test_absent_arguments_are_declared_checked_and_never_sent() -> None:
             target.queue("alpha").reap(limit=5, max_attempts=2, now=0)
     finally:
         target.close()
-    with pytest.raises(DriverError, match="only optional arguments"):
+    with pytest.raises(DriverUnavailable, match="only optional arguments"):
         DriverTarget(python_driver(absent_args={"complete": ["token"]}))
 
 
@@ -148,7 +149,7 @@ def test_the_kit_writes_no_fence_and_reads_the_one_the_driver_reports(valkey) ->
         target.close()
     r.set("{emq}:version", "99")  # another wire version: the Python client refuses at init
     try:
-        with pytest.raises(DriverError, match="EMQVERSION"):
+        with pytest.raises(DriverUnavailable, match="EMQVERSION"):
             DriverTarget(f"{shlex.quote(str(EMQ))} driver --live", valkey.url)
     finally:
         r.delete("{emq}:version")

@@ -33,6 +33,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from emq_kit._signals import Quiet, ShrinkCut
 from emq_kit.check import faults
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
@@ -41,7 +42,7 @@ from emq_kit.check.lanes import BAD_GROUPS, LaneRules
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.rawrule import RawCalls
-from emq_kit.check.signature import Quiet, Signature, signature
+from emq_kit.check.signature import Signature, signature
 from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug, TargetFault
 from emq_model import branded_id, spec
@@ -198,15 +199,6 @@ few: over the selftest's mutants the kit's minimizer alone (budget 0) made trace
 short as 2,000 or unbounded steps of Hypothesis's shrinking did; what Hypothesis adds is
 simpler values (a lease of 1 ms where the search drew 11), which its first few hundred
 steps make. About a second on the embedded fakeredis (benchmarks/README.md)."""
-
-
-class ShrinkCut(KeyboardInterrupt):
-    """The round's shrink budget is spent: raised when the next example would start, to
-    end Hypothesis's shrinking there; the round ends with ``Run.best``. A
-    ``KeyboardInterrupt`` because that is the one exception Hypothesis's engine lets
-    through untouched: any other is recorded as the example's end (a test case that drew
-    nothing, which the next replay of its choices contradicts: FlakyStrategyDefinition).
-    ``run._search`` catches it; it never reaches a caller."""
 
 
 @dataclass

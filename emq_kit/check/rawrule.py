@@ -17,8 +17,8 @@ from typing import Any, Sequence
 
 from hypothesis.stateful import precondition, rule
 
+from emq_kit._signals import Quiet
 from emq_kit.check import raw
-from emq_kit.check.signature import Quiet
 
 
 class RawCalls:

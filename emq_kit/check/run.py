@@ -30,13 +30,14 @@ from hypothesis import seed as hseed
 from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 
+from emq_kit._signals import ShrinkCut
 from emq_kit.check import effect
 from emq_kit.check.causes import Cause, causes_of
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.fence import SIGNATURE as FENCE
 from emq_kit.check.fence import fence_divergence
-from emq_kit.check.machine import SHRINK_STEPS, Conformance, Divergence, Focus, Run, ShrinkCut, Step
+from emq_kit.check.machine import SHRINK_STEPS, Conformance, Divergence, Focus, Run, Step
 from emq_kit.check.minimize import STEPS_MAX, minimize
 from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.reproduce import reproduce

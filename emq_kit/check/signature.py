@@ -28,11 +28,6 @@ VALIDATION_RULES = {"EMQKIND": "ID-7", "EMQARG": "CC-5"}
 """The rule a refusal for a call's arguments enforces, by refusal code."""
 
 
-class Quiet(Exception):
-    """A known difference (or one set aside while another is shrunk) ended the example:
-    not a failure, the rest of the example runs no calls."""
-
-
 class Signature(NamedTuple):
     """One distinct difference: ``cell`` is ``op/outcome`` (``queue/EMQARG`` for a
     queue name KS-3 refuses, ``forget_row/ok`` for a row deleted by hand)."""

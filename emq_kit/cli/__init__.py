@@ -3,8 +3,8 @@ under a gating profile), 2 usage or environment error (one line, no traceback).
 
 Each command lives in its own module here, which adds its subparser with
 ``register(sub)`` and sets ``func`` to a function of the parsed arguments returning the
-exit code. The library never imports this package: it raises ``emq_kit.errors.KitError``
-and ``main`` prints it.
+exit code. The library never imports this package: it raises an error of
+``emq_kit.errors``, and ``main`` shows it as its class says.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from typing import Sequence
 from emq_kit import redaction
 from emq_kit.cli import audit, bench, bundle, check, clean, driver, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Parser, Usage
-from emq_kit.errors import KitBug, KitError
-from emq_live.urls import ConnectError
+from emq_kit.errors import KitBug, kit_error
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser"]
 
@@ -44,20 +43,18 @@ def _main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (Usage, KitError, ConnectError) as exc:  # ConnectError: the client could not reach a server
-        print(f"emq {args.command}: {exc}", file=sys.stderr)
-        return EXIT_ENV
     except BrokenPipeError:  # `emq check | head`: the reader left; not an error of ours
         sys.stderr.close()
         return EXIT_OK
     except KeyboardInterrupt:
         print(f"emq {args.command}: interrupted", file=sys.stderr)
         return EXIT_ENV
-    except Exception as exc:  # noqa: BLE001 - ours: one line saying what to report
-        if os.environ.get("EMQ_DEBUG"):
+    except Exception as exc:  # noqa: BLE001 - every error, shown as its class says (emq_kit.errors)
+        error = kit_error(exc)
+        if error is not exc and isinstance(error, KitBug) and os.environ.get("EMQ_DEBUG"):
             raise
-        print(f"emq {args.command}: {KitBug(exc)}", file=sys.stderr)
-        return EXIT_ENV
+        print(error.show(args.command), file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -20,9 +20,8 @@ from emq_kit.check.reproduce import showed
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within, writable_dir, writable_path
 from emq_kit.cli.progress import Progress
-from emq_kit.errors import FencedElsewhere
+from emq_kit.errors import DriverError, DriverUnavailable, FencedElsewhere
 from emq_kit.layouts import NAMES, layout
-from emq_kit.ports.driver_client import DriverError
 from emq_kit.ports.protocol import KEY_FAULT_OPS
 from emq_kit.report.document import check_document
 from emq_kit.trace.replay import replay_command, write_interrupted, write_trace
@@ -271,7 +270,7 @@ def _search(args: argparse.Namespace, chosen: Any, names: Names | None, profile:
         raise
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {redact(args.url or '')}: {exc}") from None
-    except DriverError as exc:  # outside a step: starting it again, or a serverless snapshot
+    except (DriverError, DriverUnavailable) as exc:  # outside a step: starting it again, or a serverless snapshot
         raise Usage(f"driver {args.driver}: {exc}") from None
     finally:
         target.close()

@@ -8,7 +8,7 @@ from typing import Any
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, claimed
 from emq_kit.report.document import soak_document
 from emq_kit.report.html import soak_page
-from emq_kit.soak.workload import DEFAULTS, QUEUE, SoakConfig, SoakError, SoakReport, refuse_cluster, run_soak
+from emq_kit.soak.workload import DEFAULTS, QUEUE, SoakConfig, SoakReport, refuse_cluster, run_soak
 
 _TABLE = (
     ("jobs", "jobs"), ("workers", "workers"), ("producers", "producers"), ("restarts", "worker restarts"),
@@ -50,8 +50,6 @@ def cmd_soak(args: Any) -> int:
             report = run_soak(args.url, config, names)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
-    except SoakError as exc:
-        raise Usage(str(exc)) from None
     out.say(format_report(report))
     if report.history_dir is not None:
         out.say(f"history kept in {report.history_dir}")

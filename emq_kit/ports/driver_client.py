@@ -7,8 +7,10 @@ inspector), so a port is judged on what it leaves in the server as well as on it
 answers. Without one the driver must be serverless and answer ``snapshot`` and
 ``forget_row`` itself (the model driver).
 
-A driver that exits, hangs past ``timeout`` or breaks the protocol raises a
-``DriverError``; the machine turns that into a ``Crash`` answer, so the verdict is a
+A driver that cannot start (its command, ``init``, its fence: DP-9) is a
+``DriverUnavailable``, the environment's like a server out of reach. A started driver
+that exits, hangs past ``timeout`` or breaks the protocol raises a ``DriverError`` (a
+``TargetFault``); the machine turns that into a ``Crash`` answer, so the verdict is a
 divergence at that step. A dead driver is started again at the next ``reset``, which is
 what lets Hypothesis shrink a crash like any other counterexample.
 """
@@ -23,10 +25,18 @@ import threading
 from collections import deque
 from typing import Any, Callable, Sequence
 
+from emq_kit._signals import Refused
 from emq_kit.check.live import LiveTarget, call_then
 from emq_kit.check.machine import QUEUES, Crash
 from emq_kit.check.window import BatchReply
-from emq_kit.errors import KitError, TargetFault
+from emq_kit.errors import (
+    DriverError,
+    DriverExited,
+    DriverGarbage,
+    DriverTimeout,
+    DriverUnavailable,
+    ProtocolError,
+)
 from emq_kit.ports.protocol import (
     BATCH,
     BATCH_MAX,
@@ -37,7 +47,6 @@ from emq_kit.ports.protocol import (
     PROTOCOLS,
     REQUIRED_OPS,
     SERVERLESS_OPS,
-    ProtocolError,
     check_absent_args,
     decode_answer,
     encode,
@@ -53,26 +62,6 @@ STARTUP = 30.0
 a runtime (DP-14). A timeout given bounds ``init`` too."""
 
 
-class DriverError(KitError, TargetFault):
-    """The driver failed to answer a request as the protocol says."""
-
-
-class DriverExited(DriverError):
-    """The driver's process ended (or closed its output) before it answered."""
-
-
-class DriverTimeout(DriverError):
-    """No answer within the per-request timeout; the driver was killed."""
-
-
-class DriverGarbage(DriverError):
-    """A reply that is not a JSON object for the pending request; the driver was killed."""
-
-
-class _Refused(Exception):
-    """``init`` answered an error (DP-9: perhaps an old driver refusing the offer)."""
-
-
 class DriverProcess:
     """The driver's process and its pipes: one request at a time, each answered within
     ``timeout`` seconds (``init`` within ``init_timeout``). The driver's stderr is kept
@@ -85,7 +74,7 @@ class DriverProcess:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE)
         except OSError as exc:
-            raise DriverError(f"cannot start {shlex.join(self.argv)}: {exc}") from None
+            raise DriverUnavailable(f"cannot start {shlex.join(self.argv)}: {exc}") from None
         self.lines: queues.Queue[bytes | None] = queues.Queue()
         self.stderr: deque[str] = deque(maxlen=20)
         self.readers = [threading.Thread(target=self._pump_out, daemon=True),
@@ -234,9 +223,9 @@ class DriverTarget:
         try:
             self.argv = shlex.split(command)
         except (ValueError, AttributeError) as exc:
-            raise DriverError(f"cannot split the driver command {command!r}: {exc}") from None
+            raise DriverUnavailable(f"cannot split the driver command {command!r}: {exc}") from None
         if not self.argv:
-            raise DriverError("the driver command is empty")
+            raise DriverUnavailable("the driver command is empty")
         # --timeout bounds every request, init included; without it init may take
         # STARTUP seconds (DP-14)
         self.timeout = TIMEOUT if timeout is None else timeout
@@ -258,7 +247,7 @@ class DriverTarget:
             if url is not None:
                 self.inspector = LiveTarget(url, fence=False)
             self._check_fence()
-        except DriverError:
+        except DriverUnavailable:
             self.close()
             raise
 
@@ -269,21 +258,21 @@ class DriverTarget:
         restart after a crash offers what was agreed), and ``notes`` says so."""
         try:
             return self._init(self.offer)
-        except _Refused as exc:
+        except Refused as exc:
             if self.offer == 1:
-                raise DriverError(f"{self.command}: init failed: {exc}") from None
+                raise DriverUnavailable(f"{self.command}: init failed: {exc}") from None
             first, self.offer = exc, 1
         try:
             process = self._init(1)
-        except _Refused as exc:
-            raise DriverError(f"{self.command}: init failed: {exc} (offered {PROTOCOL}: {first}; then 1)") from None
+        except Refused as exc:
+            raise DriverUnavailable(f"{self.command}: init failed: {exc} (offered {PROTOCOL}: {first}; then 1)") from None
         self.notes.append(f"{self.command} answered init offering protocol {PROTOCOL} with an error ({first}): "
                           "started it again offering protocol 1 (DP-9)")
         return process
 
     def _init(self, offer: int) -> DriverProcess:
-        """A driver process that answered ``init`` offering ``offer``: ``_Refused`` when it
-        answered an error, ``DriverError`` for anything else that is wrong."""
+        """A driver process that answered ``init`` offering ``offer``: ``Refused`` when it
+        answered an error, ``DriverUnavailable`` for anything else that is wrong."""
         process = DriverProcess(self.argv, self.timeout, self.init_timeout)
         try:
             _, what, reply = process.exchange("init", {"protocol": offer, "url": self.url, "queues": list(self.names),
@@ -292,7 +281,7 @@ class DriverTarget:
                 error = reply["error"]
                 said = f"{error.get('code')} {error.get('message', '')}".strip() if isinstance(error, dict) else error
                 process.close()
-                raise _Refused(f"{said!s:.160}")
+                raise Refused(f"{said!s:.160}")
             info = reply["ok"]
             if not isinstance(info, dict) or not isinstance(info.get("ops"), list):
                 raise DriverError(f"init answered {json.dumps(info)[:160]}, expected {{name, version, protocol, ops}}")
@@ -318,7 +307,7 @@ class DriverTarget:
                 raise DriverError(f"batch_max is {batch_max!r}, expected a positive integer")
         except (DriverError, ProtocolError, errors.EmqError) as exc:
             process.close()
-            raise DriverError(f"{self.command}: init failed: {exc}") from None
+            raise DriverUnavailable(f"{self.command}: init failed: {exc}") from None
         self.info, self.protocol, self.offered = info, protocol, frozenset(ops)
         self.absent_args, self.batch_max = absent, batch_max
         self.fence = info.get("fence") if protocol >= 2 else None
@@ -334,11 +323,11 @@ class DriverTarget:
             raw = self.inspector.conn.redis.get(key)
             held = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
             if self.protocol >= 2 and self.fence != held:
-                raise DriverError(f"{self.command}: init reported fence {self.fence!r}, the server holds "
+                raise DriverUnavailable(f"{self.command}: init reported fence {self.fence!r}, the server holds "
                                   f"{key} = {held!r}")
             self.fence = held
         elif self.fence is not None and not isinstance(self.fence, str):
-            raise DriverError(f"{self.command}: init reported fence {self.fence!r}, expected a string or null")
+            raise DriverUnavailable(f"{self.command}: init reported fence {self.fence!r}, expected a string or null")
 
     def wire_args(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """A call's arguments as sent: encoded, without those the driver declared

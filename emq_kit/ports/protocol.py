@@ -17,7 +17,7 @@ import binascii
 import json
 from typing import Any, Sequence
 
-from emq_kit.errors import TargetFault
+from emq_kit.errors import ProtocolError
 from emq_model import spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
@@ -68,10 +68,6 @@ PROTO = "EPROTO"
 """Error code: the request breaks the protocol (not JSON, unknown op, bad framing)."""
 DRIVER = "EDRIVER"
 """Error code: the driver or its client failed (an exception, a lost server)."""
-
-
-class ProtocolError(ValueError, TargetFault):
-    """A message that breaks the protocol."""
 
 
 # -- values ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 from emq_kit.check.machine import Focus
 from emq_kit.check.names import Names
 from emq_kit.check.run import Profile, run_check
-from emq_kit.errors import BadArgument, KitBug, ServerUnreachable
+from emq_kit.errors import BadArgument, CheckFailed, KitBug, ServerUnreachable
 from emq_kit.forks import interrupts_deferred
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
@@ -260,10 +260,6 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
 BUG = "bug"
 """The status of a mutant whose check failed in the kit's own code, or whose check
 process died: no verdict, the run stops (``emq bug``)."""
-
-
-class CheckFailed(Exception):
-    """The machine's run on a mutant failed in the kit, not in the mutant's scripts."""
 
 
 SCRIPT_ERROR = "script error"

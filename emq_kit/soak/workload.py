@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 from emq_kit import bounds
 from emq_kit.check.names import new_suffix
-from emq_kit.errors import KitError
+from emq_kit.errors import SoakError
 from emq_kit.forks import interrupts_deferred
 from emq_kit.redaction import open_text, write_text
 from emq_kit.soak import history, lanes, linearize
@@ -70,10 +70,6 @@ FAILURE = b"soak: simulated failure"
 
 FATES = ("crash", "fail", "overrun", "long")
 """What a worker may do with a claim besides completing it at once (``SoakConfig``)."""
-
-
-class SoakError(KitError):
-    """The run could not be carried out (a process failed, the server went away)."""
 
 
 DEFAULTS: dict[str, Any] = json.loads(spec.text("soak.json"))["defaults"]

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from emq_kit.check import faults
 from emq_kit.check.machine import SLEEP, SLEEP_MAX
-from emq_kit.errors import KitError
+from emq_kit.errors import KitError, TraceError
 from emq_kit.trace.values import decode
 from emq_model import spec
 from emq_model.errors import EmqError
@@ -50,11 +50,6 @@ FAULT_TYPES = {"id": "job_id", "group": "group", "key": "fault_key", "kind": "fa
 FREE_QUEUE_OPS = {"queue", "raw", SLEEP}
 NAME_MAX = 1024  # a ``queue`` step's name: the refused names are a few bytes past KS-3's limit
 WIRE_MAX = 4 * spec.LIMITS["limit_max"] + 8  # a raw call's KEYS or ARGV: every item of a batch at most
-
-
-class TraceError(KitError, ValueError):
-    """A trace file that is not a trace this kit can replay: the first problem, with
-    its JSON path."""
 
 
 @cache
