@@ -478,4 +478,4 @@ def test_a_snapshot_reply_of_another_shape_is_a_snapshot_divergence_not_a_kit_bu
                           "--traces", str(tmp_path / "traces")], capsys)
     assert code == cli.EXIT_FAIL, out + err
     assert "emq bug" not in out + err
-    assert "the target's snapshot cannot be read" in out and "(INV-8)" in out
+    assert "the target's snapshot cannot be read" in out and " INV-8)" in out  # its signature: cell, rule
