@@ -293,13 +293,14 @@ class Claim:
 
     # -- leaving ----------------------------------------------------------------------
 
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        self.release(lost=_lost(exc))
 
-    def release(self) -> int:
+    def release(self, *, lost: bool = False) -> int:
         """Delete every key of the run's names, the fence it wrote, its record (OWN-5);
         how many keys. A second Ctrl-C waits until this is done; a server already gone
-        keeps them for ``emq clean``, said in one line."""
+        keeps them for ``emq clean``, said in one line — unless the run ends on the lost
+        server (``lost``), whose own line says so (OWN-5)."""
         import redis
         from redis.exceptions import RedisClusterException
 
@@ -319,8 +320,9 @@ class Claim:
                     count += int(self.client.delete(keyspace.VERSION_KEY))
                 self.client.delete(self._key, self._key + LIVE.encode())
             except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
-                self.say(f"{self.command}: could not remove the run's keys from {self.where} ({exc}); "
-                         f"emq clean --url URL removes them once the run's lease ({LEASE_MS // 1000} s) is over")
+                if not lost:
+                    self.say(f"{self.command}: could not remove the run's keys from {self.where} ({exc}); "
+                             f"emq clean --url URL removes them once the run's lease ({LEASE_MS // 1000} s) is over")
             finally:
                 self._close()
         return count
@@ -329,3 +331,20 @@ class Claim:
         if self.client is not None:
             self.client.close()
             self.client = None
+
+
+def _lost(exc: BaseException | None) -> bool:
+    """Whether a run ends on its lost server: ``exc`` or what it was raised from (the
+    CLI's one line replaces the connection error) is a lost connection."""
+    import redis
+
+    seen = 0
+    while exc is not None and seen < 8:  # a chain is short; a cycle must not hang the exit
+        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+LOST = "what the run wrote there is removed by emq clean --url URL (or the next run) once the server is back"
+"""Said at the end of a lost server's line (OWN-5): the release could not reach it."""

@@ -252,3 +252,4 @@ def test_a_server_that_dies_mid_run_is_the_lost_server_in_either_clock(clock: st
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"emq check: lost the server {server.url}"), line
+    assert "emq clean --url URL" in line, line  # its keys: OWN-5

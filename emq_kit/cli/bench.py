@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from emq_kit.bench import QUEUE, Bench, Params, run_bench
+from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, claimed, sizes
 from emq_kit.layouts import layout
 from emq_kit.report.document import bench_document
@@ -59,7 +60,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with claimed(args.url, (*layout().logical(), QUEUE), command="emq bench") as names:
             bench = run_bench(args.url or server.url, params, say, names)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {redact(args.url) if args.url else '(throwaway)'}: {exc}") from None
+        raise Usage(f"lost the server {redact(args.url) if args.url else '(throwaway)'}: {exc}; {LOST}") from None
     finally:
         if server is not None:
             server.stop()

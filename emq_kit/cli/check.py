@@ -18,6 +18,7 @@ from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS, Focus, Step
 from emq_kit.check.names import Names, named
 from emq_kit.check.reproduce import showed
 from emq_kit.check.run import PROFILES, Report, run_check
+from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within, writable_dir, writable_path
 from emq_kit.cli.progress import Progress
 from emq_kit.errors import DriverError, DriverUnavailable, FencedElsewhere
@@ -269,7 +270,7 @@ def _search(args: argparse.Namespace, chosen: Any, names: Names | None, profile:
         _keep_interrupted(progress, target, args, seed)
         raise
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {redact(args.url or '')}: {exc}") from None
+        raise Usage(f"lost the server {redact(args.url or '')}: {exc}; {LOST}") from None
     except (DriverError, DriverUnavailable) as exc:  # outside a step: starting it again, or a serverless snapshot
         raise Usage(f"driver {args.driver}: {exc}") from None
     finally:

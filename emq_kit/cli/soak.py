@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, claimed
 from emq_kit.report.document import soak_document
 from emq_kit.report.html import soak_page
@@ -49,7 +50,7 @@ def cmd_soak(args: Any) -> int:
         with claimed(args.url, (QUEUE,), command="emq soak") as names:
             report = run_soak(args.url, config, names)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}") from None
+        raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}; {LOST}") from None
     out.say(format_report(report))
     if report.history_dir is not None:
         out.say(f"history kept in {report.history_dir}")
