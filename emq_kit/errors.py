@@ -4,7 +4,8 @@ code and how it is shown, so a front end shows any of them in one place
 Library code raises these, never an exit code.
 
 Exit codes: 0 the target conforms (the command did what it was asked), 1 a difference
-(a verdict on the target), 2 usage or environment: the run could not happen as asked.
+(a verdict on the target), 2 usage or environment: the run could not happen as asked,
+130 interrupted (Ctrl-C, as a shell reports a command SIGINT ended: 128 + 2).
 
 ::
 
@@ -28,6 +29,8 @@ Exit codes: 0 the target conforms (the command did what it was asked), 1 a diffe
       KitBug                    an exception of the kit's own code
       Wrong                  1  a wrong answer where no report can carry it (bench)
 
+    Interrupted            130  Ctrl-C, raised where the run can stop (a KeyboardInterrupt: INT-1)
+
     TargetFault                 the target's behaviour, not an ending: the machine
       DriverError               records it as the step's ``Crash`` answer, so the
         DriverExited            verdict is a divergence there (DP-13..16)
@@ -43,6 +46,7 @@ run cannot go on and the target counts as lost (``kit_error``). Counterexamples 
 from __future__ import annotations
 
 EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
+EXIT_INTERRUPTED = 130
 
 
 class KitError(Exception):
@@ -197,3 +201,19 @@ def kit_error(exc: Exception) -> KitError:
     if isinstance(exc, (LayoutUnavailable, TargetFault)):
         return TargetUnavailable(str(exc))
     return KitBug(exc)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, raised where the run can stop cleanly (``emq_kit.interrupts``, INT-1): a
+    ``KeyboardInterrupt``, so that no ``except Exception`` of the kit or of Hypothesis
+    takes it for a failure. ``said``: the command has printed what the interrupt left
+    (its seed, its trace), so the front end adds nothing but the exit code."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, said: bool = False) -> None:
+        super().__init__()
+        self.said = said
+
+    def show(self, command: str) -> str:
+        return f"emq {command}: interrupted"

@@ -6,20 +6,27 @@ that arrives while the fork is under way has its handler run inside one of those
 ``KeyboardInterrupt`` raised there is printed as "Exception ignored in: <function
 _releaseLock ...>" and lost: the coordinator of a soak, or the selftest between mutants,
 went on as if nothing had been pressed. So a fork runs under ``interrupts_deferred``:
-SIGINT is only noted while it runs and raised once it is over; every child forked
-meanwhile gets the handler back at once (an at-fork handler of this module).
+SIGINT is only noted while it runs and handled once it is over.
+
+A child forked meanwhile ignores SIGINT (an at-fork handler of this module): a Ctrl-C at
+the terminal reaches the whole process group, and the parent stops its children itself
+(INT-2, specs/safety.md); a child that took it would end in the middle of whatever it
+held (a worker inside the shared stop event's lock left the parent waiting on it for
+good). ``die_with_parent`` makes a child end with its parent, SIGKILL included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import sys
 import threading
 from typing import Any, Iterator
 
 _before: list[Any] = []
-"""The SIGINT handler in force when the outermost deferral began (what a child restores)."""
+"""The SIGINT handler in force when the outermost deferral began."""
 
 
 @contextlib.contextmanager
@@ -41,14 +48,26 @@ def interrupts_deferred() -> Iterator[None]:
             _deliver(previous)
 
 
-def _restore_in_child() -> None:
-    """In a child forked under ``interrupts_deferred``: the parent's SIGINT handler as it
-    was before the deferral (a child forked elsewhere keeps its own)."""
+def _ignore_in_child() -> None:
+    """In a child forked under ``interrupts_deferred``: SIGINT ignored, whatever the
+    parent's handler (a child forked elsewhere keeps its own)."""
     if _before:
-        signal.signal(signal.SIGINT, _before.pop())
+        _before.clear()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-os.register_at_fork(after_in_child=_restore_in_child)
+os.register_at_fork(after_in_child=_ignore_in_child)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child, first thing: the kernel kills this process when the thread that
+    forked it ends (PR_SET_PDEATHSIG), so a SIGKILLed parent leaves no child working on;
+    a parent already gone (the fork raced its death) ends the child at once. Elsewhere
+    than Linux, the child's own deadlines bound an orphan's life."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _deliver(handler: Any) -> None:

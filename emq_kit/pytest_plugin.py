@@ -64,6 +64,8 @@ def run(argv: list[str]) -> tuple[int, dict[str, Any] | None, str]:
                 code = cli.main([*argv, "--report", str(report)])
             except SystemExit as exc:  # argparse refused an option (a bad --emq-profile): exit 2, said above
                 code = exc.code if isinstance(exc.code, int) else 2
+        if code == cli.EXIT_INTERRUPTED:  # Ctrl-C: the session ends, as pytest ends on it (INT-1)
+            raise KeyboardInterrupt(printed.getvalue().strip())
         document = json.loads(report.read_text("utf-8")) if report.exists() else None
     return code, document, printed.getvalue()
 

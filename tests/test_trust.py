@@ -33,7 +33,7 @@ from emq_live import acl
 from emq_live.client import Queue
 from emq_model import keyspace, spec
 
-PROGRESS = ("emq check: searching", "emq check: shrinking")
+PROGRESS = ("emq check: searching", "emq check: shrinking", "emq check: minimizing")
 EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
 
 
@@ -404,7 +404,7 @@ def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path, 
     assert first.startswith("emq check: searching"), first
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == cli.EXIT_ENV, err
+    assert proc.returncode == cli.EXIT_INTERRUPTED, err
     assert "Traceback" not in out + err
     assert "interrupted; seed 77" in err
     assert "(run it again: emq check --seed 77 --profile thorough --traces traces)" in err  # every flag it was given

@@ -33,6 +33,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from emq_kit import interrupts
 from emq_kit._signals import Quiet, ShrinkCut
 from emq_kit.check import faults
 from emq_kit.check.clock import Clock, VirtualClock
@@ -230,6 +231,7 @@ class Run:
     examples that shrink a difference (they repeat the failing steps, as many times as
     the shrinker tries)."""
     shrinking: bool = False  # this round met its difference: its later examples shrink it
+    minimizing: bool = False  # the search is over: the kit's minimizer replays its differences
     shrink_budget: int = SHRINK_STEPS
     """The checked steps Hypothesis's shrinker may run for one difference (``ShrinkCut``)."""
     shrink_from: int = 0  # ``steps`` when the round met its difference
@@ -242,7 +244,9 @@ class Run:
     """A failure outside a step (the target's ``reset``): the run ends on it (DP-17)."""
 
     def starting(self) -> None:
-        """An example starts: ``ShrinkCut`` if it would shrink past the budget."""
+        """An example starts: a stopping point for Ctrl-C (``emq_kit.interrupts``, INT-1);
+        ``ShrinkCut`` if it would shrink past the budget."""
+        interrupts.check()
         if self.shrinking and self.steps - self.shrink_from >= self.shrink_budget:
             raise ShrinkCut(f"{self.steps - self.shrink_from} steps spent shrinking")
 

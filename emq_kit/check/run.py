@@ -273,6 +273,10 @@ def run_check(
         minimized, replayed, cuts = time.perf_counter(), 0, 0
         for d in found:  # replaying a counterexample drops its orphans again: still quiet
             d.met = run.met[d.signature]
+            run.minimizing = True  # the progress line says so: the kit's own minimizer runs
+            run.current = list(d.divergence.steps)  # what an interrupt keeps: the difference, not minimal yet
+            if run.progress:
+                run.progress(run)
             made = minimize(d.divergence, d.signature, target, layout.replay, d.clock,
                             settings=layout.settings)
             d.divergence, d.shrunk = made.divergence, list(made.divergence.steps)

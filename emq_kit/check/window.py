@@ -97,8 +97,8 @@ def run_machine(machine: Any, config: settings) -> None:
     try:
         run_state_machine_as_test(machine, settings=settings(
             config, database=found, phases=[p for p in config.phases if p is not Phase.shrink]))
-    except BaseException:
-        if Phase.shrink not in config.phases:
+    except BaseException as exc:
+        if Phase.shrink not in config.phases or isinstance(exc, KeyboardInterrupt):  # Ctrl-C is no failure
             raise
         # Kept as secondary examples: a primary one that replays exactly is taken as
         # shrunk already, and the replay, step by step, may stop exactly where it did.

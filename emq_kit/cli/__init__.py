@@ -1,5 +1,6 @@
 """The ``emq`` command. Exit codes: 0 conforms, 1 counterexample (or an unreached cell
-under a gating profile), 2 usage or environment error (one line, no traceback).
+under a gating profile), 2 usage or environment error (one line, no traceback), 130
+interrupted (Ctrl-C: the seed and what the run had, its keys cleaned; INT-1).
 
 Each command lives in its own module here, which adds its subparser with
 ``register(sub)`` and sets ``func`` to a function of the parsed arguments returning the
@@ -14,12 +15,12 @@ import os
 import sys
 from typing import Sequence
 
-from emq_kit import redaction
+from emq_kit import interrupts, redaction
 from emq_kit.cli import audit, bench, bundle, check, clean, driver, replay, selftest, soak
-from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_OK, Parser, Usage
-from emq_kit.errors import KitBug, kit_error
+from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, Parser, Usage
+from emq_kit.errors import Interrupted, KitBug, kit_error
 
-__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Usage", "main", "parser"]
+__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Usage", "main", "parser"]
 
 COMMANDS = (check, replay, selftest, driver, bundle, soak, bench, audit, clean)
 
@@ -42,13 +43,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        with interrupts.stopping():  # Ctrl-C stops a command where it can (INT-1)
+            return int(args.func(args))
     except BrokenPipeError:  # `emq check | head`: the reader left; not an error of ours
         sys.stderr.close()
         return EXIT_OK
-    except KeyboardInterrupt:
-        print(f"emq {args.command}: interrupted", file=sys.stderr)
-        return EXIT_ENV
+    except KeyboardInterrupt as exc:  # Interrupted, or a plain one (a second Ctrl-C)
+        stop = exc if isinstance(exc, Interrupted) else Interrupted()
+        if not stop.said:
+            print(stop.show(args.command), file=sys.stderr)
+        return stop.exit_code
     except Exception as exc:  # noqa: BLE001 - every error, shown as its class says (emq_kit.errors)
         error = kit_error(exc)
         if error is not exc and isinstance(error, KitBug) and os.environ.get("EMQ_DEBUG"):

@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from emq_kit import interrupts
 from emq_kit.check import expect
 from emq_kit.check.clock import ServerClock
 from emq_kit.check.fence import refenced
@@ -264,11 +265,12 @@ def _search(args: argparse.Namespace, chosen: Any, names: Names | None, profile:
             except OSError as exc:  # the report is printed first: the counterexample is not lost
                 unwritten = exc
     except KeyboardInterrupt:
+        interrupts.handled()  # what follows, and the cleanup, is the interrupt's
         progress.end()
         print(f"emq check: interrupted; seed {seed} (run it again: {command_of(seed, args.profile, args)})",
               file=sys.stderr)
         _keep_interrupted(progress, target, args, seed)
-        raise
+        raise interrupts.Interrupted(said=True) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {redact(args.url or '')}: {exc}; {LOST}") from None
     except (DriverError, DriverUnavailable) as exc:  # outside a step: starting it again, or a serverless snapshot

@@ -15,11 +15,11 @@ from typing import Any, Callable, ContextManager, Iterable, Mapping, NoReturn
 from emq_kit import bounds
 from emq_kit.check.names import Names
 from emq_kit.claim import Claim
-from emq_kit.errors import EXIT_ENV, EXIT_FAIL, EXIT_OK, Usage
+from emq_kit.errors import EXIT_ENV, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, Usage
 from emq_kit.redaction import write_text
 
-__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_OK", "Outputs", "Parser", "Usage", "add_number", "add_outputs", "bounded",
-           "claimed", "sizes", "within", "writable_dir", "writable_file", "writable_path"]
+__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Outputs", "Parser", "Usage", "add_number",
+           "add_outputs", "bounded", "claimed", "sizes", "within", "writable_dir", "writable_file", "writable_path"]
 
 
 def bounded(option: str) -> Callable[[str], Any]:

@@ -1,6 +1,7 @@
 """``emq check``'s progress on stderr, where people look: on a terminal a live line
 redrawn at every example; elsewhere (CI logs) a plain line every ``EVERY`` seconds.
-Both name the phase: ``searching`` until the first divergence, then ``shrinking``."""
+Both name the phase: ``searching`` until the first divergence, then ``shrinking``, and
+``minimizing`` once the search is over and the kit's minimizer runs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ EVERY = 10.0  # seconds between plain lines off a terminal
 
 
 def phase(run: Run) -> str:
-    """``searching`` until a divergence was seen, then ``shrinking`` (Hypothesis shrinks it)."""
+    """``searching`` until a divergence was seen, then ``shrinking`` (Hypothesis shrinks
+    it), then ``minimizing`` (the kit's minimizer, emq_kit/check/minimize.py)."""
+    if run.minimizing:
+        return "minimizing"
     return "searching" if run.first_failure is None else "shrinking"
 
 

@@ -4,9 +4,11 @@ are ``emq_kit.selftest.mutation``)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, claimed, within
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import selftest_document
@@ -31,8 +33,22 @@ def _announce(k: int, n: int, mutant: Mutant) -> None:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    if args.layout == "bullmq":
-        return _bullmq(args)
+    """``emq selftest``; Ctrl-C stops it at the mutant it is on (its child process and a
+    script of its still running go), says which and the command that runs it again."""
+    at: list[str] = []  # the mutant being judged, once one is
+    try:
+        return _bullmq(args, at) if args.layout == "bullmq" else _echomq(args, at)
+    except KeyboardInterrupt:
+        interrupts.handled()
+        again = ["emq", "selftest", "--seed", str(args.seed), "--budget", f"{args.budget:g}"]
+        again += [part for flag in ("url", "only", "layout", "sample") if getattr(args, flag, None) not in (None, "echomq")
+                  for part in (f"--{flag}", str(getattr(args, flag)))]
+        print(f"emq selftest: interrupted{' at ' + at[-1] if at else ''}; seed {args.seed} "
+              f"(run it again: {shlex.join(again)})", file=sys.stderr)
+        raise interrupts.Interrupted(said=True) from None
+
+
+def _echomq(args: argparse.Namespace, at: list[str]) -> int:
     if args.list:
         for m in all_mutants(observer=True):  # snapshot.lua's: on a server only
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
@@ -46,6 +62,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
                       "memory there, so it never runs); give --url to mutate it too", file=sys.stderr)
             out.say(HEADER)
         _announce(k, n, mutant)
+        at.append(f"mutant {k} of {n} ({mutant.key})")
 
     with claimed(args.url, layout().logical(), command="emq selftest", wipe=args.wipe) as names:
         verdicts = run_selftest(args.url, args.budget, args.seed, args.only,
@@ -53,7 +70,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     return _summarize(args, out, verdicts)
 
 
-def _bullmq(args: argparse.Namespace) -> int:
+def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
     """The mutants of BullMQ's scripts, judged by the bullmq layout's machine."""
     from emq_kit.selftest import bullmq
 

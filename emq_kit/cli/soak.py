@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from dataclasses import fields
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, claimed
 from emq_kit.report.document import soak_document
@@ -36,6 +39,14 @@ def format_report(report: SoakReport) -> str:
     return "\n".join(lines)
 
 
+def rerun(args: Any, config: SoakConfig) -> str:
+    """The command that runs the soak again: its server, its seed and every knob it was given."""
+    given = [("--url", args.url), ("--seed", config.seed)] + [
+        (f"--{f.name.replace('_', '-')}", getattr(args, f.name, None)) for f in fields(SoakConfig) if f.name != "seed"]
+    return shlex.join(["emq", "soak", *[str(part) for flag, value in given if value is not None
+                                        for part in (flag, value)]])
+
+
 def cmd_soak(args: Any) -> int:
     import redis
 
@@ -45,10 +56,19 @@ def cmd_soak(args: Any) -> int:
         config = SoakConfig(**{k: v for k, v in vars(args).items() if k in knobs and v is not None})
     except ValueError as exc:
         raise Usage(str(exc)) from None
+
+    def running(queue: str) -> None:  # on stderr: the seed is known before any Ctrl-C
+        print(f"emq soak: {config.workers} workers and {config.producers} producers on queue {queue} of "
+              f"{args.url or 'a throwaway valkey-server'}, seed {config.seed}", file=sys.stderr, flush=True)
+
     try:
         refuse_cluster(args.url)  # before the run's claim is written there
         with claimed(args.url, (QUEUE,), command="emq soak") as names:
-            report = run_soak(args.url, config, names)
+            report = run_soak(args.url, config, names, running)
+    except KeyboardInterrupt:  # the run's processes are stopped and its keys deleted by now (INT-2)
+        interrupts.handled()
+        print(f"emq soak: interrupted; seed {config.seed} (run it again: {rerun(args, config)})", file=sys.stderr)
+        raise interrupts.Interrupted(said=True) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}; {LOST}") from None
     out.say(format_report(report))

@@ -71,8 +71,10 @@ class DriverProcess:
         self.argv, self.timeout, self.next_id = list(argv), timeout, 1
         self.init_timeout = timeout if init_timeout is None else init_timeout
         try:
+            # its own session: a Ctrl-C to our process group is ours to handle (INT-1), and
+            # the driver ends when its stdin closes, our death included (DP-18)
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE)
+                                         stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise DriverUnavailable(f"cannot start {shlex.join(self.argv)}: {exc}") from None
         self.lines: queues.Queue[bytes | None] = queues.Queue()

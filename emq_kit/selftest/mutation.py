@@ -7,8 +7,10 @@ length per mutant. A survivor is either listed as equivalent, with the reason
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
+import os
 import re
 import statistics
 import tempfile
@@ -19,11 +21,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from emq_kit import interrupts
 from emq_kit.check.machine import Focus
 from emq_kit.check.names import Names
 from emq_kit.check.run import Profile, run_check
-from emq_kit.errors import BadArgument, CheckFailed, KitBug, ServerUnreachable
-from emq_kit.forks import interrupts_deferred
+from emq_kit.errors import BadArgument, CheckFailed, KitBug, KitError, ServerUnreachable
+from emq_kit.forks import die_with_parent, interrupts_deferred
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_live.urls import redact
@@ -301,7 +304,10 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     calling = ctx.Value("d", 0.0)  # when the child's command now running was sent (0: none)
     started = time.perf_counter()
 
+    parent_pid = os.getpid()
+
     def work() -> None:
+        die_with_parent(parent_pid)  # a SIGKILLed selftest leaves no mutant running (INT-2)
         _time_commands(calling)
         child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names))
 
@@ -337,6 +343,11 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
                                     reason=f"budget of {budget:g} s spent")
     except EOFError:  # no verdict was sent: the kit's run died, not the mutant's doing
         verdict = MutantVerdict(mutant, BUG, time.perf_counter() - started, -1, reason="the check process died")
+    except KeyboardInterrupt:  # the child goes (below), and a script of its still running on the server
+        if url is not None:
+            with contextlib.suppress(KitError):
+                stop_script(url)
+        raise
     finally:
         if proc.is_alive():
             proc.kill()
@@ -359,6 +370,7 @@ def _answered(parent: Any, until: float, hung: Callable[[], bool]) -> bool:
     early, unanswered, once ``hung()``: a script that never returns need not hold the
     run for the whole budget."""
     while (left := until - time.perf_counter()) > 0:
+        interrupts.check()  # the wait for a mutant's verdict is a stopping point (INT-2)
         if parent.poll(min(left, 1.0)):
             return True
         if hung():

@@ -29,14 +29,11 @@ then kills.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import multiprocessing
 import os
 import random
 import shutil
-import signal
-import sys
 import tempfile
 import time
 import traceback
@@ -44,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from emq_kit import bounds
+from emq_kit import bounds, interrupts
 from emq_kit.check.names import new_suffix
 from emq_kit.errors import SoakError
-from emq_kit.forks import interrupts_deferred
+from emq_kit.forks import die_with_parent, interrupts_deferred
 from emq_kit.redaction import open_text, write_text
 from emq_kit.soak import history, lanes, linearize
 from emq_kit.soak.history import SNAPSHOT, Event, payload_text
@@ -201,15 +198,6 @@ def _bump(value: Any) -> None:
         value.value += 1
 
 
-def _die_with_parent(parent: int) -> None:
-    """Linux: the kernel kills this process when its parent dies (no orphans even if the
-    coordinator is SIGKILLed); elsewhere the loops' deadlines bound an orphan's life."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 @dataclass(frozen=True)
 class Child:
     """One process of the run: its role, name and index, and where it writes."""
@@ -228,7 +216,7 @@ class Child:
 def _child_main(child: Child, shared: Shared) -> None:
     """Entry point of every child process: connect, record into ``<name>.jsonl`` (one
     line per call, written at once, so a crash loses nothing), run the role."""
-    _die_with_parent(child.parent)
+    die_with_parent(child.parent)
     from emq_live.client import connect
 
     base = Path(child.run_dir) / child.name
@@ -367,8 +355,10 @@ class Fleet:
         self.procs: dict[str, Any] = {}
         self.children: dict[str, Child] = {}
         self.restarts = 0
+        self.stopping = False
 
     def start(self, role: str, name: str, index: int) -> None:
+        interrupts.check()  # no more children once Ctrl-C was pressed (INT-2)
         child = self.make(role, name, index)
         proc = self.ctx.Process(target=_child_main, args=(child, self.shared), name=f"emq-soak-{name}", daemon=True)
         with interrupts_deferred():  # a Ctrl-C during the fork would be lost in an at-fork handler
@@ -405,8 +395,12 @@ class Fleet:
         return finished
 
     def shutdown(self, grace: float) -> None:
-        """Stop every child: ask, wait up to ``grace`` seconds, then terminate, then kill."""
-        self.shared.stop.set()
+        """Stop every child: ask, wait up to ``grace`` seconds, then terminate, then kill.
+        The stop event is set once: a child terminated inside its lock would hold the
+        next ``set`` for good."""
+        if not self.stopping:
+            self.stopping = True
+            self.shared.stop.set()
         until = time.monotonic() + grace
         for proc in self.procs.values():
             proc.join(max(0.0, until - time.monotonic()))
@@ -544,12 +538,14 @@ def refuse_cluster(url: str | None) -> None:
         raise SoakError("a cluster URL is not supported: the soak reads TIME on a single server")
 
 
-def run_soak(url: str | None, config: SoakConfig, names: Any = None) -> SoakReport:
+def run_soak(url: str | None, config: SoakConfig, names: Any = None,
+             running: Callable[[str], None] | None = None) -> SoakReport:
     """Run a soak against ``url`` (a throwaway valkey-server when ``None``) and judge it,
     on the queue ``soak-<suffix>`` (``names``' name of ``soak``, the run's claim on a
-    server: emq_kit.claim). Its keys are deleted however the run ends (SOAK-2); a failed
-    run keeps its history and its final snapshot in a directory. Raises ``SoakError``
-    when the run itself fails (a process died, the server left)."""
+    server: emq_kit.claim); ``running`` is told the queue's name once every process has
+    started. Its keys are deleted however the run ends (SOAK-2); a failed run keeps its
+    history and its final snapshot in a directory. Raises ``SoakError`` when the run
+    itself fails (a process died, the server left)."""
     import redis
 
     from emq_kit.server import ServerError, ServerProcess
@@ -598,7 +594,10 @@ def run_soak(url: str | None, config: SoakConfig, names: Any = None) -> SoakRepo
 
         producing, timed_out = config.producers, True
         watch = Watch(rec, shared)
+        if running is not None:
+            running(name)
         for n in range(int(config.seconds / config.snapshot_every) + 2):
+            interrupts.check()  # a turn of the coordinator is a stopping point (INT-2)
             producing -= fleet.tend(restart=time.monotonic() < deadline)
             snap = watch.look(f"snapshot {n + 1}")
             if producing == 0 and _settled(snap):

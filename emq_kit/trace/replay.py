@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.check import effect, faults
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import SLEEP, Conformance, Divergence, Run, Step
@@ -57,6 +58,7 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
     machine = Conformance.factory(target, Run(), clock)()
     done: list[Step] = []
     for s in steps:
+        interrupts.check()  # a replayed step is a stopping point for Ctrl-C (INT-1)
         try:
             if s.op in faults.ARGS:
                 machine.inject(s.queue, s.op, s.args)

@@ -1,0 +1,135 @@
+"""Ctrl-C: a run stops where it can stop cleanly (INT-1, INT-2 in specs/safety.md).
+
+Python raises ``KeyboardInterrupt`` wherever the main thread happens to be, and there it
+can be lost: inside a callback the interpreter only reports ("Exception ignored in":
+Hypothesis's gc callback, an at-fork handler, a finalizer), or inside code that catches
+everything and goes on (a search taking it for a failure, then shrinking it). An
+``emq check --url`` pressed with Ctrl-C went on to CONFORMS, exit 0.
+
+So while ``stopping()`` holds, a Ctrl-C is only noted, and the run raises
+``Interrupted`` (a ``KeyboardInterrupt``) at its next stopping point, ``check()``: an
+example's start, a replayed step, a soak's turn, a selftest's wait; every one of them
+raises it again until the run says it has ``handled()`` it (so code that swallows it
+cannot keep the run going). A run that reaches none within ``GRACE`` seconds (a call
+that blocks) has it raised where it stands, again every ``GRACE`` seconds until it was
+raised; a second Ctrl-C raises it at once. The noting handler does nothing a signal
+could break: it counts and writes a byte to a pipe, which a watcher thread reads.
+
+A child the kit forks never takes Ctrl-C itself (``emq_kit.forks``): its parent stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import threading
+from typing import Any, Iterator
+
+from emq_kit.errors import Interrupted
+
+__all__ = ["GRACE", "Interrupted", "check", "handled", "stopping"]
+
+GRACE = 1.0
+"""Seconds a run has to reach a stopping point before the interrupt is raised where it is."""
+
+
+class _Stop:
+    """One ``stopping()``: what was noted, and the watcher's pipe."""
+
+    def __init__(self) -> None:
+        self.noted = 0
+        self.raised = False  # raised once: the run is unwinding, the watcher is done
+        self.handled = False
+        self.at_once = False  # the watcher has found the run past its grace: raise where it is
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        self.main = threading.main_thread().ident
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.noted += 1
+        if self.noted > 1 or self.at_once:
+            self.raised = True
+            raise Interrupted()
+        with contextlib.suppress(OSError):  # a full pipe already says it
+            os.write(self.wake_w, b"!")
+
+    def watch(self) -> None:
+        """Wait for a Ctrl-C; past ``GRACE`` without the run raising it, send it again
+        for the handler to raise at once; repeat until it was raised or the run ends."""
+        armed = False
+        while True:
+            ready, _, _ = select.select([self.wake_r], [], [], GRACE if armed else None)
+            if ready:
+                byte = os.read(self.wake_r, 1)
+                if byte in (b"", b"q"):
+                    return
+                armed = True
+                continue
+            if self.raised or self.handled:
+                return
+            self.at_once = True
+            assert self.main is not None
+            signal.pthread_kill(self.main, signal.SIGINT)
+
+    def close(self) -> None:
+        for fd in (self.wake_r, self.wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+_active: list[_Stop] = []
+
+
+@contextlib.contextmanager
+def stopping() -> Iterator[None]:
+    """Ctrl-C noted while the body runs, raised as ``Interrupted`` at its next ``check()``
+    (or where it stands past ``GRACE``; at once on a second Ctrl-C). A Ctrl-C noted and
+    not yet raised when the body ends is raised then. Off the main thread, or nested,
+    the body just runs."""
+    if threading.current_thread() is not threading.main_thread() or _active:
+        yield
+        return
+    stop = _Stop()
+    previous = signal.signal(signal.SIGINT, stop.handler)
+    watcher = threading.Thread(target=stop.watch, name="emq-interrupts", daemon=True)
+    watcher.start()
+    _active.append(stop)
+    try:
+        yield
+        if stop.noted and not stop.handled:
+            raise Interrupted()
+    finally:
+        with contextlib.suppress(OSError):
+            os.write(stop.wake_w, b"q")
+        watcher.join()  # before the handler goes: it sends nothing after this
+        signal.signal(signal.SIGINT, previous)
+        _active.remove(stop)
+        stop.close()
+
+
+def check() -> None:
+    """A stopping point: ``Interrupted`` if a Ctrl-C was noted and the run has not
+    handled it yet."""
+    if _active and _active[0].noted and not _active[0].handled:
+        _active[0].raised = True
+        raise Interrupted()
+
+
+def handled() -> None:
+    """The run is ending on the interrupt (what follows is its cleanup): no stopping
+    point raises it again; a further Ctrl-C still ends the run at once."""
+    if _active:
+        _active[0].handled = True
+
+
+def _forget_in_child() -> None:
+    """In a forked child: none of the parent's state (its pipe, its count); the child's
+    SIGINT is ``emq_kit.forks``'s business."""
+    for stop in _active:
+        stop.close()
+    _active.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
