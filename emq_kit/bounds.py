@@ -1,7 +1,8 @@
 """The range of every numeric option of every command, in one place (specs/ownership.md
-"Bounds", rule BD-1): the command line's argparse types read it, each option's ``--help``
-prints it, the library checks its own arguments against it (``SoakConfig``), and README's
-table is checked against it (tests/test_harm.py).
+"Bounds", rule BD-1): the argparse types here read it (the command line's options and the
+pytest plugin's), each option's ``--help`` prints it, the library checks its own
+arguments against it (``CheckOptions``, ``SoakConfig``), and README's table is checked
+against it (tests/test_harm.py).
 
 An upper bound is one a real user never reaches but that keeps a run finite: a typo such
 as ``--examples 10^23`` or ``--workers 100000`` is refused in one line, exit 2, before
@@ -10,8 +11,10 @@ any work, instead of running for ever or forking until the machine stalls.
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from emq_model import spec
 
@@ -100,3 +103,40 @@ BOUNDS: dict[str, Bound] = {
 def bound(option: str) -> Bound:
     """The range of ``"<command> <option>"``."""
     return BOUNDS[option]
+
+
+def bounded(option: str) -> Callable[[str], Any]:
+    """An argparse type: a number in the range ``emq_kit.bounds`` gives ``option``
+    (``"check --examples"``); out of range, one line naming the bound (BD-1)."""
+    rng = bound(option)
+
+    def parse(text: str) -> int | float:
+        try:
+            value: int | float = int(text) if rng.kind == "integer" else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not {'an integer' if rng.kind == 'integer' else 'a number'}: {text!r}") from None
+        why = rng.refusal(value)
+        if why is not None:
+            raise argparse.ArgumentTypeError(why)
+        return value
+
+    return parse
+
+
+def within(option: str) -> str:
+    """``option``'s range as its ``--help`` ends: ``range 1 to 1,000,000``."""
+    return f"range {bound(option).text()}"
+
+
+def sizes(option: str) -> Callable[[str], tuple[int, ...]]:
+    """An argparse type: comma-separated integers in ``option``'s range, ascending."""
+    one = bounded(option)
+
+    def parse(text: str) -> tuple[int, ...]:
+        out = tuple(sorted(int(one(x.strip())) for x in text.split(",") if x.strip()))
+        if not out:
+            raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}")
+        return out
+
+    return parse

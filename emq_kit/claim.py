@@ -25,6 +25,7 @@ run's record and keys are never touched, nor any key of a name no run recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -32,7 +33,7 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, ContextManager, Iterable, Mapping
 
 from emq_kit.check.names import Names, new_suffix, one_byte_needed
 from emq_kit.errors import Occupied, TargetUnavailable
@@ -348,3 +349,13 @@ def _lost(exc: BaseException | None) -> bool:
 
 LOST = "what the run wrote there is removed by emq clean --url URL (or the next run) once the server is back"
 """Said at the end of a lost server's line (OWN-5): the release could not reach it."""
+
+
+def claimed(url: str | None, logical: Iterable[str], *, command: str, wipe: bool = False,
+            given: Mapping[str, str] | None = None) -> ContextManager[Names | None]:
+    """The run's claim on the server ``url`` (``Claim``: the run's names, its record,
+    nothing left after it), or None without a server: the embedded fakeredis and a
+    serverless driver hold nobody else's data."""
+    if url is None:
+        return contextlib.nullcontext(None)
+    return Claim(url, logical, given=given, wipe=wipe, command=command)

@@ -45,6 +45,9 @@ run cannot go on and the target counts as lost (``kit_error``). Counterexamples 
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
 EXIT_INTERRUPTED = 130
 
@@ -186,23 +189,6 @@ class ProtocolError(ValueError, TargetFault):
     """A message that breaks the driver protocol."""
 
 
-def kit_error(exc: Exception) -> KitError:
-    """``exc`` as the kit error a front end shows: itself when it is one; what the layers
-    below the kit raise as the kit's class of it (the client's ``ConnectError``, a
-    layout the installed packages cannot serve); a target's fault met outside a step as
-    the target lost; anything else as a ``KitBug``."""
-    from emq_live.layouts.bullmq import LayoutUnavailable
-    from emq_live.urls import ConnectError
-
-    if isinstance(exc, KitError):
-        return exc
-    if isinstance(exc, ConnectError):  # already names the URL, redacted
-        return ServerUnreachable(str(exc))
-    if isinstance(exc, (LayoutUnavailable, TargetFault)):
-        return TargetUnavailable(str(exc))
-    return KitBug(exc)
-
-
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, raised where the run can stop cleanly (``emq_kit.interrupts``, INT-1): a
     ``KeyboardInterrupt``, so that no ``except Exception`` of the kit or of Hypothesis
@@ -217,3 +203,40 @@ class Interrupted(KeyboardInterrupt):
 
     def show(self, command: str) -> str:
         return f"emq {command}: interrupted"
+
+
+def kit_error(exc: Exception) -> KitError:
+    """``exc`` as the kit error a front end shows: itself when it is one, the kit's class
+    of it when a layer below raised it (``foreign``), else a ``KitBug``."""
+    if isinstance(exc, KitError):
+        return exc
+    return foreign(exc) or KitBug(exc)
+
+
+def foreign(exc: Exception) -> KitError | None:
+    """The kit's class of what the layers below the kit raise: the client's
+    ``ConnectError`` (a server out of reach), a layout the installed packages cannot
+    serve; a target's fault met outside a step (no step to judge it) is the target lost.
+    None for anything else."""
+    from emq_live.layouts.bullmq import LayoutUnavailable
+    from emq_live.urls import ConnectError
+
+    if isinstance(exc, ConnectError):  # already names the URL, redacted
+        return ServerUnreachable(str(exc))
+    if isinstance(exc, (LayoutUnavailable, TargetFault)):
+        return TargetUnavailable(str(exc))
+    return None
+
+
+@contextlib.contextmanager
+def raised_as_kit_errors() -> Iterator[None]:
+    """Within it, what the layers below raise leaves as the kit's class of it
+    (``foreign``): a library call raises the kit's errors only (or a bug's own)."""
+    try:
+        yield
+    except Exception as exc:
+        error = foreign(exc)
+        if error is None:
+            raise
+        raise error from None
+

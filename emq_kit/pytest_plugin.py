@@ -1,9 +1,10 @@
-"""The pytest plugin (issue 17, part 1), loaded by the ``pytest11`` entry point: with
-``--emq`` a pytest run gains the conformance check as test items, so ``--junitxml``,
-``-k`` and a CI's test annotations work with nothing of ours. Without ``--emq`` it adds
-options and the ``emq_check`` fixture, and nothing else: no item, no hook that acts.
+"""The pytest plugin, loaded by the ``pytest11`` entry point: with ``--emq`` a pytest run
+gains the conformance check as test items, so ``--junitxml``, ``-k`` and a CI's test
+annotations work with nothing of ours. Without ``--emq`` it adds options and the
+``emq_check`` fixture, and nothing else: no item, no hook that acts.
 
-Items (each runs the real command, ``emq check`` or ``emq replay``, in process):
+Items (each a call of the library, ``emq_kit.check`` or ``emq_kit.replay``, in process;
+the text of a failing one is what ``emq check`` or ``emq replay`` would print):
 
 - ``emq check[TARGET]``: one per target — each ``--emq-driver CMD``, or the built-in
   client on ``--emq-url`` (fakeredis without one). Passes when the check conforms; a
@@ -13,22 +14,23 @@ Items (each runs the real command, ``emq check`` or ``emq replay``, in process):
   the target now agrees with the model at every step of the trace, and fails (with the
   step table) while the trace still diverges.
 
-``--emq-expect FILE`` is handed to ``emq check --expect`` (issue 13); a kit whose check
-has no ``--expect`` fails the check items with that said.
+``--emq-expect FILE`` is the check's expectations (``emq check --expect``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import tempfile
+import datetime as dt
+import shlex
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
-OPTIONS = ("--emq-url", "--emq-driver", "--emq-profile", "--emq-expect", "--emq-traces", "--emq-seed")
+from emq_kit.bounds import bounded, within
+
+Outcome = tuple[int, "dict[str, Any] | None", str]
+"""What an item's call gives: its exit code as the command's, its versioned report
+(specs/schemas/report.json; None when it could not run) and its text."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,69 +43,78 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--emq-expect", metavar="FILE", help="the expected-differences file (emq check --expect)")
     g.addoption("--emq-traces", metavar="DIR", default=".emq/traces",
                 help="stored traces to replay, and where new counterexamples go (default .emq/traces)")
-    from emq_kit.cli.common import bounded, within
-
     g.addoption("--emq-seed", type=bounded("pytest --emq-seed"),
                 help=f"the check's seed (default: random, in the report; {within('pytest --emq-seed')})")
 
 
 class EmqFailure(Exception):
-    """A command's verdict other than conforms: its printout is the failure."""
+    """A verdict other than conforms: its text is the failure."""
 
 
-def run(argv: list[str]) -> tuple[int, dict[str, Any] | None, str]:
-    """Run ``emq ARGV --report TMP`` in process: the exit code, the report (None when the
-    command could not run) and everything it printed."""
-    from emq_kit import cli
-
-    with tempfile.TemporaryDirectory(prefix="emq-pytest-") as tmp:
-        report = Path(tmp) / "report.json"
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            try:
-                code = cli.main([*argv, "--report", str(report)])
-            except SystemExit as exc:  # argparse refused an option (a bad --emq-profile): exit 2, said above
-                code = exc.code if isinstance(exc.code, int) else 2
-        if code == cli.EXIT_INTERRUPTED:  # Ctrl-C: the session ends, as pytest ends on it (INT-1)
-            raise KeyboardInterrupt(printed.getvalue().strip())
-        document = json.loads(report.read_text("utf-8")) if report.exists() else None
-    return code, document, printed.getvalue()
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
 
 
-def check_argv(*, url: str | None = None, driver: str | None = None, scripts: str | None = None,
-               profile: str = "ci", seed: int | None = None, examples: int | None = None,
-               steps: int | None = None, traces: str | None = None, expect: str | None = None) -> list[str]:
-    """The ``emq check`` command line for these options."""
-    argv = ["check", "--profile", profile]
-    for flag, value in (("--url", url), ("--driver", driver), ("--scripts", scripts), ("--seed", seed),
-                        ("--examples", examples), ("--steps", steps), ("--traces", traces), ("--expect", expect)):
-        if value is not None:
-            argv += [flag, str(value)]
-    return argv
+def run_check(**fields: Any) -> Outcome:
+    """``emq_kit.check`` of the options ``fields`` (``CheckOptions``'), as ``emq check
+    --report`` gives it: a run that could not happen is its error's exit code and line."""
+    from emq_kit.api import check
+    from emq_kit.check.options import CheckOptions
+    from emq_kit.errors import EXIT_ENV, KitError, kit_error
+    from emq_kit.report.document import check_document
+    from emq_kit.report.text import format_report
+
+    try:
+        options = CheckOptions(**fields)  # a name that is no option: the caller's TypeError
+    except KitError as exc:
+        return exc.exit_code, None, exc.show("check")
+    said: list[str] = []
+    started = _now()
+    try:
+        report = check(options, say=lambda line: said.append(f"emq check: {line}"))
+    except Exception as exc:  # noqa: BLE001 - every error, shown as its class says (emq_kit.errors)
+        error = kit_error(exc)
+        return error.exit_code, None, "\n".join([*said, error.show("check")])
+    document = check_document(report, exit=report.exit_code, started=started, finished=_now(), rerun=report.rerun)
+    text = [*said, format_report(report)]
+    if report.trace_error is not None:  # the report stands; the run's own ending is the environment's
+        return EXIT_ENV, document, "\n".join([*text, f"emq check: {report.trace_error}"])
+    return report.exit_code, document, "\n".join(text)
 
 
-def _has_expect() -> bool:
-    from emq_kit import cli
+def run_replay(trace: Path, **given: Any) -> Outcome:
+    """``emq_kit.replay`` of ``trace`` on the target ``given`` names, as ``emq replay
+    --report`` gives it."""
+    from emq_kit.api import replay
+    from emq_kit.errors import kit_error
+    from emq_kit.report.document import replay_document
+    from emq_kit.report.text import format_replay
 
-    sub = next(a for a in cli.parser()._actions if a.dest == "command")
-    return "--expect" in sub.choices["check"]._option_string_actions  # type: ignore[attr-defined]
+    said: list[str] = []
+    started = _now()
+    try:
+        replayed = replay(trace, say=lambda line: said.append(f"emq replay: {line}"), **given)
+    except Exception as exc:  # noqa: BLE001 - every error, shown as its class says (emq_kit.errors)
+        error = kit_error(exc)
+        return error.exit_code, None, "\n".join([*said, error.show("replay")])
+    document = replay_document(str(trace), replayed.result, replayed.target, exit=replayed.exit_code,
+                               started=started, finished=_now(), seed=replayed.seed)
+    return replayed.exit_code, document, "\n".join([*said, format_replay(replayed)])
 
 
 class EmqItem(pytest.Item):
-    """One command run as a test: passes on exit 0."""
+    """One check or replay as a test: passes on exit 0."""
 
-    def __init__(self, *, argv: list[str], **kw: Any) -> None:
+    def __init__(self, *, command: str, call: Callable[[], Outcome], **kw: Any) -> None:
         super().__init__(**kw)
-        self.argv = argv
+        self.command, self.call = command, call
 
     def runtest(self) -> None:
-        if "--expect" in self.argv and not _has_expect():
-            raise EmqFailure("--emq-expect needs emq check --expect (issue 13), which this kit does not have")
-        code, document, printed = run(self.argv)
+        code, document, text = self.call()
         if document is not None:
             self.user_properties.append(("emq_verdict", document["verdict"]))
         if code != 0:
-            raise EmqFailure(f"emq {' '.join(self.argv)}: exit {code}\n{printed}")
+            raise EmqFailure(f"{self.command}: exit {code}\n{text}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """The failure as pytest shows it and JUnit XML keeps it, scrubbed (SEC-1)."""
@@ -129,9 +140,15 @@ def _targets(config: pytest.Config) -> list[tuple[str, str | None]]:
     return [(scrub(d), d) for d in drivers]
 
 
-def _item(session: pytest.Session, name: str, argv: list[str]) -> EmqItem:
+def _shown(command: list[str], given: dict[str, Any]) -> str:
+    """The command line ``given`` (its options) amounts to, for the item's failure."""
+    return shlex.join([*command, *(a for k, v in given.items() if v is not None
+                                   for a in (f"--{k.replace('_', '-')}", str(v)))])
+
+
+def _item(session: pytest.Session, name: str, command: str, call: Callable[[], Outcome]) -> EmqItem:
     # the node id "emq::NAME": JUnit XML's classname is then "emq"
-    return EmqItem.from_parent(session, name=name, nodeid=f"emq::{name}", argv=argv)
+    return EmqItem.from_parent(session, name=name, nodeid=f"emq::{name}", command=command, call=call)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
@@ -140,27 +157,30 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     url, traces = config.getoption("emq_url"), config.getoption("emq_traces")
     stored = sorted(Path(traces).glob("*.json")) if Path(traces).is_dir() else []
-    for label, driver in _targets(config):
-        argv = check_argv(url=url, driver=driver, profile=config.getoption("emq_profile"),
-                          seed=config.getoption("emq_seed"), traces=traces, expect=config.getoption("emq_expect"))
-        items.append(_item(session, f"emq check[{label}]", argv))
+    targets = _targets(config)
+    for label, driver in targets:
+        checked = {"profile": config.getoption("emq_profile"), "url": url, "driver": driver,
+                   "seed": config.getoption("emq_seed"), "traces": traces, "expect": config.getoption("emq_expect")}
+        items.append(_item(session, f"emq check[{label}]", _shown(["emq", "check"], checked),
+                           lambda checked=checked: run_check(**{k: v for k, v in checked.items() if v is not None})))
         for trace in stored:
-            argv = ["replay", str(trace)]
-            argv += [a for flag, v in (("--url", url), ("--driver", driver)) if v for a in (flag, v)]
-            name = f"emq replay[{trace.name}]" if len(_targets(config)) == 1 else f"emq replay[{trace.name}-{label}]"
-            items.append(_item(session, name, argv))
+            on = {"url": url, "driver": driver}
+            name = f"emq replay[{trace.name}]" if len(targets) == 1 else f"emq replay[{trace.name}-{label}]"
+            items.append(_item(session, name, _shown(["emq", "replay", str(trace)], on),
+                               lambda trace=trace, on=on: run_replay(trace, **on)))
 
 
 @pytest.fixture
 def emq_check(tmp_path: Path) -> Iterator[Callable[..., dict[str, Any]]]:
-    """``emq_check(url=…, driver=…, scripts=…, profile=…, seed=…, examples=…, steps=…)``:
-    run ``emq check`` and return its report (specs/schemas/report.json); traces go to the
-    test's tmp_path. Raises ``EmqFailure`` when the check could not run (exit 2)."""
+    """``emq_check(url=…, driver=…, scripts=…, profile=…, seed=…, examples=…, steps=…)``
+    (any option of ``emq_kit.CheckOptions``): run the check and return its report
+    (specs/schemas/report.json); traces go to the test's tmp_path. Raises ``EmqFailure``
+    when the check could not run (exit 2)."""
 
     def check(**options: Any) -> dict[str, Any]:
-        code, document, printed = run(check_argv(traces=str(tmp_path / "traces"), **options))
+        code, document, text = run_check(traces=str(tmp_path / "traces"), **options)
         if document is None:
-            raise EmqFailure(f"emq check could not run (exit {code}):\n{printed}")
+            raise EmqFailure(f"emq check could not run (exit {code}):\n{text}")
         return document
 
     yield check

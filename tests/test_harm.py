@@ -582,7 +582,7 @@ ALLOWED_WRITERS = {
     "emq_kit/server.py": "a throwaway server's own config and log, never shown",
     "emq_kit/ports/bundle.py": "the contract's scripts and table (emq scripts --out): no URL in them",
     "emq_kit/selftest/mutation.py": "mutated copies of the scripts",
-    "emq_kit/cli/common.py": "writable_path's probe opens a file for appending and writes nothing",
+    "emq_kit/outputs.py": "writable_path's probe opens a file for appending and writes nothing",
     "emq_kit/interrupts.py": "a byte on the pipe to its own watcher thread, no output",
 }
 

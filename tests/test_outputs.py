@@ -169,11 +169,10 @@ def test_an_unwritable_output_is_refused_before_the_run(argv: list[str], flag: s
 def test_the_rerun_line_keeps_the_layout_and_the_refence() -> None:
     """Without them a bullmq run's rerun checks the four sets, and a re-fenced server's
     exits 2 on the fence."""
-    from emq_kit.check.run import Report
-    from emq_kit.cli.check import rerun_command
+    from emq_kit.check.options import CheckOptions
 
-    args = cli.parser().parse_args(["check", "--layout", "bullmq", "--url", "redis://u:secret@h:1/0", "--refence",
-                                    "--seed", "3", "--profile", "dev"])
-    line = rerun_command(Report(verdict="no-divergence", profile="dev", seed=3, target={}, examples=0, steps=0,
-                                checks=0, seconds=0.0, reached=0, total=0, unreached=[], hits={}), args)
-    assert line == "emq check --seed 3 --profile dev --layout bullmq --url 'redis://***@h:1/0' --refence"
+    url = "redis://u:secret@h:1/0"
+    assert CheckOptions(layout="bullmq", url=url, profile="dev").command(3) == \
+        "emq check --seed 3 --profile dev --layout bullmq --url 'redis://***@h:1/0'"
+    assert CheckOptions(url=url, refence=True, profile="dev").command(3) == \
+        "emq check --seed 3 --profile dev --url 'redis://***@h:1/0' --refence"

@@ -44,7 +44,7 @@ from emq_kit.check.reproduce import reproduce
 from emq_kit.check.signature import Signature, signature
 from emq_kit.check.target import Target
 from emq_kit.check.window import run_machine
-from emq_kit.errors import BadArgument, KitBug, SearchFailed
+from emq_kit.errors import EXIT_FAIL, EXIT_OK, BadArgument, KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_model import errors
@@ -144,8 +144,10 @@ class Report:
     focus: Focus = field(default_factory=Focus)
     fixed: list[tuple[Signature, str]] = field(default_factory=list)  # expected, not met
     expect_file: str | None = None
-    rerun: str = ""  # the command that repeats the run (the CLI fills it in)
+    rerun: str = ""  # the command that repeats the run (``emq_kit.check`` fills it in)
     gate: bool = False  # whether the profile gates on coverage
+    strict: bool = False  # an expected difference not met (``fixed``) fails the run (``--strict``)
+    trace_error: str | None = None  # why a difference's trace could not be written (the report still has it)
 
     @property
     def steps_per_second(self) -> float:
@@ -161,6 +163,12 @@ class Report:
         """No new difference, and the coverage the profile demands."""
         return self.verdict in ("conforms", "no-divergence") or (
             self.verdict in ("counterexample", "unreproduced") and not self.new and not (self.gate and self.unreached))
+
+    @property
+    def exit_code(self) -> int:
+        """What ``emq check`` exits with: 0 the run passed (``ok``, and under ``strict``
+        every expected difference met), 1 it did not."""
+        return EXIT_OK if self.ok and not (self.strict and self.fixed) else EXIT_FAIL
 
 
 def first_divergence(exc: BaseException) -> Divergence | None:

@@ -1,67 +1,38 @@
 """``emq replay``: its arguments and its printout (the replay itself is
-``emq_kit.trace.replay``; the regression test it writes, ``emq_kit.trace.export``)."""
+``emq_kit.replay``: ``emq_kit/api.py``; the regression test it writes,
+``emq_kit.trace.export``)."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, claimed, writable_file
-from emq_kit.layouts import of_trace
+from emq_kit.api import load_trace, replay
+from emq_kit.cli.common import Outputs, Usage, add_outputs, writable_file
 from emq_kit.redaction import write_text
 from emq_kit.report.document import replay_document
 from emq_kit.report.html import counterexample_page
+from emq_kit.report.text import format_replay
 from emq_kit.trace.export import pytest_source
-from emq_kit.trace.format import Trace
-from emq_kit.trace.replay import explain, source_of, step_table, target_for
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    logging.getLogger("emq_live").setLevel(logging.ERROR)  # dropped orphans are the trace's business
     out = Outputs(args)
     if args.pytest == "-" and out.json:
         raise Usage("--pytest - and --json both print on stdout: give --pytest a FILE")
-    try:
-        trace = Trace.load(args.trace)
-    except (OSError, ValueError, KeyError) as exc:
-        raise Usage(f"cannot read trace {args.trace}: {exc}") from None
+    trace = load_trace(args.trace)
     if args.pytest == "-":  # stdout (writable_file's "-"), then the replay's printout
         sys.stdout.write(pytest_source(trace, args.trace))
     elif args.pytest:
         write_text(args.pytest, pytest_source(trace, args.trace))
         out.say(f"wrote {args.pytest}")
-    chosen = of_trace(trace.header)
-    if chosen.name == "echomq":  # the trace's driver, scripts, server and clock, each unless a flag says otherwise
-        url = source_of(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver)[0]
-    else:  # a layout's target is its own: the trace's server unless --url says otherwise
-        url = args.url or trace.header.get("target", {}).get("target")
-    with claimed(url, chosen.logical(), command="emq replay", wipe=args.wipe) as names:
-        clock = None
-        if chosen.name == "echomq":
-            target, clock = target_for(trace.header, url=args.url or None, scripts=args.scripts, driver=args.driver,
-                                       clock=args.clock, names=names)
-        else:
-            target = chosen.open_target(url, args.scripts, args.driver,
-                                        clock=args.clock or trace.header.get("clock") or "virtual", names=names)
-        for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
-            print(f"emq replay: {note}", file=sys.stderr)
-        try:
-            result = chosen.replay(trace.steps, target, clock)
-            described = target.describe()
-        finally:
-            target.close()
-            if clock is not None:
-                clock.close()
-    out.say(f"replaying {args.trace} ({len(trace.steps)} steps) on {described.get('target')} "
-            f"({described.get('server', '?')}), scripts {described.get('scripts', '-')}, "
-            f"{getattr(clock, 'mode', 'virtual')} clock")
-    out.say(step_table(result))
-    out.say(explain(result))
-    code = EXIT_OK if result.conforms else EXIT_FAIL
-    out.emit(lambda started, finished: replay_document(args.trace, result, described, exit=code, started=started,
-                                                       finished=finished, seed=trace.header.get("seed")))
+    replayed = replay(args.trace, url=args.url or None, scripts=args.scripts, driver=args.driver, clock=args.clock,
+                      wipe=args.wipe, say=lambda line: print(f"emq replay: {line}", file=sys.stderr))
+    out.say(format_replay(replayed))
+    code = replayed.exit_code
+    out.emit(lambda started, finished: replay_document(args.trace, replayed.result, replayed.target, exit=code,
+                                                       started=started, finished=finished, seed=replayed.seed))
     out.page(lambda: counterexample_page(trace, source=args.trace))
     return code
 

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Sequence
 from emq_kit.check import faults
 from emq_kit.check.machine import SLEEP, Step
 from emq_kit.report.document import printable
+from emq_kit.report.text import format_report
 from emq_kit.soak.history import SNAPSHOT, Checked, Event, describe
 from emq_kit.soak.linearize import PartitionVerdict
 from emq_kit.trace.format import Trace, encode
@@ -221,6 +222,15 @@ def counterexample(trace: Trace, *, source: str | None = None, prefix: str = "",
             parts.append(f"<p>listed as: {cell}<span class=\"rule\">{_e(rule)}</span> (specs/lifecycle.md)</p>")
         parts.append("</div>")
     return "\n".join(parts)
+
+
+def check_html(report: Any) -> str:
+    """``emq check --html``'s page of ``report``: ``check_page`` when the run met a
+    difference, the summary of a run that met none otherwise."""
+    lines = format_report(report).splitlines()
+    if report.differences or report.unreproduced:
+        return check_page(report, lines)
+    return summary_page("emq check", report.verdict, report.ok, lines)
 
 
 def check_page(report: Any, summary: Sequence[str]) -> str:
