@@ -6,17 +6,22 @@ it were not escaped would log to the console)."""
 from __future__ import annotations
 
 import copy
+import re
+import sys
+from html import escape
 from pathlib import Path
 
 import pytest
 from browser import png_facts, render
 from test_soak import J1, SplitClaim, b_claims, interleave, unique
 
+import emq_kit
 import emq_live
 from emq_kit.report import html
 from emq_kit.soak import history
 from emq_kit.soak.workload import Recorder
 from emq_kit.trace.format import Trace
+from emq_kit.trace.replay import replay_command
 from emq_model.snapshot import Snapshot
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -114,3 +119,85 @@ def test_rates_over_time() -> None:
     width = through[0][0]  # seconds per bucket
     assert len(through) == 10 and sum(rate * width for _, rate in through) == pytest.approx(100)
     assert all(ms == pytest.approx(1.0) for _, ms in latency)
+
+
+FOREIGN = f"{sys.executable} {Path(__file__).parent / 'drivers' / 'foreign.py'}"
+
+
+def scroll_width(page: Path, work: Path) -> int:
+    """The page's laid-out width in Chromium's 1400-pixel window: a copy of ``page``
+    with a script that writes ``scrollWidth`` into the DOM (the page itself runs none)."""
+    probe = work / f"{page.stem}-probe.html"
+    text = page.read_text()
+    text = text[:text.index('<meta http-equiv="Content-Security-Policy"')] + text[text.index("<title>"):]
+    probe.write_text(text.replace("</body>", "<script>document.body.dataset.scrollWidth="
+                                              "document.documentElement.scrollWidth</script></body>"))
+    dom = render(probe, work / "probe").dom
+    return int(re.search(r'data-scroll-width="(\d+)"', dom).group(1))
+
+
+@pytest.fixture(scope="module")
+def foreign_check(tmp_path_factory):
+    """One dev run on the foreign port (several differences in several causes), its
+    traces written."""
+    traces = tmp_path_factory.mktemp("traces")
+    return emq_kit.check(driver=FOREIGN, profile="dev", seed=3, traces=str(traces))
+
+
+def test_a_check_page_draws_every_difference_under_its_cause(foreign_check, tmp_path: Path) -> None:
+    report = foreign_check
+    assert len(report.differences) >= 3 and len(report.causes) >= 2
+    page = html.write(tmp_path / "check.html", html.check_html(report))
+    seen = render(page, tmp_path)
+    assert seen.console == [], seen.console
+    width, height, colours = png_facts(seen.screenshot)
+    assert (width, height) == (1400, 1800) and colours > 50
+    sections = re.findall(r'<section class="difference" id="diff-(\d+)" data-signature="([^"]*)"', seen.dom)
+    assert [s for _, s in sections] == [html._e(str(d.signature)) for c in report.causes
+                                        for d in [c.representative] + [x for x in c.differences
+                                                                        if x is not c.representative]]
+    assert sorted(int(n) for n, _ in sections) == list(range(1, len(report.differences) + 1))
+    for d in report.differences:  # each its steps, its replay command and the rerun
+        n = report.differences.index(d) + 1
+        section = seen.dom[seen.dom.index(f'id="diff-{n}"'):].split("</section>", 1)[0]
+        assert escape(replay_command(d.trace, report.target), quote=False) in section  # as the DOM serialises text
+        assert escape(report.rerun, quote=False) in section
+        assert section.count(f'id="d{n}-row-') == len(d.shrunk)
+    assert seen.dom.index('id="cause-1"') < seen.dom.index('id="cause-2"') < seen.dom.index('id="summary"')
+    cells = re.findall(r'<g class="cell ([a-z-]+)" data-cell="([^"]+)" data-hits="(\d+)"', seen.dom)
+    assert {c: int(n) for s, c, n in cells if s == "reached"} == {c: n for c, n in report.hits.items() if n}
+    assert {c for s, c, _ in cells if s == "unreached"} == {f"{op}/{o}" for op, o in report.unreached}
+    assert {c for s, c, _ in cells if s == "not-implemented"} == {f"{op}/{o}" for op, o in report.not_implemented}
+    assert 'class="id differs"' in seen.dom and 'class="field differs"' in seen.dom
+    assert scroll_width(page, tmp_path) <= 1400
+
+
+def test_a_conforming_check_page_is_its_figures_and_coverage_without_a_sideways_scroll(tmp_path: Path) -> None:
+    report = emq_kit.check(profile="dev", seed=1, examples=20, steps=30, traces=str(tmp_path / "traces"))
+    assert report.ok
+    page = html.write(tmp_path / "ok.html", html.check_html(report))
+    seen = render(page, tmp_path)
+    assert seen.console == [] and png_facts(seen.screenshot)[2] > 50
+    assert 'class="verdict ok"' in seen.dom and "<svg" in seen.dom and 'class="summary"' in seen.dom
+    reached = re.findall(r'<g class="cell reached" data-cell="([^"]+)"', seen.dom)
+    assert len(reached) == len([n for n in report.hits.values() if n]) > 10
+    assert scroll_width(page, tmp_path) <= 1400
+
+
+def test_the_keyspace_shows_lanes_ring_paused_limits_weights_and_stray_keys_marked() -> None:
+    def snap(weight: int, stray: tuple[str, ...]) -> Snapshot:
+        return Snapshot.build("q", {}, {"JOBLANE0000001": {"state": b"pending", "group": b"g1"}},
+                              stray=stray, lanes={"g1": [("JOBLANE0000001", 5)]}, ring=["g1", "g2"],
+                              paused=["g2"], hashes={"glimit": {"g1": 2}, "gactive": {"g1": 0},
+                                                     "gweight": {"g1": weight}})
+
+    model, target = snap(1, ()), snap(3, ("emq:{q}:junk",))
+    table = html._keyspace_table([("after (model)", model, target, "differs"),
+                                  ("after (target)", target, model, "differs")])
+    assert "<th>lanes</th>" in table and "<th>stray keys</th>" in table
+    assert table.count('data-id="JOBLANE0000001"') == 2 and "lane g1" in table
+    assert "g1 → g2" in table and "paused: " in table and "limits: " in table
+    assert table.count('<span class="differs">g1=') == 2  # the weights differ, nothing else
+    assert '<span class="id differs" data-id="emq:{q}:junk">' in table
+    plain = html._keyspace_table([("before", Snapshot.build("q", {}, {}), None, "")])
+    assert "lanes" not in plain and "stray" not in plain

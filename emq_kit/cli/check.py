@@ -105,7 +105,8 @@ def register(sub: Any) -> None:
     c.add_argument("--queue", action="append", default=[], metavar="NAME",
                    help=f"with --url: the run's queue names on the server, once per queue ({len(QUEUES)} times); "
                    "default: the machine's names with a per-run suffix, printed and kept in the trace")
-    add_outputs(c, html="the counterexample (steps, keyspaces, the broken rule), or the summary")
+    add_outputs(c, html="every difference (steps, keyspaces, the broken rule, replay commands) and the coverage "
+                        "matrix, or the summary and the coverage")
     c.add_argument("--traces", metavar="DIR", default=".emq/traces",
                    help="where counterexample traces are written (default .emq/traces)")
     c.add_argument("--first", action="store_true",

@@ -1,15 +1,17 @@
-"""The HTML report (issue 17, part 3): one self-contained page — inline CSS and SVG, no
-script, no network, no framework — for a counterexample or for a soak.
+"""The HTML report: one self-contained page — inline CSS and SVG, no script, no network,
+no framework — for a counterexample, a check or a soak.
 
-- ``counterexample_page(trace)``: the shrunk steps and, per step, the four locations as
-  columns with the ids in each before and after it (the model's keyspace, replayed from
-  the trace on ``QueueModel``); at the diverging step the target's keyspace beside the
-  model's with every difference highlighted, the invariants the target broke (not those
-  the model's keyspace breaks too: a key the kit spoiled) and the signature the
-  divergence is listed by.
-- ``check_page(report)``: a check's causes first, each with its ops, its differences and
-  its representative (shortest) counterexample drawn as above; then every difference,
-  and those that did not reproduce.
+- ``counterexample_page(trace)``: the shrunk steps and, per step, the keyspace before and
+  after it as columns — the four locations, the lanes (ring, paused groups, limits,
+  weights) and stray keys when there are any, the rows and the counters — replayed from
+  the trace on ``QueueModel``; at the diverging step the target's keyspace beside the
+  model's with every differing id, field, lane item and counter highlighted, the
+  invariants the target broke (not those the model's keyspace breaks too: a key the kit
+  spoiled) and the signature the divergence is listed by.
+- ``check_html(report)``: a check's verdict, figures, rerun command and op × outcome
+  coverage heat map (``heatmap``); then every difference, under its cause (causes
+  first, lifecycle before surface), each drawn as above with its replay command; then
+  those that did not reproduce, and the text summary wrapped to the page.
 - ``soak_page(events, checked)``: the history as a timeline, a lane per process and a bar
   per op from invocation to response, the ops of the partition that failed the
   linearizability check highlighted; throughput and latency over time.
@@ -27,6 +29,7 @@ from typing import Any, Iterable, Sequence
 
 from emq_kit.check import faults
 from emq_kit.check.machine import SLEEP, Step
+from emq_kit.report import heatmap
 from emq_kit.report.document import printable
 from emq_kit.report.text import format_report
 from emq_kit.soak.history import SNAPSHOT, Checked, Event, describe
@@ -56,6 +59,11 @@ ul.evidence li,ul.violations li{font-family:ui-monospace,monospace;font-size:12.
 .klass{display:inline-block;padding:0 .4em;border-radius:.2em;font-size:12px;background:#eee}
 .klass.lifecycle{background:#ffe3e3}.klass.surface{background:#e3ecff}
 svg text{font:11px system-ui,sans-serif}
+.field.differs,.row.differs,span.differs{background:#ffb3b3;outline:1px solid #b00020}
+.field.added,.row.added,span.added{background:#d7f5dd}
+pre.summary{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f7f7;padding:.6em;border:1px solid #ddd}
+code{overflow-wrap:anywhere}.wide{overflow-x:auto}table.figures th{text-align:left}
+.difference{margin:1em 0 1.6em;padding:.2em .8em;border-left:4px solid #b00020}
 """
 
 
@@ -76,13 +84,6 @@ def write(path: str | Path, page: str) -> Path:
     from emq_kit.redaction import write_text
 
     return write_text(path, page)
-
-
-def summary_page(title: str, verdict: str, ok: bool, lines: Iterable[str]) -> str:
-    """A run with nothing to draw (a check that conforms): its verdict and summary lines."""
-    body = (f'<h1>{_e(title)}</h1><p><span class="verdict{" ok" if ok else ""}">{_e(verdict)}</span></p>'
-            "<pre>" + "\n".join(_e(line) for line in lines) + "</pre>")
-    return _page(title, body)
 
 
 # -- a counterexample ----------------------------------------------------------------------
@@ -125,31 +126,91 @@ def model_keyspaces(steps: Sequence[Step]) -> list[tuple[Snapshot, Snapshot, Any
     return out
 
 
+def _marked(text: str, key: str, differs: bool, mark: str) -> str:
+    cls = "id" + (f" {mark}" if differs and mark else "")
+    return f'<span class="{cls}" data-id="{_e(key)}">{_e(text)}</span>'
+
+
 def _ids(snap: Snapshot, loc: str, other: Snapshot | None, mark: str) -> str:
     """The ids of ``loc`` in ``snap``, each marked ``mark`` when ``other`` (the snapshot
     compared with) does not hold it there with the same score."""
     theirs = dict(other.location(loc)) if other is not None else None
-    parts = []
-    for member, score in snap.location(loc):
-        cls = "id"
-        if theirs is not None and theirs.get(member, object()) != score:
-            cls += " " + mark
-        shown = member if loc in ("pending", "dead") else f"{member}@{score}"
-        parts.append(f'<span class="{cls}" data-id="{_e(member)}">{_e(shown)}</span>')
+    parts = [_marked(member if loc in ("pending", "dead") else f"{member}@{score}", member,
+                     theirs is not None and theirs.get(member, object()) != score, mark)
+             for member, score in snap.location(loc)]
     return " ".join(parts) or "&nbsp;"
 
 
+def _rows(snap: Snapshot, other: Snapshot | None, mark: str) -> str:
+    """Each row as ``id: field=value, ...``; a row ``other`` lacks marked whole, a field
+    whose value ``other``'s row does not share marked alone (the differing fields)."""
+    theirs = other.row_map() if other is not None else None
+    lines = []
+    for job, fields in snap.rows:
+        row = None if theirs is None else theirs.get(job)
+        whole = theirs is not None and row is None
+        shown = ", ".join(
+            (f'<span class="field {mark}">' if row is not None and mark and row.get(f) != v else "<span class=\"field\">")
+            + f"{_e(f)}={_e(v)}</span>" for f, v in fields)
+        lines.append(f'<span class="row{" " + mark if whole and mark else ""}" data-row="{_e(job)}">{_e(job)}: '
+                     f"{shown}</span>")
+    return "<br>".join(lines) or "&nbsp;"
+
+
+def _lanes(snap: Snapshot, other: Snapshot | None, mark: str) -> str:
+    """The lanes (lifecycle.md §10): each group's lane ids, the ring, the paused groups
+    and the limit, active and weight hashes, each item marked when ``other`` differs."""
+    parts = []
+    theirs = other.lane_map() if other is not None else None
+    for group, entries in snap.lanes:
+        lane = None if theirs is None else theirs.get(group, {})
+        ids = " ".join(_marked(f"{m}@{s}", m, lane is not None and lane.get(m, object()) != s, mark)
+                       for m, s in entries)
+        parts.append(f'<div class="lane">lane {_e(group)}: {ids}</div>')
+    if snap.ring:
+        same = other is None or other.ring == snap.ring
+        parts.append(f'<div>ring: <span class="{"" if same or not mark else mark}">'
+                     + " → ".join(_e(g) for g in snap.ring) + "</span></div>")
+    if snap.paused:
+        same = other is None or other.paused == snap.paused
+        parts.append(f'<div>paused: <span class="{"" if same or not mark else mark}">'
+                     + ", ".join(_e(g) for g in snap.paused) + "</span></div>")
+    for name, title in (("glimit", "limits"), ("gactive", "active per group"), ("gweight", "weights")):
+        mine = getattr(snap, name)
+        if mine:
+            others = dict(getattr(other, name)) if other is not None else None
+            parts.append(f"<div>{title}: " + ", ".join(
+                f'<span class="{mark if others is not None and mark and others.get(g) != v else ""}">{_e(g)}={v}</span>'
+                for g, v in mine) + "</div>")
+    return "".join(parts) or "&nbsp;"
+
+
+def _has_lanes(snap: Snapshot) -> bool:
+    return bool(snap.lanes or snap.ring or snap.paused or snap.glimit or snap.gactive or snap.gweight)
+
+
 def _keyspace_table(rows: list[tuple[str, Snapshot, Snapshot | None, str]]) -> str:
-    """Locations as columns; one row per (label, snapshot, compared-with, mark)."""
-    head = "".join(f"<th>{loc}</th>" for loc in LOCATIONS) + "<th>rows</th><th>counters</th>"
+    """Locations as columns, then the lanes and the stray keys when any snapshot has
+    them, the rows and the counters; one row per (label, snapshot, compared-with, mark)."""
+    lanes = any(_has_lanes(snap) for _, snap, _, _ in rows)
+    stray = any(snap.stray for _, snap, _, _ in rows)
+    head = ("".join(f"<th>{loc}</th>" for loc in LOCATIONS) + ("<th>lanes</th>" if lanes else "")
+            + ("<th>stray keys</th>" if stray else "") + "<th>rows</th><th>counters</th>")
     body = []
     for label, snap, other, mark in rows:
         cells = "".join(f'<td class="ids">{_ids(snap, loc, other, mark)}</td>' for loc in LOCATIONS)
-        rows_text = "<br>".join(
-            f"{_e(i)}: " + ", ".join(f"{_e(f)}={_e(v)}" for f, v in r) for i, r in snap.rows) or "&nbsp;"
-        body.append(f"<tr><th>{_e(label)}</th>{cells}<td class=\"ids\">{rows_text}</td>"
-                    f"<td>completed {snap.completed}<br>failed {snap.failed}</td></tr>")
-    return f"<table><tr><th></th>{head}</tr>{''.join(body)}</table>"
+        if lanes:
+            cells += f'<td class="ids lanes">{_lanes(snap, other, mark)}</td>'
+        if stray:
+            keys = set(other.stray) if other is not None else None
+            cells += '<td class="ids">' + ("<br>".join(
+                _marked(k, k, keys is not None and k not in keys, mark) for k in snap.stray) or "&nbsp;") + "</td>"
+        counters = "<br>".join(
+            f'<span class="{mark if other is not None and mark and getattr(other, c) != getattr(snap, c) else ""}">'
+            f"{c} {getattr(snap, c)}</span>" for c in ("completed", "failed"))
+        body.append(f"<tr><th>{_e(label)}</th>{cells}<td class=\"ids\">{_rows(snap, other, mark)}</td>"
+                    f"<td>{counters}</td></tr>")
+    return f"<table class=\"keyspace\"><tr><th></th>{head}</tr>{''.join(body)}</table>"
 
 
 def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
@@ -171,7 +232,7 @@ def counterexample(trace: Trace, *, source: str | None = None, prefix: str = "",
     index = d.get("step", 0)
     rule, kind = d.get("rule", "-"), d.get("kind", "-")
     cell = f'<span class="cell">{_e(d["cell"])}</span> ' if d.get("cell") else ""
-    h, h2, h3 = f"h{level}", f"h{level + 1}", f"h{level + 2}"
+    h, h2, h3 = (f"h{min(level + k, 6)}" for k in range(3))  # HTML has six heading levels
     target = trace.header.get("target", {})
     parts = [f"<{h}>emq counterexample: {cell}<span class=\"rule\">{_e(rule)}</span></{h}>",
              f'<p><span class="verdict">diverges</span> the {_e(kind)} at step {index} of {len(trace.steps)}; '
@@ -225,48 +286,72 @@ def counterexample(trace: Trace, *, source: str | None = None, prefix: str = "",
 
 
 def check_html(report: Any) -> str:
-    """``emq check --html``'s page of ``report``: ``check_page`` when the run met a
-    difference, the summary of a run that met none otherwise."""
+    """``emq check --html``'s page of ``report``: every difference when the run met one,
+    the readable summary of a run that met none; the coverage matrix on both."""
     lines = format_report(report).splitlines()
     if report.differences or report.unreproduced:
         return check_page(report, lines)
-    return summary_page("emq check", report.verdict, report.ok, lines)
+    return _page("emq check", _check_head(report) + _coverage(report) + _summary(lines))
+
+
+def _check_head(report: Any) -> str:
+    """A check's heading: the verdict, the run's figures and the command that reruns it."""
+    target = report.target or {}
+    figures = [("target", f"{target.get('target', '?')} ({target.get('server', '?')})"),
+               ("profile", report.profile), ("seed", report.seed), ("examples", f"{report.examples:,}"),
+               ("steps", f"{report.steps:,}"), ("invariant checks", f"{report.checks:,}"),
+               ("cells reached", f"{report.reached} of {report.total}"), ("seconds", f"{report.seconds:,.1f}")]
+    found = (f" {len(report.differences)} distinct differences in {len(report.causes)} causes (lifecycle first, "
+             "then surface)" if report.differences else "")
+    rerun = getattr(report, "rerun", "")
+    return (f"<h1>emq check: {_e(report.verdict)}</h1>"
+            f'<p><span class="verdict{"" if not report.ok else " ok"}">{_e(report.verdict)}</span>{_e(found)}</p>'
+            '<table class="figures">' + "".join(f"<tr><th>{_e(k)}</th><td>{_e(str(v))}</td></tr>" for k, v in figures)
+            + "</table>" + (f'<p>run the search again: <code class="command" id="rerun">{_e(rerun)}</code></p>'
+                            if rerun else ""))
+
+
+def _coverage(report: Any) -> str:
+    """The op × outcome matrix of the run (``heatmap``), every check page's."""
+    matrix = heatmap.cells(report.hits, (f"{op}/{o}" for op, o in report.unreached),
+                           (f"{op}/{o}" for op, o in getattr(report, "not_implemented", ())),
+                           (f"{op}/{o}" for op, o in getattr(report, "out_of_focus", ())))
+    return ('<h2 id="coverage">Coverage: op × outcome</h2>'
+            + "".join(f'<div class="wide">{heatmap.heatmap(part)}</div>' for part in heatmap.split(matrix)))
+
+
+def _summary(lines: Sequence[str]) -> str:
+    """The text report's lines, wrapped to the page (never a sideways scroll)."""
+    return '<h2 id="summary">Summary</h2><pre class="summary">' + "\n".join(_e(line) for line in lines) + "</pre>"
 
 
 def check_page(report: Any, summary: Sequence[str]) -> str:
     """The page of a check with differences (``check.run.Report``, its traces written):
-    the causes first — each with its ops, its differences and its representative's
-    counterexample, read from its trace — then every difference, then those that did not
-    reproduce; ``summary``, the text report's lines, last."""
+    its heading and coverage, then the causes, each with every one of its differences
+    drawn from its trace (steps, keyspaces, replay and rerun commands); then those that
+    did not reproduce; ``summary``, the text report's lines, last."""
     number = {id(d): n for n, d in enumerate(report.differences, 1)}
-    parts = [f"<h1>emq check: {_e(report.verdict)}</h1>",
-             f'<p><span class="verdict">{_e(report.verdict)}</span> {len(report.differences)} distinct differences '
-             f"in {len(report.causes)} causes (lifecycle first, then surface); seed {_e(report.seed)}</p>",
-             "<h2>Causes</h2>"]
-    for n, cause in enumerate(report.causes, 1):
-        ops = ", ".join(cause.ops)
-        parts.append(f'<section class="cause" id="cause-{n}"><h3>cause {n}: {_e(cause.title)} '
-                     f'<span class="klass {cause.klass}">{cause.klass}</span></h3>'
-                     f"<p>{len(cause.ops)} op{'s' if len(cause.ops) != 1 else ''}: {_e(ops)}</p><ul>"
-                     + "".join(f"<li>[{number[id(d)]}] {_e(str(d.signature))} ({len(d.shrunk)} steps)"
-                               + (f", trace <code>{_e(str(d.trace))}</code>" if d.trace else "") + "</li>"
-                               for d in cause.differences) + "</ul>")
-        d = cause.representative
-        if d.trace is not None:
-            parts.append(f"<p>its shortest trace, [{number[id(d)]}]: replay it with "
-                         f"<code>{_e(replay_command(d.trace, report.target))}</code></p>")
-            parts.append(counterexample(Trace.load(d.trace), source=str(d.trace), prefix=f"c{n}-", level=4))
-        else:
-            parts.append("<ul class=\"evidence\">" + "".join(f"<li>{_e(line)}</li>" for line in d.divergence.lines)
-                         + "</ul>")
-        parts.append("</section>")
-    parts.append("<h2>Every difference</h2><table><tr><th>#</th><th>signature</th><th>class</th><th>steps</th>"
-                 "<th>met</th><th>trace</th></tr>")
+    parts = [_check_head(report), "<h2>Differences</h2><table><tr><th>#</th><th>signature</th><th>class</th>"
+             "<th>cause</th><th>steps</th><th>met</th><th>trace</th></tr>"]
+    cause_of = {id(d): n for n, c in enumerate(report.causes, 1) for d in c.differences}
     for d in report.differences:
-        parts.append(f"<tr><td>{number[id(d)]}</td><td>{_e(str(d.signature))}</td>"
-                     f'<td><span class="klass {d.klass}">{d.klass}</span></td><td>{len(d.shrunk)}</td>'
-                     f"<td>{d.met}</td><td><code>{_e(str(d.trace or '-'))}</code></td></tr>")
+        n = number[id(d)]
+        parts.append(f'<tr><td><a href="#diff-{n}">[{n}]</a></td><td>{_e(str(d.signature))}</td>'
+                     f'<td><span class="klass {d.klass}">{d.klass}</span></td>'
+                     f'<td><a href="#cause-{cause_of.get(id(d), 0)}">{cause_of.get(id(d), "-")}</a></td>'
+                     f"<td>{len(d.shrunk)}</td><td>{d.met}</td><td><code>{_e(str(d.trace or '-'))}</code></td></tr>")
     parts.append("</table>")
+    parts.append(_coverage(report))
+    parts.append("<h2>Causes</h2>")
+    for c, cause in enumerate(report.causes, 1):
+        parts.append(f'<section class="cause" id="cause-{c}"><h3>cause {c}: {_e(cause.title)} '
+                     f'<span class="klass {cause.klass}">{cause.klass}</span></h3>'
+                     f"<p>{len(cause.ops)} op{'s' if len(cause.ops) != 1 else ''}: {_e(', '.join(cause.ops))}; "
+                     f"{len(cause.differences)} difference{'s' if len(cause.differences) != 1 else ''}, the shortest "
+                     f"[{number[id(cause.representative)]}] first</p>")
+        ordered = [cause.representative] + [d for d in cause.differences if d is not cause.representative]
+        parts.extend(_difference(report, d, number[id(d)]) for d in ordered)
+        parts.append("</section>")
     if report.unreproduced:
         parts.append('<h2 id="unreproduced">Did not reproduce (timing-dependent?)</h2><p>met by the search; no replay '
                      "of its steps showed it: not counted among the differences</p><ul>")
@@ -274,8 +359,31 @@ def check_page(report: Any, summary: Sequence[str]) -> str:
             parts.append(f"<li>{_e(str(d.signature))}: replayed {d.replays} times ({_e(', '.join(d.seen))})"
                          + (f", trace <code>{_e(str(d.trace))}</code>" if d.trace else "") + "</li>")
         parts.append("</ul>")
-    parts.append("<h2>Summary</h2><pre>" + "\n".join(_e(line) for line in summary) + "</pre>")
+    parts.append(_summary(summary))
     return _page(f"emq check {report.verdict}", "\n".join(parts))
+
+
+def _difference(report: Any, d: Any, n: int) -> str:
+    """One difference of a check as its own section ``diff-n``: its signature, class and
+    figures, the commands that replay it and rerun the search, and its counterexample
+    read from its trace (its evidence and text when no trace was written)."""
+    head = (f'<section class="difference" id="diff-{n}" data-signature="{_e(str(d.signature))}">'
+            f'<h4>[{n}] {_e(str(d.signature))} <span class="klass {d.klass}">{d.klass}</span></h4>'
+            f"<p>{len(d.shrunk)} steps; met {d.met} time{'s' if d.met != 1 else ''}, first after {d.seconds:.2f} s"
+            + (f"; expected: {_e(d.expected)}" if d.expected else "") + "</p>")
+    commands = []
+    if d.trace is not None:
+        commands.append(f'replay it: <code class="command replay">{_e(replay_command(d.trace, report.target))}</code>')
+    if getattr(report, "rerun", ""):
+        commands.append(f'rerun the search: <code class="command">{_e(report.rerun)}</code>')
+    body = "<p>" + "<br>".join(commands) + "</p>" if commands else ""
+    if d.trace is not None and Path(d.trace).is_file():
+        body += counterexample(Trace.load(d.trace), source=str(d.trace), prefix=f"d{n}-", level=5)
+    else:
+        body += ("<p>no trace was written: its evidence</p><ul class=\"evidence\">"
+                 + "".join(f"<li>{_e(line)}</li>" for line in d.divergence.lines) + "</ul>"
+                 + (f'<pre class="summary">{_e(d.trace_text)}</pre>' if d.trace_text else ""))
+    return head + body + "</section>"
 
 
 def _shown(value: Any) -> str:
