@@ -77,3 +77,9 @@ def test_a_difference_of_the_server_clock_phase_is_written_and_replayed_on_its_c
     assert all("now" not in step["args"] for step in trace["steps"])
     again = emq("replay", str(late.trace), "--scripts", scripts)  # the embedded fakeredis, on its host's clock
     assert again.returncode == 1 and "server clock" in again.stdout, again.stdout + again.stderr
+    # On the virtual clock each clock op runs at the machine's clock (CLK-3), which the
+    # edited arithmetic never reads: the trace conforms, and the model is never called
+    # without its clock (it was: ``emq bug: TypeError ... 'now'``).
+    virtual = emq("replay", str(late.trace), "--scripts", scripts, "--clock", "virtual")
+    assert virtual.returncode == 0 and "conforms" in virtual.stdout, virtual.stdout + virtual.stderr
+    assert "now=1750000000000" in virtual.stdout, virtual.stdout

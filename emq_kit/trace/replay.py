@@ -73,10 +73,10 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
                     machine.now = s.args["now"]
                 machine.execute(s.queue, s.op, s.args)
         except Divergence as d:
-            done.append(Step(s.queue, s.op, s.args, d.step.model, d.step.target, index=len(done) + 1, at=d.step.at))
+            done.append(Step(s.queue, s.op, d.step.args, d.step.model, d.step.target, index=len(done) + 1, at=d.step.at))
             return _diverged(machine, done, d)
-        last = machine.steps[-1]
-        done.append(Step(s.queue, s.op, s.args, last.model, last.target, index=len(done) + 1, at=last.at))
+        last = machine.steps[-1]  # its args as run (a clock op's ``now`` stamped by the virtual clock)
+        done.append(Step(s.queue, s.op, last.args, last.model, last.target, index=len(done) + 1, at=last.at))
     return Replayed(done)
 
 
