@@ -1,8 +1,8 @@
 """The range of every numeric option of every command, in one place (specs/ownership.md
 "Bounds", rule BD-1): the argparse types here read it (the command line's options and the
 pytest plugin's), each option's ``--help`` prints it, the library checks its own
-arguments against it (``CheckOptions``, ``SoakConfig``), and README's table is checked
-against it (tests/test_harm.py).
+arguments against it (``CheckOptions``, ``SoakConfig``), and docs/commands.md's table is
+checked against it (tests/test_harm.py).
 
 An upper bound is one a real user never reaches but that keeps a run finite: a typo such
 as ``--examples 10^23`` or ``--workers 100000`` is refused in one line, exit 2, before
@@ -46,7 +46,7 @@ class Bound:
         return None
 
     def text(self) -> str:
-        """The range as ``--help`` and README print it."""
+        """The range as ``--help`` and docs/commands.md print it."""
         if self.kind == "seconds":
             return f"above {self.low:g}, at most {self.high:,g} s"
         return f"{self.low:,} to {self.high:,}"

@@ -178,7 +178,7 @@ def test_the_restricted_user_can_do_nothing_else(server, admin) -> None:
 
 def test_the_fence_is_written_by_an_administrator(server, admin) -> None:
     """The user may only read ``{emq}:version``: on a server without it, connecting is
-    refused until an administrator writes it (README, Least privilege)."""
+    refused until an administrator writes it (docs/server.md, Least privilege)."""
     make_user(admin, "emq", acl.rules())
     admin.delete(keyspace.VERSION_KEY)
     # the user may run SET (emq check's spoil_key) but not on the fence: %R~{emq}:version
@@ -189,7 +189,7 @@ def test_the_fence_is_written_by_an_administrator(server, admin) -> None:
 
 
 def test_a_user_of_one_queue_reaches_no_other(server, admin) -> None:
-    """README: ``~`` + the queue's escaped glob (``keyspace.pattern``) instead of
+    """docs/server.md: ``~`` + the queue's escaped glob (``keyspace.pattern``) instead of
     ``~emq:{*}:*`` confines a user to one queue, even one named with glob characters."""
     own, other = "β*[x]", "βyx"  # the unescaped glob of the first matches the second
     rules = [r for r in acl.rules() if r != "~emq:{*}:*"] + ["~" + keyspace.pattern(own)]
@@ -222,9 +222,9 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     assert sorted(admin.keys()) == before  # the run's record and keys are gone, the others' intact
 
 
-def test_the_readme_gives_the_acl_lines() -> None:
+def test_the_docs_give_the_acl_lines() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    assert acl.setuser() in readme
-    assert acl.setuser(cluster=True) in readme
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "server.md").read_text("utf-8")
+    assert acl.setuser() in doc
+    assert acl.setuser(cluster=True) in doc

@@ -14,6 +14,7 @@ import gc
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 from broken import broken_dir, variant
+from shown import block
 
 from emq_kit import bounds, cli, interrupts, redaction
 from emq_kit.check.names import vocabulary
@@ -224,6 +226,17 @@ def _records(r: Any) -> list[bytes]:
     return [k for k in r.scan_iter(match=RUN + "*") if k.count(b":") == 2 and not k.endswith(b"not-a-record")]
 
 
+SHOWN_URL = "redis://127.0.0.1:6399"
+"""The server docs/server.md's ``emq clean`` example names."""
+
+
+def _as_shown(line: str, url: str) -> str:
+    """``emq clean``'s line with what differs between runs masked: the keys a killed run
+    had written, its pid and suffix."""
+    line = line.replace(url, "URL")
+    return re.sub(r"\d+ keys", "N keys", re.sub(r"pid \d+, suffix [0-9a-f]+", "pid P, suffix S", line))
+
+
 def _leftovers(r: Any, before: dict[bytes, Any]) -> set[bytes]:
     return {k for k in r.scan_iter(count=1000) if k not in before}
 
@@ -269,6 +282,8 @@ def test_a_killed_run_is_cleaned_by_emq_clean_and_by_the_next_run_but_a_live_one
             code, out, err = run(cleaner, capsys)
             said = out if cleaner[0] == "clean" else err
             assert "removed the leftovers of 1 dead run" in said and f"pid {proc.pid}" in said, out + err
+            if cleaner[0] == "clean":  # as docs/server.md shows it
+                assert _as_shown(said.strip(), server.url) == _as_shown(block("clean").output[0], SHOWN_URL)
             assert_intact(before, image(r), f"{how}, then {cleaner[0]}")
 
 
@@ -384,7 +399,7 @@ def test_every_numeric_option_has_a_documented_upper_bound_refused_in_one_line(
         option: str, capsys: pytest.CaptureFixture[str]) -> None:
     """BD-1: each numeric option's ``--help`` prints its range, and one above the upper
     bound (10^23 examples too) is refused in one line, exit 2, before any work; the bound
-    itself is accepted. README's table gives the same ranges."""
+    itself is accepted. docs/commands.md's table gives the same ranges."""
     b = bounds.bound(option)
     command, flag = option.split()
     code, out, err = run([command, "--help"], capsys)
@@ -397,8 +412,8 @@ def test_every_numeric_option_has_a_documented_upper_bound_refused_in_one_line(
     at = str(int(b.high)) if b.kind == "integer" else str(b.high)
     namespace = parser.parse_args(_argv(option, at))
     assert getattr(namespace, flag[2:].replace("-", "_")) in (b.high, (b.high,))
-    readme = (ROOT / "README.md").read_text("utf-8")
-    assert f"| `emq {option}` | {b.text()} |" in readme, f"README's bounds table lacks {option}"
+    table = (ROOT / "docs" / "commands.md").read_text("utf-8")
+    assert f"| `emq {option}` | {b.text()} |" in table, f"docs/commands.md's bounds table lacks {option}"
 
 
 def test_the_pytest_plugins_seed_is_bounded_too(tmp_path: Path) -> None:
@@ -408,8 +423,8 @@ def test_the_pytest_plugins_seed_is_bounded_too(tmp_path: Path) -> None:
                            str(b.high + 1), "--co", "-q", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
                           timeout=60)
     assert done.returncode == 4 and "must be at most" in done.stderr, done.stdout + done.stderr
-    readme = (ROOT / "README.md").read_text("utf-8")
-    assert f"| `pytest --emq-seed` | {b.text()} |" in readme
+    table = (ROOT / "docs" / "commands.md").read_text("utf-8")
+    assert f"| `pytest --emq-seed` | {b.text()} |" in table
 
 
 # -- outputs first (OUT-1) --------------------------------------------------------------------

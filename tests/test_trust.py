@@ -452,15 +452,15 @@ def test_progress_on_a_terminal_is_one_live_line_ended_before_what_follows() -> 
     assert out.getvalue().endswith("\n")
 
 
-# -- item 10: the README's example runs ---------------------------------------------------------
+# -- the client example of docs/library.md runs ------------------------------------------------
 
 
-def test_the_readme_python_example_runs() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+def test_the_docs_client_example_runs() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "library.md").read_text("utf-8")
     marker = "<!-- tests/test_trust.py runs this example -->\n```python\n"
     assert marker in readme
     code = readme.split(marker, 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md", "exec"), {})  # its asserts are the test
+    exec(compile(code, "docs/library.md", "exec"), {})  # its asserts are the test
 
 
 @pytest.mark.parametrize("where", ["valkey", "redis_server"])

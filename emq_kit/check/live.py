@@ -91,7 +91,7 @@ class LiveTarget:
     It never flushes a database: a queue starts empty the first time it is handed out
     after a reset, when every key under its prefix ``emq:{q}:`` is deleted (SCAN of the
     glob-escaped prefix, then DEL; every primary of a cluster is scanned). Other keys, and
-    the fence, are left alone, so a user restricted to the queue keys can run it (README,
+    the fence, are left alone, so a user restricted to the queue keys can run it (docs/server.md,
     "Least privilege") and a shared server keeps its other data.
 
     How ``snapshot`` reads, when the machine reads after every call: on the embedded

@@ -8,7 +8,7 @@ Vocabulary: a *rule* is one call of an op; a *step* is one call with its checks 
 *kept claim* keeps its token forever, so stale and foreign tokens come back after reaps,
 retries and reclaims. Rules draw their arguments packed in one choice (``Draw``) and
 ``Selection`` picks the rule with one choice: Hypothesis's per-choice cost was most of a
-step's (README, "What a step is").
+step's (docs/engine.md).
 """
 
 from __future__ import annotations
