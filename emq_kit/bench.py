@@ -8,6 +8,9 @@ the value or for the ratio):
 - ``rtt.*``: redis-py round trips per second (EVALSHA of ``return 1``), the unit every
   live figure is made of. Ceiling on Valkey: ``valkey-benchmark`` doing the same over
   one connection.
+- ``hypothesis.floor``: steps per second of an empty Hypothesis machine under the kit's
+  settings, the same examples and steps: what Hypothesis alone costs a step, the
+  ceiling of ``check.model``.
 - ``check.*``: checked steps per second of the conformance machine (the call on both
   sides, the snapshot, the comparison, the invariants), with the model as target (the
   machine alone), on fakeredis and on Valkey. A step reads the target's snapshot as
@@ -34,6 +37,9 @@ the value or for the ratio):
 - ``foreign.*``: the foreign port (tests/drivers/foreign.py, a source checkout): seconds
   to its first difference and to the full report of one run (every distinct difference,
   each shrunk), ``examples`` x ``steps``, the dev profile.
+- ``coverage.ci.examples``: examples the ci profile runs until every cell is reached,
+  on fakeredis, seeds 1 to ``--coverage-seeds``: the most of them (goal: near the
+  profile's nominal count).
 - ``shrink.fakeredis.*``: the median and the longest time from a selftest mutant's first
   divergence to its shrunk trace (Hypothesis's shrinking on its budget of steps and the
   minimizer), over an evenly spaced sample of the mutants, on fakeredis.
@@ -73,7 +79,7 @@ from urllib.parse import unquote, urlparse
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.names import Names
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.run import PROFILES, run_check, search_settings
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument, ToolMissing, Wrong
 from emq_kit.ports import bundle
@@ -84,14 +90,18 @@ PAYLOAD = b"p" * 100
 LEASE_MS = 600_000  # longer than any run: no lease expires while we measure
 NOW = 1_750_000_000_000  # the model's clock
 QUEUE = "emq-bench"
-GOALS = {"check.model": 5_000, "check.fakeredis": 1_000, "check.valkey": 1_500, "check.valkey.server_clock": 500,
-         "lifecycle.valkey.batched": 20_000, "shrink.fakeredis.median": 2, "shrink.fakeredis.max": 10}
-"""The project's goals for figures themselves (issues 7 and 18), shown beside them: at
-least that many of a rate, at most that many seconds of a ``shrink.*`` time."""
-GOAL_RATIOS = {"check.fakeredis": 0.6, "check.valkey": 0.9, "check.node.valkey": 0.5}
-"""The project's goals for a figure's ratio to its ceiling (issue 18): a live target's
-checked steps against the machine alone, the Node port's against the built-in client on
-the same server."""
+GOALS = {"check.fakeredis": 1_000, "check.valkey": 1_500, "check.valkey.server_clock": 500,
+         "lifecycle.valkey.batched": 20_000, "shrink.fakeredis.median": 2, "shrink.fakeredis.max": 10,
+         "coverage.ci.examples": 250}
+"""The project's goals for figures themselves, shown beside them: at least that many of a
+rate, at most that many of a figure in ``AT_MOST``."""
+AT_MOST = frozenset({"shrink.fakeredis.median", "shrink.fakeredis.max", "coverage.ci.examples"})
+"""Figures whose goal is a ceiling: seconds to shrink, examples to reach every cell."""
+GOAL_RATIOS = {"check.model": 0.6, "check.fakeredis": 0.6, "check.valkey": 0.7, "check.node.valkey": 0.5}
+"""The project's goals for a figure's ratio to its ceiling, each measured in the same run:
+the machine alone against an empty Hypothesis machine (what the kit's own work costs
+beside Hypothesis's), a live target's checked steps against the machine alone, the Node
+port's against the built-in client on the same server."""
 NODE_DRIVER = Path(__file__).resolve().parent.parent / "ports" / "node" / "driver.js"
 """The Node port's driver (a source checkout with the port installed; ``check.node.valkey`` is left out without it)."""
 
@@ -120,8 +130,18 @@ class Figure:
     def goal_ratio(self) -> float | None:
         return GOAL_RATIOS.get(self.key)
 
+    @property
+    def met(self) -> bool | None:
+        """Whether the figure meets its goal (its ratio's, when it has one); None without one."""
+        if self.goal_ratio is not None and self.ratio is not None:
+            return self.ratio >= self.goal_ratio
+        if self.goal is None:
+            return None
+        return self.value <= self.goal if self.key in AT_MOST else self.value >= self.goal
+
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "goal": self.goal, "goal_ratio": self.goal_ratio}
+        return {**asdict(self), "ratio": self.ratio, "goal": self.goal, "goal_ratio": self.goal_ratio,
+                "met": self.met}
 
 
 @dataclass
@@ -142,6 +162,7 @@ class Params:
     seed: int = 7
     shrink_mutants: int = 12
     shrink_budget: float = 20.0
+    coverage_seeds: int = 10
 
 
 @dataclass
@@ -253,6 +274,27 @@ def bench_rtt(target: LiveTarget, calls: int) -> float:
     r = target.conn.redis
     sha = r.script_load("return 1")
     return rate(calls, lambda: [r.evalsha(sha, 0) for _ in range(calls)])
+
+
+def hypothesis_floor(params: Params) -> float:
+    """Steps per second of an empty Hypothesis machine (one rule that draws and does
+    nothing) run as the kit runs its own: the same settings, examples and steps. What
+    Hypothesis costs a step is the floor under every ``check.*`` figure."""
+    from hypothesis import seed as hseed
+    from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+
+    done = [0]
+
+    class Empty(RuleBasedStateMachine):
+        @rule()
+        def step(self) -> None:
+            done[0] += 1
+
+    factory = hseed(params.seed)(Empty)
+    config = search_settings(params.examples, params.steps)
+    started = time.perf_counter()
+    run_state_machine_as_test(factory, settings=config)
+    return done[0] / (time.perf_counter() - started)
 
 
 def bench_check(target: Any, params: Params, clock: Clock | None = None) -> float:
@@ -575,8 +617,11 @@ def check_figures(url: str, params: Params, names: Names | None = None) -> list[
     and the Node port's driver held against the built-in client. Each the best of
     ``repeat`` runs of the same seed. On the server the queues go under ``names`` (the
     run's claim, emq_kit.claim)."""
+    floor = best(params.repeat, lambda: hypothesis_floor(params))
     alone = best(params.repeat, lambda: bench_check(open_target(model=True), params))
-    out = [Figure("check.model", alone, "steps/s", note="the machine alone: model vs model")]
+    out = [Figure("hypothesis.floor", floor, "steps/s", note="an empty RuleBasedStateMachine, the kit's settings"),
+           Figure("check.model", alone, "steps/s", floor, "an empty Hypothesis machine (hypothesis.floor)",
+                  note="the machine alone: model vs model")]
     for label, where, run_names in (("fakeredis", None, None), ("valkey", url, names)):
         out.append(Figure(f"check.{label}", measure_check(params, lambda: open_target(where, names=run_names)),
                           "steps/s", alone, "the machine alone (check.model)"))
@@ -656,6 +701,34 @@ def shrink_figures(params: Params) -> list[Figure]:
             Figure("shrink.fakeredis.max", max(times), "s", note=note)]
 
 
+def coverage_figures(params: Params) -> list[Figure]:
+    """Examples the ci profile runs until every cell is reached (its gate), on the
+    embedded fakeredis (the raw and hostile cells need a live target), for seeds 1 to
+    ``coverage_seeds``: the most of them, the median and each seed's in the note. A seed
+    whose run ended short of a cell counts as its run's examples, and the note says so.
+    None with no seeds."""
+    if not params.coverage_seeds:
+        return []
+    per_seed: dict[int, int] = {}
+    short = []
+    for seed in range(1, params.coverage_seeds + 1):
+        target = open_target(None)
+        try:
+            report = run_check(target, PROFILES["ci"], seed=seed)
+        finally:
+            target.close()
+        if report.new:
+            raise Wrong(f"the ci run of seed {seed} on fakeredis did not conform: {report.verdict}")
+        per_seed[seed] = report.examples
+        if report.unreached:
+            short.append(seed)
+    nominal = PROFILES["ci"].examples
+    note = (f"ci profile (nominal {nominal}) on fakeredis, median {statistics.median(per_seed.values()):g}; "
+            + ", ".join(f"seed {k}: {v}" for k, v in per_seed.items())
+            + (f"; seeds {short} ended short of a cell" if short else ""))
+    return [Figure("coverage.ci.examples", max(per_seed.values()), "examples", note=note)]
+
+
 def lifecycle_figures(label: str, target: LiveTarget, url: str | None, ids: Ids, params: Params) -> list[Figure]:
     """Single and batched lifecycles on ``target``; with ``url`` (Valkey) next to the
     server replaying the same streams and to valkey-benchmark's ``claim_many``."""
@@ -714,6 +787,8 @@ def run_bench(url: str, params: Params, say: Callable[[str], None] = lambda _: N
         bench.figures += driver_figures(params, next(f.value for f in bench.figures if f.key == "check.model"))
         say("shrinking")
         bench.figures += shrink_figures(params)
+        say("coverage")
+        bench.figures += coverage_figures(params)
         say("lifecycle")
         bench.figures += lifecycle_figures("fakeredis", fake, None, ids, params)
         bench.figures += lifecycle_figures("valkey", valkey, url, ids, params)

@@ -93,6 +93,7 @@ BOUNDS: dict[str, Bound] = {
     "bench --repeat": _n(1, 1_000, "runs"),
     "bench --shrink-mutants": _n(1, 10**5, "mutants"),
     "bench --shrink-budget": _s(DAY),
+    "bench --coverage-seeds": _n(0, 1_000, "seeds"),
     "audit --batch": _n(1, 10**6, "ids"),
     "audit --keep": _n(0, 10**8, "violations"),
     "pytest --emq-seed": _n(0, SEED_MAX, "a seed"),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from emq_kit import bench, cli
+from emq_kit.check import run
 from emq_kit.check.live import LiveTarget
 from emq_kit.errors import BadArgument
 
@@ -23,16 +24,19 @@ TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--
 def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureRequest, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Without --url on its own valkey-server; with --url on a database other than 0, which
-    valkey-cli and valkey-benchmark must address too (the replay checks its effect)."""
+    valkey-cli and valkey-benchmark must address too (the replay checks its effect). The
+    coverage figure (a whole ci run a seed) is measured in one of the two, left out by
+    ``--coverage-seeds 0`` in the other."""
     out = tmp_path / "bench.json"
     url = ["--url", request.getfixturevalue("valkey").url + "/5"] if where == "url" else []
-    assert cli.main(["bench", *TINY, *url, "--report", str(out)]) == cli.EXIT_OK
+    seeds = ["--coverage-seeds", "0" if where == "url" else "1"]
+    assert cli.main(["bench", *TINY, *url, *seeds, "--report", str(out)]) == cli.EXIT_OK
     data = json.loads(out.read_text())["bench"]
     assert data["machine"]["nproc"] >= 1 and data["machine"]["cpu"]
     assert data["versions"]["server"].startswith("valkey ") and data["versions"]["python"]
     assert data["params"]["sizes"] == [10, 100] and data["params"]["batch"] == 20
     figures = {f["key"]: f for f in data["figures"]}
-    want = {"model", "rtt.fakeredis", "rtt.valkey", "check.model", "check.fakeredis", "check.valkey",
+    want = {"model", "rtt.fakeredis", "rtt.valkey", "hypothesis.floor", "check.model", "check.fakeredis", "check.valkey",
             "check.valkey.server_clock", "check.node.valkey",
             "lifecycle.fakeredis.single", "lifecycle.fakeredis.batched", "lifecycle.valkey.single",
             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
@@ -44,6 +48,11 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     want |= {"audit.valkey.seconds.30", "audit.valkey.memory.30"}
     want |= {"check.driver.model", "foreign.full_report", "shrink.fakeredis.median", "shrink.fakeredis.max"}
     assert figures["shrink.fakeredis.median"]["value"] <= figures["shrink.fakeredis.max"]["value"]
+    if where != "url":
+        want.add("coverage.ci.examples")
+        examples, nominal = figures["coverage.ci.examples"]["value"], run.PROFILES["ci"]
+        assert nominal.examples <= examples <= nominal.examples + nominal.extra_examples
+        assert f"seed 1: {examples}" in figures["coverage.ci.examples"]["note"]
     # 2 examples of 5 steps may meet none of the foreign port's differences: then no first one
     assert set(figures) - {"foreign.first_difference"} == want
     if "foreign.first_difference" in figures:
@@ -56,10 +65,14 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
             assert f["ceiling"] > 0 and f["ceiling_by"], key
             assert f["ratio"] == pytest.approx(f["value"] / f["ceiling"]), key
     with_ceiling = {k for k, f in figures.items() if f["ceiling"] is not None}
-    assert with_ceiling == {"rtt.valkey", "check.fakeredis", "check.valkey", "check.valkey.server_clock",
+    assert with_ceiling == {"rtt.valkey", "check.model", "check.fakeredis", "check.valkey", "check.valkey.server_clock",
                             "check.node.valkey", "check.driver.model", "lifecycle.valkey.single",
                             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
-    assert {k for k, f in figures.items() if f["goal"]} == set(bench.GOALS)
+    assert {k for k, f in figures.items() if f["goal"]} == set(bench.GOALS) & set(figures)
+    for f in figures.values():  # met: the ratio's goal when there is one, else the value's, a ceiling in AT_MOST
+        goal, ratio_goal = f["goal"], f["goal_ratio"]
+        assert f["met"] == (f["ratio"] >= ratio_goal if ratio_goal else None if goal is None else
+                            f["value"] <= goal if f["key"] in bench.AT_MOST else f["value"] >= goal), f["key"]
     assert {k: f["goal_ratio"] for k, f in figures.items() if f["goal_ratio"]} == bench.GOAL_RATIOS
     table = capsys.readouterr().out
     assert all(key in table for key in figures) and "ceiling" in table and "valkey" in table

@@ -363,13 +363,10 @@ def _record(run: Run, found: list[Difference], divergence: Divergence, started: 
     return sig
 
 
-def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, run: Run) -> Divergence | None:
-    """One round of a machine (a zero-argument factory) on ``run``: ``examples`` examples
-    of up to ``steps`` steps from ``seed`` (windows of steps, emq_kit/check/window.py);
-    the divergence it found, if any. An error that ends the run (``run.fatal``) and a kit
-    bug are raised as themselves, a failed search as ``SearchFailed``."""
-    factory = hseed(seed)(machine)
-    config = settings(
+def search_settings(examples: int, steps: int) -> settings:
+    """Hypothesis's settings for one round of ``examples`` examples of up to ``steps``
+    steps (bench's ``hypothesis.floor`` runs an empty machine under the same)."""
+    return settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
@@ -385,6 +382,15 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, ru
         # so what it shrank would depend on the machine's load).
         report_multiple_bugs=False,
     )
+
+
+def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, run: Run) -> Divergence | None:
+    """One round of a machine (a zero-argument factory) on ``run``: ``examples`` examples
+    of up to ``steps`` steps from ``seed`` (windows of steps, emq_kit/check/window.py);
+    the divergence it found, if any. An error that ends the run (``run.fatal``) and a kit
+    bug are raised as themselves, a failed search as ``SearchFailed``."""
+    factory = hseed(seed)(machine)
+    config = search_settings(examples, steps)
     try:
         with with_reporter(lambda _: None):  # the report and the trace say it better
             run_machine(factory, config)

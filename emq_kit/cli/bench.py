@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from emq_kit.bench import QUEUE, Bench, Params, run_bench
+from emq_kit.bench import AT_MOST, QUEUE, Bench, Params, run_bench
 from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, claimed, sizes
 from emq_kit.layouts import layout
@@ -29,14 +29,16 @@ def format_bench(bench: Bench) -> str:
         "before the run",
         "  " + ", ".join(f"{k} {val}" for k, val in v.items()),
         "",
-        f"  {'figure':<34} {'value':>12} {'unit':<13} {'ceiling':>12} {'ratio':>6} {'goal':>8}  note",
+        f"  {'figure':<34} {'value':>12} {'unit':<13} {'ceiling':>12} {'ratio':>6} {'goal':>8} {'met':<3}  note",
     ]
     for f in bench.figures:
         ratio = f"{f.ratio:.2f}" if f.ratio is not None else "-"
         note = "; ".join(x for x in (f.note, f"ceiling: {f.ceiling_by}" if f.ceiling_by else "") if x)
         goal = f"x{f.goal_ratio:.2f}" if f.goal_ratio is not None else number(f.goal)
+        goal = ("<=" if f.key in AT_MOST else "") + goal if goal != "-" else goal
+        met = {True: "yes", False: "NO", None: "-"}[f.met]
         lines.append(f"  {f.key:<34} {number(f.value, f.unit):>12} {f.unit:<13} {number(f.ceiling):>12} "
-                     f"{ratio:>6} {goal:>8}  {note}")
+                     f"{ratio:>6} {goal:>8} {met:<3}  {note}")
     return "\n".join(lines)
 
 
@@ -97,4 +99,6 @@ def register(sub: Any) -> None:
                                f"(default {d.shrink_mutants})")
     number("--shrink-budget", f"seconds each of them may search before it counts as not killed "
                               f"(default {d.shrink_budget:g})")
+    number("--coverage-seeds", f"seeds (1..N) of the ci profile's examples-to-every-cell figure on fakeredis; "
+                               f"0 leaves it out (default {d.coverage_seeds})")
     b.set_defaults(func=cmd_bench)
