@@ -7,8 +7,11 @@ Items (each a call of the library, ``emq_kit.check`` or ``emq_kit.replay``, in p
 the text of a failing one is what ``emq check`` or ``emq replay`` would print):
 
 - ``emq check[TARGET]``: one per target — each ``--emq-driver CMD``, or the built-in
-  client on ``--emq-url`` (fakeredis without one). Passes when the check conforms; a
-  counterexample's trace is written to ``--emq-traces DIR``.
+  client on ``--emq-url`` (fakeredis without one); every ``--emq-X`` is ``emq check
+  --X``. Its differences are testcases of their own, reported after it
+  (``emq::difference::SIGNATURE``: the step table, the seed, signature, class, trace and
+  replay command as JUnit properties); it fails itself only for what no difference
+  carries. Traces are written to ``--emq-traces DIR``.
 - ``emq replay[TRACE]``: one per stored trace ``*.json`` in ``--emq-traces`` (per target).
   A stored trace is a counterexample, so its item is a regression test: it passes when
   the target now agrees with the model at every step of the trace, and fails (with the
@@ -22,15 +25,26 @@ from __future__ import annotations
 import datetime as dt
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import pytest
+from pytest import TestReport
 
 from emq_kit.bounds import bounded, within
 
-Outcome = tuple[int, "dict[str, Any] | None", str]
-"""What an item's call gives: its exit code as the command's, its versioned report
-(specs/schemas/report.json; None when it could not run) and its text."""
+
+class Outcome(NamedTuple):
+    """What an item's call gives: its exit code as the command's, its versioned report
+    (specs/schemas/report.json; None when it could not run), its text, and for a check
+    that ran its ``Report`` (every difference, for a testcase each)."""
+
+    code: int
+    document: dict[str, Any] | None
+    text: str
+    report: Any = None
+
+
+CHOICES = {"clock": ("virtual", "server"), "layout": ("echomq", "bullmq"), "hostile": ("both", "off", "only")}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,12 +53,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--emq-url", metavar="URL", help="the server (default: embedded fakeredis)")
     g.addoption("--emq-driver", metavar="CMD", action="append", default=[],
                 help="check a port through its driver (repeatable: an item per driver)")
+    g.addoption("--emq-scripts", metavar="DIR", help="a script directory with the same calling convention")
     g.addoption("--emq-profile", default="ci", help="the check's profile (default ci)")
     g.addoption("--emq-expect", metavar="FILE", help="the expected-differences file (emq check --expect)")
+    g.addoption("--emq-strict", action="store_true", help="with --emq-expect: an expected difference not met fails")
     g.addoption("--emq-traces", metavar="DIR", default=".emq/traces",
                 help="stored traces to replay, and where new counterexamples go (default .emq/traces)")
     g.addoption("--emq-seed", type=bounded("pytest --emq-seed"),
                 help=f"the check's seed (default: random, in the report; {within('pytest --emq-seed')})")
+    for name in ("examples", "steps", "shrink-steps"):
+        g.addoption(f"--emq-{name}", type=bounded(f"check --{name}"), metavar="N",
+                    help=f"emq check --{name} ({within(f'check --{name}')})")
+    g.addoption("--emq-timeout", type=bounded("check --timeout"), metavar="SECONDS",
+                help=f"with --emq-driver: how long one request may take ({within('check --timeout')})")
+    for name, choices in CHOICES.items():
+        g.addoption(f"--emq-{name}", choices=choices, default=choices[0], help=f"emq check --{name}")
+    g.addoption("--emq-ops", metavar="A,B", help="send only these ops (and the core)")
+    g.addoption("--emq-skip-ops", metavar="A,B", help="never send these ops; their cells are not implemented")
+    g.addoption("--emq-first", action="store_true", help="stop at the first difference")
+    g.addoption("--emq-report", metavar="FILE", help="write each check's versioned JSON report (emq check --report)")
+    g.addoption("--emq-html", metavar="FILE", help="write each check's HTML page (emq check --html)")
 
 
 class EmqFailure(Exception):
@@ -55,31 +83,50 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def run_check(**fields: Any) -> Outcome:
+def run_check(*, report: str | None = None, html: str | None = None, **fields: Any) -> Outcome:
     """``emq_kit.check`` of the options ``fields`` (``CheckOptions``'), as ``emq check
-    --report`` gives it: a run that could not happen is its error's exit code and line."""
+    --report FILE --html FILE`` gives it (``report`` and ``html``: where to write them,
+    probed before the run, OUT-1): a run that could not happen is its error's exit code
+    and line."""
     from emq_kit.api import check
     from emq_kit.check.options import CheckOptions
     from emq_kit.errors import EXIT_ENV, KitError, kit_error
+    from emq_kit.outputs import writable_path
     from emq_kit.report.document import check_document
     from emq_kit.report.text import format_report
 
     try:
         options = CheckOptions(**fields)  # a name that is no option: the caller's TypeError
+        report_path = None if report is None else writable_path(report, "the report")
+        html_path = None if html is None else writable_path(html, "the HTML page")
     except KitError as exc:
-        return exc.exit_code, None, exc.show("check")
+        return Outcome(exc.exit_code, None, exc.show("check"))
     said: list[str] = []
     started = _now()
     try:
-        report = check(options, say=lambda line: said.append(f"emq check: {line}"))
+        result = check(options, say=lambda line: said.append(f"emq check: {line}"))
     except Exception as exc:  # noqa: BLE001 - every error, shown as its class says (emq_kit.errors)
         error = kit_error(exc)
-        return error.exit_code, None, "\n".join([*said, error.show("check")])
-    document = check_document(report, exit=report.exit_code, started=started, finished=_now(), rerun=report.rerun)
-    text = [*said, format_report(report)]
-    if report.trace_error is not None:  # the report stands; the run's own ending is the environment's
-        return EXIT_ENV, document, "\n".join([*text, f"emq check: {report.trace_error}"])
-    return report.exit_code, document, "\n".join(text)
+        return Outcome(error.exit_code, None, "\n".join([*said, error.show("check")]))
+    document = check_document(result, exit=result.exit_code, started=started, finished=_now(), rerun=result.rerun)
+    _write(report_path, html_path, document, result)
+    text = [*said, format_report(result)]
+    if result.trace_error is not None:  # the report stands; the run's own ending is the environment's
+        return Outcome(EXIT_ENV, document, "\n".join([*text, f"emq check: {result.trace_error}"]), result)
+    return Outcome(result.exit_code, document, "\n".join(text), result)
+
+
+def _write(report: Path | None, html: Path | None, document: dict[str, Any], result: Any) -> None:
+    """The ``--report`` and ``--html`` files of a check, as ``emq check`` writes them."""
+    import json
+
+    from emq_kit.redaction import write_text
+    from emq_kit.report.html import check_html, write
+
+    if report is not None:
+        write_text(report, json.dumps(document, indent=2) + "\n")
+    if html is not None:
+        write(html, check_html(result))
 
 
 def run_replay(trace: Path, **given: Any) -> Outcome:
@@ -96,25 +143,32 @@ def run_replay(trace: Path, **given: Any) -> Outcome:
         replayed = replay(trace, say=lambda line: said.append(f"emq replay: {line}"), **given)
     except Exception as exc:  # noqa: BLE001 - every error, shown as its class says (emq_kit.errors)
         error = kit_error(exc)
-        return error.exit_code, None, "\n".join([*said, error.show("replay")])
+        return Outcome(error.exit_code, None, "\n".join([*said, error.show("replay")]))
     document = replay_document(str(trace), replayed.result, replayed.target, exit=replayed.exit_code,
                                started=started, finished=_now(), seed=replayed.seed)
-    return replayed.exit_code, document, "\n".join([*said, format_replay(replayed)])
+    return Outcome(replayed.exit_code, document, "\n".join([*said, format_replay(replayed)]))
 
 
 class EmqItem(pytest.Item):
-    """One check or replay as a test: passes on exit 0."""
+    """One check or replay as a test: passes on exit 0. A check's differences are
+    testcases of their own (``pytest_runtest_protocol`` reports them after it), so its
+    item fails only when the run failed for another reason (exit 2, coverage not
+    reached, an expected difference not met under ``--emq-strict``)."""
 
     def __init__(self, *, command: str, call: Callable[[], Outcome], **kw: Any) -> None:
         super().__init__(**kw)
         self.command, self.call = command, call
+        self.outcome: Outcome | None = None
+        self.label: str | None = None  # the target's, when there are several: in each difference's node id
 
     def runtest(self) -> None:
-        code, document, text = self.call()
-        if document is not None:
-            self.user_properties.append(("emq_verdict", document["verdict"]))
-        if code != 0:
-            raise EmqFailure(f"{self.command}: exit {code}\n{text}")
+        self.outcome = outcome = self.call()
+        if outcome.document is not None:
+            self.user_properties.append(("emq_verdict", outcome.document["verdict"]))
+            if outcome.document.get("seed") is not None:
+                self.user_properties.append(("emq_seed", str(outcome.document["seed"])))
+        if outcome.code != 0 and not _carried(outcome):
+            raise EmqFailure(f"{self.command}: exit {outcome.code}\n{outcome.text}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """The failure as pytest shows it and JUnit XML keeps it, scrubbed (SEC-1)."""
@@ -126,6 +180,65 @@ class EmqItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, None, str]:
         return self.path, None, self.name
+
+
+def _carried(outcome: Outcome) -> bool:
+    """Whether a failed check's exit is its new differences alone, each its own
+    testcase: the item of the run itself then passes."""
+    r = outcome.report
+    return (r is not None and outcome.code == 1 and bool(r.new) and not (r.gate and r.unreached)
+            and not (r.strict and r.fixed))
+
+
+def difference_cases(item: EmqItem) -> list[TestReport]:
+    """A testcase per difference of ``item``'s check (lifecycle first, then surface,
+    then those that did not reproduce): failed with its step table, or xfailed when
+    the expectations file lists it; its seed, signature, class, trace and replay
+    command as JUnit properties."""
+    from emq_kit.redaction import scrub
+    from emq_kit.trace.replay import replay_command
+
+    outcome = item.outcome
+    if outcome is None or outcome.report is None:
+        return []
+    report = outcome.report
+    cases = []
+    for d in [*report.differences, *report.unreproduced]:
+        replay = "" if d.trace is None else replay_command(d.trace, report.target)
+        props = [("emq_seed", str(report.seed)), ("emq_signature", str(d.signature)),
+                 ("emq_class", d.klass if d.reproduced else "unreproduced"), ("emq_trace", str(d.trace or "")),
+                 ("emq_replay", scrub(replay))]
+        text = scrub("\n".join([f"{d.signature} ({d.klass}; met {d.met} times; {len(d.shrunk)} steps)",
+                                 d.trace_text or "\n".join(d.divergence.lines),
+                                 *([f"replay it: {replay}"] if replay else []),
+                                 f"run the search again: {report.rerun}"]))
+        # JUnit's classname "emq.difference", its name the signature (a node id's [params] end its name)
+        nodeid = f"emq::difference::{d.signature}" + (f"[{item.label}]" if item.label else "")
+        location = (item.location[0], None, nodeid.removeprefix("emq::"))
+        for when in ("setup", "call", "teardown"):
+            failed = when == "call" and d.expected is None
+            case = TestReport(nodeid, location, {}, "failed" if failed else "passed", text if failed else None,
+                              when, user_properties=props if when == "teardown" else [])
+            if when == "call" and d.expected is not None:
+                case.outcome, case.wasxfail = "skipped", f"expected: {d.expected}"  # type: ignore[attr-defined]
+            cases.append(case)
+    return cases
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a check's item, its differences' testcases, reported like any test's."""
+    yield
+    if not isinstance(item, EmqItem):
+        return
+    cases = difference_cases(item)
+    item.session.testscollected += len(cases) // 3  # tests found by the run: the progress counts them
+    for n in range(0, len(cases), 3):
+        nodeid, location = cases[n].nodeid, cases[n].location
+        item.ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+        for case in cases[n:n + 3]:
+            item.ihook.pytest_runtest_logreport(report=case)
+        item.ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
 
 
 def _targets(config: pytest.Config) -> list[tuple[str, str | None]]:
@@ -142,8 +255,14 @@ def _targets(config: pytest.Config) -> list[tuple[str, str | None]]:
 
 def _shown(command: list[str], given: dict[str, Any]) -> str:
     """The command line ``given`` (its options) amounts to, for the item's failure."""
-    return shlex.join([*command, *(a for k, v in given.items() if v is not None
-                                   for a in (f"--{k.replace('_', '-')}", str(v)))])
+    words = [*command]
+    for key, value in given.items():
+        flag = f"--{key.replace('_', '-')}"
+        if value is True:
+            words.append(flag)
+        elif value not in (None, False, ()):
+            words += [flag, ",".join(value) if isinstance(value, tuple) else str(value)]
+    return shlex.join(words)
 
 
 def _item(session: pytest.Session, name: str, command: str, call: Callable[[], Outcome]) -> EmqItem:
@@ -158,11 +277,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     url, traces = config.getoption("emq_url"), config.getoption("emq_traces")
     stored = sorted(Path(traces).glob("*.json")) if Path(traces).is_dir() else []
     targets = _targets(config)
-    for label, driver in targets:
-        checked = {"profile": config.getoption("emq_profile"), "url": url, "driver": driver,
-                   "seed": config.getoption("emq_seed"), "traces": traces, "expect": config.getoption("emq_expect")}
-        items.append(_item(session, f"emq check[{label}]", _shown(["emq", "check"], checked),
-                           lambda checked=checked: run_check(**{k: v for k, v in checked.items() if v is not None})))
+    for n, (label, driver) in enumerate(targets):
+        checked = {**_check_options(config), "driver": driver,
+                   **{out: _nth(config.getoption(f"emq_{out}"), n, len(targets)) for out in ("report", "html")}}
+        check = _item(session, f"emq check[{label}]", _shown(["emq", "check"], checked),
+                      lambda checked=checked: run_check(**{k: v for k, v in checked.items()
+                                                           if v not in (None, False, ())}))
+        check.label = label if len(targets) > 1 else None
+        items.append(check)
         for trace in stored:
             on = {"url": url, "driver": driver}
             name = f"emq replay[{trace.name}]" if len(targets) == 1 else f"emq replay[{trace.name}-{label}]"
@@ -170,17 +292,64 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                lambda trace=trace, on=on: run_replay(trace, **on)))
 
 
-@pytest.fixture
-def emq_check(tmp_path: Path) -> Iterator[Callable[..., dict[str, Any]]]:
-    """``emq_check(url=…, driver=…, scripts=…, profile=…, seed=…, examples=…, steps=…)``
-    (any option of ``emq_kit.CheckOptions``): run the check and return its report
-    (specs/schemas/report.json); traces go to the test's tmp_path. Raises ``EmqFailure``
-    when the check could not run (exit 2)."""
+def _check_options(config: pytest.Config) -> dict[str, Any]:
+    """The check's options (``CheckOptions``' names) the ``--emq-*`` options give."""
+    get = config.getoption
+    names = ("url", "scripts", "profile", "seed", "examples", "steps", "shrink_steps", "timeout", "clock", "layout",
+             "hostile", "traces", "expect", "strict", "first")
+    return {**{name: get(f"emq_{name}") for name in names},
+            **{name: tuple(get(f"emq_{name}").split(",")) if get(f"emq_{name}") else ()
+               for name in ("ops", "skip_ops")}}
 
-    def check(**options: Any) -> dict[str, Any]:
-        code, document, text = run_check(traces=str(tmp_path / "traces"), **options)
-        if document is None:
-            raise EmqFailure(f"emq check could not run (exit {code}):\n{text}")
-        return document
+
+def _nth(path: str | None, n: int, of: int) -> str | None:
+    """The output file of the ``n``th of ``of`` targets: ``path`` for one, ``NAME-n.EXT``
+    for several (each check writes its own)."""
+    if path is None or of == 1:
+        return path
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}-{n + 1}{p.suffix}"))
+
+
+class CheckResult(dict):  # type: ignore[type-arg]
+    """The ``emq_check`` fixture's answer: the check's versioned report (a dict,
+    specs/schemas/report.json) whose ``repr`` is the check's printout — the causes and
+    each difference's step table — so ``report.assert_conforms()`` (or ``assert
+    report.ok, str(report)``) fails with what ``emq check`` would print, not a dict."""
+
+    def __init__(self, document: dict[str, Any], text: str) -> None:
+        super().__init__(document)
+        self.text = text
+
+    @property
+    def ok(self) -> bool:
+        """The run passed (``emq check`` would exit 0)."""
+        return self["exit"] == 0
+
+    def assert_conforms(self) -> None:
+        """Raise ``AssertionError`` with the printout unless the run passed."""
+        __tracebackhide__ = True
+        if not self.ok:
+            raise AssertionError(f"emq check: exit {self['exit']}\n{self.text}")
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+@pytest.fixture
+def emq_check(tmp_path: Path) -> Iterator[Callable[..., CheckResult]]:
+    """``emq_check(url=…, driver=…, clock=…, timeout=…, ops=…, hostile=…, layout=…,
+    expect=…, report=FILE, html=FILE, …)`` (any option of ``emq_kit.CheckOptions``,
+    and the ``report`` and ``html`` files of ``emq check``): run the check and return
+    its report as a ``CheckResult`` (``.ok``, ``.assert_conforms()``, its printout as
+    its repr); traces go to the test's tmp_path unless ``traces`` says. Raises
+    ``EmqFailure`` when the check could not run (exit 2)."""
+
+    def check(**options: Any) -> CheckResult:
+        options.setdefault("traces", str(tmp_path / "traces"))
+        outcome = run_check(**options)
+        if outcome.document is None:
+            raise EmqFailure(f"emq check could not run (exit {outcome.code}):\n{outcome.text}")
+        return CheckResult(outcome.document, outcome.text)
 
     yield check

@@ -7,6 +7,7 @@ written."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from emq_kit.report.document import validate
 from emq_kit.server import ServerProcess
 
 pytest_plugins = ["pytester"]
@@ -52,7 +54,8 @@ def test_the_check_is_an_item_on_fakeredis_with_its_verdict_in_junit(pytester: p
     (case,) = junit(pytester.path / "j.xml")
     assert (case.get("classname"), case.get("name")) == ("emq", "emq check[fakeredis]")
     assert case.find("failure") is None
-    assert {p.get("name"): p.get("value") for p in case.iter("property")} == {"emq_verdict": "no-divergence"}
+    assert {p.get("name"): p.get("value") for p in case.iter("property")} == {"emq_verdict": "no-divergence",
+                                                                              "emq_seed": "4"}
 
 
 def test_the_check_on_valkey(pytester: pytest.Pytester, valkey: ServerProcess) -> None:
@@ -65,10 +68,11 @@ def test_the_check_on_valkey(pytester: pytest.Pytester, valkey: ServerProcess) -
 def test_a_counterexample_fails_and_its_trace_is_a_regression_item_next_time(pytester: pytest.Pytester) -> None:
     first = pytester.runpytest_subprocess("--emq", "--emq-driver", DEVIATING, *DEV, "--emq-traces", "traces",
                                           "--junitxml", "j1.xml")
-    first.assert_outcomes(failed=1)
-    (case,) = junit(pytester.path / "j1.xml")
+    first.assert_outcomes(passed=1, failed=1)  # the run, and its one difference
+    run, case = junit(pytester.path / "j1.xml")
     failure = case.find("failure")
-    assert failure is not None and "COUNTEREXAMPLE" in (failure.text or "") and "KS-3" in (failure.text or "")
+    assert run.find("failure") is None and case.get("name") == "queue/EMQARG KS-3"
+    assert failure is not None and "<- diverges (queue/EMQARG KS-3)" in (failure.text or "")
     (trace,) = sorted((pytester.path / "traces").glob("*.json"))
 
     # the next run has an item per stored trace; -k picks it alone; it fails while the
@@ -95,9 +99,11 @@ def test_the_expectations_file_reaches_the_check(pytester: pytest.Pytester) -> N
     assert written.returncode == 1 and "KS-3" in (pytester.path / "expect.toml").read_text(), written.stderr
     result = pytester.runpytest_subprocess("--emq", "--emq-driver", DEVIATING, *DEV, "--emq-traces", "t",
                                            "--emq-expect", "expect.toml", "--junitxml", "j.xml")
-    result.assert_outcomes(passed=1)
-    (case,) = junit(pytester.path / "j.xml")
-    assert {p.get("name"): p.get("value") for p in case.iter("property")} == {"emq_verdict": "counterexample"}
+    result.assert_outcomes(passed=1, xfailed=1)  # the run; its difference, expected
+    run, case = junit(pytester.path / "j.xml")
+    assert {p.get("name"): p.get("value") for p in run.iter("property")} == {"emq_verdict": "counterexample",
+                                                                             "emq_seed": "4"}
+    assert case.get("name") == "queue/EMQARG KS-3" and case.find("skipped") is not None
 
 
 def readme_example() -> dict[str, str]:
@@ -127,3 +133,62 @@ def test_a_bad_option_fails_the_item_with_the_commands_own_words(pytester: pytes
     result = pytester.runpytest_subprocess("--emq", "--emq-profile", "nope", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*argument --profile: invalid choice: 'nope'*"])
+
+
+def test_each_difference_is_a_testcase_with_its_seed_signature_class_trace_and_replay(
+        pytester: pytest.Pytester) -> None:
+    """The foreign port's several differences: a JUnit testcase each, failing with its
+    step table; the run's own item passes (its differences carry its failure); the
+    ``--emq-report`` and ``--emq-html`` files are the check's."""
+    result = pytester.runpytest_subprocess("--emq", "--emq-driver", FOREIGN, "--emq-profile", "dev", "--emq-seed",
+                                           "3", "-p", "no:cacheprovider", "--emq-traces", "traces", "--junitxml",
+                                           "j.xml", "--emq-report", "r.json", "--emq-html", "p.html")
+    document = json.loads((pytester.path / "r.json").read_text())
+    validate(document)
+    differences = document["check"]["differences"]
+    assert len(differences) >= 3
+    result.assert_outcomes(passed=1, failed=len(differences))
+    run, *cases = junit(pytester.path / "j.xml")
+    assert run.get("name") == f"emq check[{FOREIGN}]" and run.find("failure") is None
+    assert [c.get("name") for c in cases] == [f"{d['signature']['cell']} {d['signature']['rule']}" for d in differences]
+    for case, d in zip(cases, differences):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props == {"emq_seed": "3", "emq_signature": case.get("name"), "emq_class": d["class"],
+                         "emq_trace": d["trace"], "emq_replay": d["replay"]}
+        text = case.find("failure").text or ""  # type: ignore[union-attr]
+        assert "  #  queue    op" in text and "<- diverges" in text and f"replay it: {d['replay']}" in text
+        assert "'format': 'emq-report'" not in text
+    page = (pytester.path / "p.html").read_text()
+    assert page.count('<section class="difference"') == len(differences)
+
+
+def test_the_plugin_passes_every_check_option(pytester: pytest.Pytester, valkey: ServerProcess) -> None:
+    """Clock, timeout, ops, hostile, layout and the rest reach the check: its rerun line
+    (``CheckOptions.command``) says them back, and the server clock runs on a server."""
+    result = pytester.runpytest_subprocess(
+        "--emq", "--emq-url", valkey.url, "--emq-clock", "server", "--emq-layout", "echomq", "--emq-hostile", "off",
+        "--emq-ops", "enqueue,claim", "--emq-examples", "3", "--emq-steps", "10", *DEV, "--emq-report", "r.json")
+    result.assert_outcomes(passed=1)
+    rerun = json.loads((pytester.path / "r.json").read_text())["check"]["rerun"]
+    for words in ("--clock server", "--hostile off", "--ops enqueue,claim", "--examples 3", "--steps 10"):
+        assert words in rerun, rerun
+    bad = pytester.runpytest_subprocess("--emq", "--emq-timeout", "0", "-p", "no:cacheprovider")
+    assert bad.ret == 4 and "--emq-timeout" in "\n".join(bad.errlines)
+
+
+def test_a_failing_fixture_shows_the_step_table_not_a_dict(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(f"""
+        def test_asserted(emq_check):
+            report = emq_check(driver={DEVIATING!r}, profile="dev", seed=4, clock="virtual", timeout=20,
+                               hostile="both", html="p.html")
+            assert report["exit"] == 0, str(report)
+
+        def test_helper(emq_check):
+            emq_check(driver={DEVIATING!r}, profile="dev", seed=4).assert_conforms()
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert out.count("<- diverges (queue/EMQARG KS-3)") == 2 and "{'format'" not in out
+    assert "AssertionError: emq check: COUNTEREXAMPLE" in out
+    assert '<section class="difference"' in (pytester.path / "p.html").read_text()
