@@ -73,6 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--emq-first", action="store_true", help="stop at the first difference")
     g.addoption("--emq-report", metavar="FILE", help="write each check's versioned JSON report (emq check --report)")
     g.addoption("--emq-html", metavar="FILE", help="write each check's HTML page (emq check --html)")
+    g.addoption("--emq-summary", metavar="FILE", help="write each check's Markdown summary (emq check --summary)")
 
 
 class EmqFailure(Exception):
@@ -83,11 +84,12 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def run_check(*, report: str | None = None, html: str | None = None, **fields: Any) -> Outcome:
+def run_check(*, report: str | None = None, html: str | None = None, summary: str | None = None,
+              **fields: Any) -> Outcome:
     """``emq_kit.check`` of the options ``fields`` (``CheckOptions``'), as ``emq check
-    --report FILE --html FILE`` gives it (``report`` and ``html``: where to write them,
-    probed before the run, OUT-1): a run that could not happen is its error's exit code
-    and line."""
+    --report FILE --html FILE --summary FILE`` gives it (``report``, ``html`` and
+    ``summary``: where to write them, probed before the run, OUT-1): a run that could
+    not happen is its error's exit code and line."""
     from emq_kit.api import check
     from emq_kit.check.options import CheckOptions
     from emq_kit.errors import EXIT_ENV, KitError, kit_error
@@ -99,6 +101,7 @@ def run_check(*, report: str | None = None, html: str | None = None, **fields: A
         options = CheckOptions(**fields)  # a name that is no option: the caller's TypeError
         report_path = None if report is None else writable_path(report, "the report")
         html_path = None if html is None else writable_path(html, "the HTML page")
+        summary_path = None if summary is None else writable_path(summary, "the summary")
     except KitError as exc:
         return Outcome(exc.exit_code, None, exc.show("check"))
     said: list[str] = []
@@ -109,24 +112,29 @@ def run_check(*, report: str | None = None, html: str | None = None, **fields: A
         error = kit_error(exc)
         return Outcome(error.exit_code, None, "\n".join([*said, error.show("check")]))
     document = check_document(result, exit=result.exit_code, started=started, finished=_now(), rerun=result.rerun)
-    _write(report_path, html_path, document, result)
+    _write(report_path, html_path, summary_path, document, result)
     text = [*said, format_report(result)]
     if result.trace_error is not None:  # the report stands; the run's own ending is the environment's
         return Outcome(EXIT_ENV, document, "\n".join([*text, f"emq check: {result.trace_error}"]), result)
     return Outcome(result.exit_code, document, "\n".join(text), result)
 
 
-def _write(report: Path | None, html: Path | None, document: dict[str, Any], result: Any) -> None:
-    """The ``--report`` and ``--html`` files of a check, as ``emq check`` writes them."""
+def _write(report: Path | None, html: Path | None, summary: Path | None, document: dict[str, Any],
+           result: Any) -> None:
+    """The ``--report``, ``--html`` and ``--summary`` files of a check, as ``emq check``
+    writes them."""
     import json
 
     from emq_kit.redaction import write_text
     from emq_kit.report.html import check_html, write
+    from emq_kit.report.markdown import check_summary
 
     if report is not None:
         write_text(report, json.dumps(document, indent=2) + "\n")
     if html is not None:
         write(html, check_html(result))
+    if summary is not None:
+        write_text(summary, check_summary(result))
 
 
 def run_replay(trace: Path, **given: Any) -> Outcome:
@@ -279,7 +287,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     targets = _targets(config)
     for n, (label, driver) in enumerate(targets):
         checked = {**_check_options(config), "driver": driver,
-                   **{out: _nth(config.getoption(f"emq_{out}"), n, len(targets)) for out in ("report", "html")}}
+                   **{out: _nth(config.getoption(f"emq_{out}"), n, len(targets)) for out in ("report", "html", "summary")}}
         check = _item(session, f"emq check[{label}]", _shown(["emq", "check"], checked),
                       lambda checked=checked: run_check(**{k: v for k, v in checked.items()
                                                            if v not in (None, False, ())}))

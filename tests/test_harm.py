@@ -442,6 +442,7 @@ def _outputs(url: str) -> list[tuple[list[str], str, str]]:
         (["check", "--url", url, "--profile", "dev"], "--html", "the HTML page"),
         (["check", "--url", url, "--profile", "dev"], "--traces", "traces"),
         (["check", "--url", url, "--profile", "dev"], "--write-expect", "the expectations"),
+        (["check", "--url", url, "--profile", "dev"], "--summary", "the summary"),
         (["replay", trace, "--url", url], "--report", "the report"),
         (["replay", trace, "--url", url], "--html", "the HTML page"),
         (["replay", trace, "--url", url], "--pytest", ""),

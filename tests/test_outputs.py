@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -176,3 +177,23 @@ def test_the_rerun_line_keeps_the_layout_and_the_refence() -> None:
         "emq check --seed 3 --profile dev --layout bullmq --url 'redis://***@h:1/0'"
     assert CheckOptions(url=url, refence=True, profile="dev").command(3) == \
         "emq check --seed 3 --profile dev --url 'redis://***@h:1/0' --refence"
+
+
+def test_check_writes_a_markdown_summary_of_every_difference(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    """``--summary FILE`` (a CI's ``$GITHUB_STEP_SUMMARY``): the verdict and seed, a row
+    per difference with its trace and replay command, its steps folded, the rerun line."""
+    summary, report = tmp_path / "summary.md", tmp_path / "r.json"
+    assert cli.main(["check", "--driver", f"{sys.executable} {DRIVERS / 'foreign.py'}", "--profile", "dev",
+                     "--seed", "3", "--traces", str(tmp_path / "t"), "--summary", str(summary),
+                     "--report", str(report)]) == 1
+    d = json.loads(report.read_text())
+    text = summary.read_text()
+    differences = d["check"]["differences"]
+    assert text.startswith("### ❌ emq check: ") and "seed **3**" in text
+    rows = [line for line in text.splitlines() if re.match(r"\| \d+ \| `", line)]
+    assert len(rows) == len(differences) >= 3
+    for row, diff in zip(rows, differences):
+        assert f"`{diff['signature']['cell']} {diff['signature']['rule']}`" in row and f"`{diff['replay']}`" in row
+    assert text.count("<details>") == len(differences) and text.count("<- diverges") == len(differences)
+    assert f"run the search again: `{d['check']['rerun']}`" in text

@@ -15,8 +15,10 @@ from emq_kit.check.run import PROFILES
 from emq_kit.cli.common import Outputs, Usage, add_outputs, bounded, within, writable_path
 from emq_kit.cli.progress import Progress
 from emq_kit.layouts import NAMES
+from emq_kit.redaction import write_text
 from emq_kit.report.document import check_document
 from emq_kit.report.html import check_html
+from emq_kit.report.markdown import check_summary
 from emq_kit.report.text import format_report
 
 
@@ -38,11 +40,13 @@ def _names(text: str | None) -> tuple[str, ...]:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``emq check``: the report as text (or ``--json``), ``--report``, ``--html`` and
-    ``--write-expect``. Every argument and output path is checked before anything is
+    ``--write-expect`` and ``--summary``. Every argument and output path is checked before anything is
     written (OUT-1)."""
     options = options_of(args)
     if args.write_expect:  # before the run, not after it
         writable_path(args.write_expect, "the expectations")
+    if args.summary:
+        writable_path(args.summary, "the summary")
     out = Outputs(args)
     progress = Progress(args.examples or PROFILES[args.profile].examples)
 
@@ -63,6 +67,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     out.emit(lambda started, finished: check_document(report, exit=code, started=started, finished=finished,
                                                       rerun=report.rerun))
     out.page(lambda: check_html(report))
+    if args.summary:
+        write_text(args.summary, check_summary(report))
     if report.trace_error is not None:
         raise Usage(report.trace_error)
     return code
@@ -120,4 +126,6 @@ def register(sub: Any) -> None:
                    "the run fails only on differences FILE does not list")
     c.add_argument("--strict", action="store_true", help="with --expect: an expected difference not met fails the run")
     c.add_argument("--write-expect", metavar="FILE", help="write the differences found as an expectations file")
+    c.add_argument("--summary", metavar="FILE", help="write a Markdown summary (every difference, its replay "
+                   "command; for $GITHUB_STEP_SUMMARY)")
     c.set_defaults(func=cmd_check)
