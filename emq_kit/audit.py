@@ -1,4 +1,4 @@
-"""``emq audit``: a read-only check of a live deployment's keyspace (issue 17, part 4).
+"""``emq audit``: a read-only check of a live deployment's keyspace.
 
 For each queue (given, or found by the key grammar ``emq:{q}:…``) it reports the counts
 per location and every violation of INV-1..7 with its id: members with no row, rows in

@@ -680,7 +680,7 @@ def driver_figures(params: Params, alone: float) -> list[Figure]:
 
 
 def shrink_figures(params: Params) -> list[Figure]:
-    """How long shrinking takes (issue 18): ``shrink_mutants`` of the selftest's
+    """How long shrinking takes: ``shrink_mutants`` of the selftest's
     non-equivalent mutants, evenly spaced, each judged as ``emq selftest`` judges it on
     fakeredis (seed 0, ``shrink_budget`` seconds of searching); over the killed ones the
     machine shrank, the median and the most seconds from the first divergence to the

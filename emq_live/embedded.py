@@ -26,8 +26,8 @@ FULL = ("collectgarbage()", b"collectgarbage()")
 """What fakeredis runs after every script (2.41 passes text): a full collection."""
 STEP = b'collectgarbage("step")'
 """What the stand-in runs instead: one incremental step, as Valkey does (a step every
-few script calls). A full collection walks every chunk kept: 290 µs a call with the
-kit's 24 scripts, where the step collects the call's KEYS and ARGV just the same."""
+few script calls). A full collection walks every chunk kept, a cost that grows with the
+scripts compiled, where the step collects the call's KEYS and ARGV just the same."""
 PROBE = "return 1"
 """The script that makes fakeredis create a server's Lua runtime."""
 MOST = 512

@@ -1,7 +1,8 @@
-"""Hand-broken variants of our scripts, one per failure class of issue 4: each is one
-textual edit of one script, applied to a copy of ``emq_live/lua``. An edit that no
-longer applies exactly once raises, so a variant cannot silently turn into the
-unbroken script when the scripts change. Used by the teeth tests and the trace corpus.
+"""Hand-broken variants of our scripts, one per failure class (its ``why`` names the rule
+it breaks): each is one textual edit of one script, applied to a copy of ``emq_live/lua``.
+An edit that no longer applies exactly once raises, so a variant cannot silently turn
+into the unbroken script when the scripts change. Used by the teeth tests and the trace
+corpus.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Least privilege (issue 8, part 4): a Valkey user with the rules of specs/acl.json runs
+"""Least privilege: a Valkey user with the rules of specs/acl.json runs
 the whole conformance suite; without any one rule it cannot; and it can do nothing else.
 
 An administrator connection creates the user, writes the fence once (the user may only

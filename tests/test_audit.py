@@ -1,4 +1,4 @@
-"""``emq audit`` (issue 17, part 4): a read-only census of a live keyspace.
+"""``emq audit``: a read-only census of a live keyspace.
 
 The oracle is the whole-snapshot check: on a corrupted queue, the violations the audit
 finds a batch at a time are exactly ``invariants.check_invariants(queue.snapshot())``'s, at any

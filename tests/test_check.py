@@ -44,12 +44,12 @@ def test_a_ci_run_of_our_scripts_conforms_reaches_every_cell_and_mixes_its_calls
     # unchanged keyspace (emq_kit/check/raw.py), an accepted one as a step
     raw_calls = sum(n for cell, n in report.hits.items() if cell.startswith("raw/"))
     assert report.checks >= 8 * (report.steps - raw_calls)
-    # Raw calls (issue 19): every kind sent, the sweep and the server-clock phase run
+    # Raw calls: every kind sent, the sweep and the server-clock phase run
     assert all(report.hits[f"raw/{kind}"] > 0 for kind in raw.KINDS)
     assert report.phases["sweep"]["calls"] > len(raw.SWEPT)
     clocked = report.phases["server_clock"]
     assert clocked["examples"] == 20 and clocked["steps"] > 0
-    # The op mix (issue 13): our scripts take every op (batches, lanes, raw calls), so more
+    # The op mix: our scripts take every op (batches, lanes, raw calls), so more
     # rules share the steps, and still the lifecycle is half and bad queue names a few per cent
     lifecycle, bad_queues = shares(report)
     assert lifecycle >= 0.5 and 0.01 <= bad_queues <= 0.05, (lifecycle, bad_queues)

@@ -1,4 +1,4 @@
-"""Valkey Cluster (issue 8, part 5): the client through redis-py's ``RedisCluster``
+"""Valkey Cluster: the client through redis-py's ``RedisCluster``
 (``redis+cluster://`` URLs) on a local 3-primary cluster (the session's ``cluster``
 fixture, ``emq_kit.server.ClusterProcess``).
 

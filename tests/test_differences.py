@@ -1,4 +1,4 @@
-"""Issue 13: every difference of a port in one run, classified; partial ports; focus;
+"""Every difference of a port in one run, classified (TR-12..14); partial ports; focus;
 every bad value of the machine's lists reachable."""
 
 from __future__ import annotations

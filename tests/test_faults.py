@@ -1,4 +1,4 @@
-"""Faults (issue 8, part 2): a server crash under ``appendfsync always``, a reply lost in
+"""Faults: a server crash under ``appendfsync always``, a reply lost in
 flight, and a skewed client clock. The rules are specs/lifecycle.md §9 (ALO-*); SCRIPT
 FLUSH and a graceful restart are in tests/test_live.py.
 

@@ -1,4 +1,4 @@
-"""Hostile input (issue 8, part 3).
+"""Hostile input (specs/lifecycle.md §4, CC-6).
 
 - Every script is called directly (EVALSHA through the connection's ``ScriptSet``,
   bypassing the Python checks) with KEYS and ARGV drawn by Hypothesis: a well-formed call

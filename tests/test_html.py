@@ -1,4 +1,4 @@
-"""The HTML report (issue 17, part 3) in a real headless Chromium: each page renders to a
+"""The HTML report in a real headless Chromium: each page renders to a
 non-trivial screenshot with no console message (no script, no blocked load), shows the
 expected ids, and escapes hostile bytes (a payload that would run or load something if
 it were not escaped would log to the console)."""

@@ -1,4 +1,4 @@
-"""The implementation under test (issue 3): every scenario runs on the model, fakeredis
+"""The implementation under test: every scenario runs on the model, fakeredis
 and Valkey. On a live backend every call is also made on the model (``livekit.Twin``):
 answers, refusal codes and whole snapshots must agree, and a refusal must leave every
 key of the server byte for byte as it was."""

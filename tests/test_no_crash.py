@@ -1,4 +1,4 @@
-"""Issue 13 §8: no Hypothesis error ever ends a run. Generation does not follow the
+"""No Hypothesis error ever ends a run. Generation does not follow the
 target's timing (the server clock) nor a driver's restart; a failure outside a step is
 exit 2 with one line (specs/driver-protocol.md DP-17)."""
 

@@ -1,4 +1,4 @@
-"""Every command's one report (issue 17, part 2), from real runs, small: ``--report FILE``
+"""Every command's one report, from real runs, small: ``--report FILE``
 writes the versioned document, ``--json`` prints the same document, both hold against
 specs/schemas/report.json with the exit code and times of the run; ``--html`` pages from
 check, replay and soak render in Chromium; an unwritable output is refused before the run;

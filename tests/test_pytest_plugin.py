@@ -1,4 +1,4 @@
-"""The pytest plugin (issue 17, part 1), through pytester in a fresh pytest process each:
+"""The pytest plugin, through pytester in a fresh pytest process each:
 it adds nothing without ``--emq``; with it, the check is an item per target on fakeredis,
 on Valkey and through a driver, with its verdict in ``--junitxml``; a failing check's
 trace becomes a regression item on the next run that ``-k`` selects, failing while the

@@ -1,4 +1,4 @@
-"""Raw calls (issue 19): the scripts' own checks, reached past the client.
+"""Raw calls: the scripts' own checks, reached past the client.
 
 - The oracle (``rawcalls.verdict``) refuses every spoil with the code of the one thing
   spoiled and accepts every edge, from the contract's tables.

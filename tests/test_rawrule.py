@@ -1,4 +1,4 @@
-"""Raw calls in the conformance machine (issue 19, items 1, 3 and 4).
+"""Raw calls in the conformance machine (emq_kit/check/rawrule.py).
 
 - ``emq check --scripts COPY`` (the ci profile, fewer examples) finds each one-check edit
   of lib.lua and batch.lua (``CHECK_EDITS``) on fakeredis, and a sample on Valkey; the
@@ -29,7 +29,8 @@ from emq_model.spec import cells
 
 MUTANTS = dict(zip((e.name for e in raw.CHECK_EDITS), check_mutants()))
 SAMPLE = ("id-bound-strict", "queue-min", "keys-count", "batch-limit-off", "time-seconds", "decimal-sign")
-"""One edit of each check the issue names, for the Valkey leg."""
+"""One edit of each kind of check (the id bound, the queue bytes, the KEYS count, the batch
+limit, the TIME arithmetic, the canonical decimal), for the Valkey leg."""
 
 
 def _edited(name: str, into: Path) -> Path:
@@ -46,7 +47,8 @@ def _finds(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], url: s
     traces = tmp_path / "traces"
     # --first: the edit's first difference, its one trace (a run reports every one by default)
     argv = ["check", "--scripts", str(copy), "--seed", "1", "--examples", "50", "--first", "--traces", str(traces)]
-    # on a server, the machine's own queue names: a suffixed run sends no raw calls (README)
+    # on a server, the machine's two queues under their logical names (--queue), the raw
+    # calls' under the run's suffix (OWN-2)
     on_server = ["--url", url, "--queue", QUEUES[0], "--queue", QUEUES[1]] if url else []
     assert cli.main(argv + on_server) == cli.EXIT_FAIL, name
     out = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The one report (issue 17, part 2): every command's result, turned into the versioned
+"""The one report: every command's result, turned into the versioned
 document by emq_kit/report/document.py, is valid against specs/schemas/report.json — and the
 schema has teeth: a document missing its body, its version or a signature is refused."""
 

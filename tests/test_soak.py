@@ -1,4 +1,4 @@
-"""``emq soak`` (issue 8, part 1): the history check catches a non-atomic claim (two
+"""``emq soak`` (specs/soak.md): the history check catches a non-atomic claim (two
 round trips, interleaved step by step in one process, so the race is forced, not hoped
 for) and accepts the atomic one under the same interleaving; a real soak on Valkey keeps
 every job and passes; the command's table, JSON and exit codes; no process outlives a
@@ -231,7 +231,7 @@ def test_the_busy_group_gets_its_share_of_the_jobs() -> None:
 
 
 def test_a_soak_with_lanes_keeps_every_job_and_reports_each_groups_service(valkey: ServerProcess) -> None:
-    """Issue 15, item 4: many groups, one very busy; accounting, invariants and the
+    """SOAK-20..22: many groups, one very busy; accounting, invariants and the
     history check as for the core, and each group's share of the grouped claims and its
     longest wait."""
     cfg = SoakConfig(workers=3, jobs=240, seconds=40, lanes=6, busy=0.7, crash=0.05, check_seconds=30, seed=5)

@@ -1,4 +1,4 @@
-"""Stray keys (issue 14, item 9): an operator writes keys under a queue's prefix just
+"""Stray keys: an operator writes keys under a queue's prefix just
 outside the grammar (``faults.STRAY_KEYS``); every snapshot reports exactly those keys as
 stray, on the model, the embedded fakeredis (read from memory), snapshot.lua on Valkey and
 Redis 7, and a driver; the calls between answer as if they were not there; the trace

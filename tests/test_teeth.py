@@ -1,5 +1,5 @@
 """Teeth: `emq check --scripts DIR` must reject each hand-broken variant of our scripts
-(tests/broken.py), one per failure class of issue 4, and pass the real ones."""
+(tests/broken.py), one per failure class, and pass the real ones."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Path]:
     scripts = broken_dir(variant("complete-from-schedule"), tmp_path_factory.mktemp("broken"))
     target = LiveTarget(None, str(scripts))
     try:
-        # Raw calls off: a trace with raw steps keeps its ids (TR-5, issue 19), and this
+        # Raw calls off: a trace with raw steps keeps its ids (TR-5), and this
         # counterexample is the client's, whose ids are renamed. The first difference
         # is the one recorded (``--first``): the search for the others cost a minute.
         report = run_check(target, PROFILES["ci"], seed=1, raw_calls=False, focus=Focus(report=False))

@@ -1,4 +1,4 @@
-"""The kit's own trust (issue 14): bad input is one line and exit 2, never a traceback;
+"""The kit's own trust: bad input is one line and exit 2, never a traceback;
 a mutant is killed only by a counterexample; an exception in the kit's own code is an
 ``emq bug``, never the target's crash; secrets stay out of what is printed and written.
 Servers: fakeredis, and the session's Valkey 8 and Redis 7."""
@@ -86,7 +86,7 @@ def dead_url() -> str:
         return f"redis://127.0.0.1:{s.getsockname()[1]}"
 
 
-# -- item 1: one line, exit 2 -------------------------------------------------------------
+# -- one line, exit 2 ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", ["check", "bench"])
@@ -206,7 +206,7 @@ def test_the_well_formed_trace_of_the_malformed_ones_replays(tmp_path: Path, cap
     assert code == cli.EXIT_OK, out
 
 
-# -- item 2: no false kills, no blaming the target for our bugs ------------------------------
+# -- no false kills, no blaming the target for our bugs --------------------------------------
 
 
 def test_selftest_on_an_unreachable_server_kills_nothing(capsys: Any) -> None:
@@ -250,7 +250,7 @@ def test_a_type_error_in_our_client_is_a_kit_bug_not_a_crash(where: str, request
     assert "emq bug" in line and "our own mistake" in line and "report" in line
 
 
-# -- item 4: secrets stay out -----------------------------------------------------------------
+# -- secrets stay out -------------------------------------------------------------------------
 
 PASSWORD = "pw-not-to-be-seen"
 
@@ -299,7 +299,7 @@ def test_finite_seconds_reject_infinity() -> None:
         seconds(str(math.inf))
 
 
-# -- items 6, 7, 8: nothing left behind, nothing wiped silently, progress -----------------------
+# -- nothing left behind, nothing wiped silently, progress ---------------------------------
 
 
 MINE = ("mine", "mine-too")  # a user's queue names, given with --queue

@@ -1,8 +1,8 @@
 """Packed draws: the small choices of a rule drawn as one Hypothesis choice.
 
-Hypothesis's cost is per choice (each is recorded, spanned and replayed for shrinking:
-about 25 µs here), and a rule with five arguments paid five of them: on a fast server
-that was most of a checked step. A ``Draw`` names the fields of a rule, each a short
+Hypothesis's cost is per choice (each is recorded, spanned and replayed for shrinking),
+and a rule with five arguments would pay five of them: on a fast server most of a
+checked step. A ``Draw`` names the fields of a rule, each a short
 sequence of options (at most 256), and draws one byte string with a byte per field;
 field i is ``options[byte_i % len(options)]``.
 

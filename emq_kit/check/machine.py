@@ -199,7 +199,7 @@ seconds so that a seed's counterexample does not depend on the machine's load. W
 few: over the selftest's mutants the kit's minimizer alone (budget 0) made traces as
 short as 2,000 or unbounded steps of Hypothesis's shrinking did; what Hypothesis adds is
 simpler values (a lease of 1 ms where the search drew 11), which its first few hundred
-steps make. About a second on the embedded fakeredis (benchmarks/README.md)."""
+steps make. ``emq bench`` measures it (``shrink.*``)."""
 
 
 @dataclass
@@ -357,7 +357,7 @@ class Selection(RuleStrategy):
         self.weights = getattr(machine, "weights", WEIGHTS)
         # Heaviest first, sorted once: an integer draw leans to 0 (the shrinker's aim, and
         # a constant Hypothesis mixes in), so index 0 must be the most common rule, not
-        # whichever sorts first by name (bad_queue, which was 7-17% of calls at weight 1).
+        # whichever sorts first by name (bad_queue, weight 1, would then be drawn far above it).
         self.heaviest = sorted(self.rules, key=lambda r: -self.weights.get(r.function.__name__, 1))
         self.weight = {id(r): self.weights.get(r.function.__name__, 1) for r in self.rules}
         self.allowed: list[Any] | None = None  # _in_focus's

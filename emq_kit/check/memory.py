@@ -1,9 +1,9 @@
 """The snapshot of a queue on the embedded fakeredis, read out of the server's memory.
 
 fakeredis runs in this process and compiles a Lua script on every call (and collects
-the Lua heap after it), so snapshot.lua cost the machine about 0.9 ms a step there, most
-of a step. The embedded server's keyspace is right here: this module builds, from its
-memory, the reply snapshot.lua would give (same keys, same order, same stray rules) and
+the Lua heap after it), so snapshot.lua there would be most of a checked step's cost.
+The embedded server's keyspace is right here: this module builds, from its memory, the
+reply snapshot.lua would give (same keys, same order, same stray rules) and
 hands it to the client's one reply parser (``Queue.snapshot_answer``), so the rules of
 what a keyspace means live once. On every real server the machine reads with
 snapshot.lua; tests/test_memory.py asserts the two readers agree on every keyspace the

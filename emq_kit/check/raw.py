@@ -1,4 +1,4 @@
-"""Raw calls: the scripts called past the client, as a port may call them (issue 19).
+"""Raw calls: the scripts called past the client, as a port may call them.
 
 The Python client refuses a bad id, queue name or number before any script runs, so the
 scripts' own checks (lib.lua, batch.lua: CC-1, CC-2, CC-6, B-1) are only reached by
@@ -886,4 +886,4 @@ def _check_edits() -> tuple[CheckEdit, ...]:
 
 
 CHECK_EDITS: tuple[CheckEdit, ...] = _check_edits()
-"""The one-check edits of issue 19, item 4 (``emq_kit/check/check_edits.json``)."""
+"""The one-check edits of lib.lua and batch.lua (``emq_kit/check/check_edits.json``)."""

@@ -1,4 +1,4 @@
-"""The conformance machine's raw calls (issue 19): a rule family that calls the target's
+"""The conformance machine's raw calls: a rule family that calls the target's
 scripts past the client, as a port may, and the once-per-run sweep of the kinds the draws
 leave out (``raw.SWEPT``). Mixed into ``Conformance`` for every target that declares
 ``raw`` (our calling convention's scripts on fakeredis, a server, ``--scripts DIR``);

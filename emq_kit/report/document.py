@@ -1,4 +1,4 @@
-"""The one report every command writes (issue 17, part 2): a versioned JSON document,
+"""The one report every command writes: a versioned JSON document,
 ``specs/schemas/report.json``. A function per command turns that command's result into
 the document; ``validate`` holds a document against the schema."""
 
