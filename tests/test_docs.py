@@ -97,3 +97,28 @@ FIRST = ["```sh",
 def test_the_readme_is_a_guide_of_at_most_450_lines_that_starts_with_the_two_commands() -> None:
     lines = (ROOT / "README.md").read_text("utf-8").split("\n")
     assert len(lines) <= 450 and lines[0] == "# emq" and lines[2:6] == FIRST
+
+
+def _check_options() -> set[str]:
+    import argparse
+
+    from emq_kit import cli
+
+    (sub,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {o for a in sub.choices["check"]._actions for o in a.option_strings} - {"-h", "--help"}
+
+
+def test_the_check_synopsis_lists_every_option_of_emq_check_and_no_other() -> None:
+    text = (ROOT / "docs" / "commands.md").read_text("utf-8")
+    (synopsis,) = re.findall(r"```\n(emq check \[.*?)```", text, re.S)
+    assert set(re.findall(r"--[a-z][a-z-]*", synopsis)) == _check_options()
+
+
+def test_each_pytest_option_shown_is_the_plugins() -> None:
+    """Each ``--emq-X`` a synopsis shows is ``emq check --X`` (the plugin passes it on)
+    or one of the plugin's own."""
+    plugin = (ROOT / "emq_kit" / "pytest_plugin.py").read_text("utf-8")
+    for path in (ROOT / "README.md", ROOT / "docs" / "ci.md"):
+        for synopsis in re.findall(r"```\n(pytest --emq .*?)```", path.read_text("utf-8"), re.S):
+            for flag in set(re.findall(r"--emq-[a-z-]*[a-z]", synopsis)):
+                assert f"--{flag[6:]}" in _check_options() or f'"{flag}"' in plugin, (path.name, flag)
