@@ -16,6 +16,7 @@ Exit codes: 0 the target conforms (the command did what it was asked), 1 a diffe
       TargetUnavailable         the target cannot be had, or was lost
         FencedElsewhere         its {emq}:version is another wire version (KS-6)
         ServerUnreachable       no server answers there
+          Unkillable            ... it runs a script SCRIPT KILL cannot stop
         DriverUnavailable       a port's driver that does not start (DP-9)
       ToolMissing               an external program is not installed
       ServerError               a throwaway server cannot be had (emq_kit.server)
@@ -37,6 +38,7 @@ Exit codes: 0 the target conforms (the command did what it was asked), 1 a diffe
         DriverTimeout
         DriverGarbage
       ProtocolError
+      ScriptHang                a script that did not return within its bound (CC-9)
 
 A ``TargetFault`` is never shown by itself: met outside a step (no step to judge), the
 run cannot go on and the target counts as lost (``kit_error``). Counterexamples are
@@ -90,6 +92,11 @@ class FencedElsewhere(TargetUnavailable):
 class ServerUnreachable(TargetUnavailable):
     """The server cannot be reached at all (refused, timed out, not a Redis/Valkey
     server): the environment's fault, never a verdict on the scripts it would run."""
+
+
+class Unkillable(ServerUnreachable):
+    """A script still running on the server that ``SCRIPT KILL`` cannot stop (it has
+    written, CC-9): the server answers nothing else until it is restarted."""
 
 
 class DriverUnavailable(TargetUnavailable):
@@ -187,6 +194,17 @@ class DriverGarbage(DriverError):
 
 class ProtocolError(ValueError, TargetFault):
     """A message that breaks the driver protocol."""
+
+
+class ScriptHang(TargetFault):
+    """A script call that did not return within the kit's bound (specs/lifecycle.md
+    CC-9): stopped (the embedded fakeredis aborts its Lua; a server's is stopped with
+    ``SCRIPT KILL``), or, ``stuck``, still running on the server: it had written, so
+    ``SCRIPT KILL`` cannot stop it, and the server answers nothing else until restarted."""
+
+    def __init__(self, message: str, stuck: bool = False) -> None:
+        super().__init__(message)
+        self.stuck = stuck
 
 
 class Interrupted(KeyboardInterrupt):

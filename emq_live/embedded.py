@@ -33,17 +33,42 @@ PROBE = "return 1"
 MOST = 512
 """Compiled chunks kept at most (a selftest child runs mutants of a few scripts; a raw
 call sends assembled scripts only): past it the cache starts again."""
+CPU_SECONDS = 10.0
+"""The CPU seconds one script may run here before it counts as one that never returns
+(lifecycle.md CC-9): over three times the largest calls the contract allows (a
+10,000-item ``enqueue_many`` takes 2.8 s of CPU here, a ``claim_many`` of 10,000 jobs
+2.0 s). CPU time, not wall time: a loaded machine does not make a call look hung."""
+HANG = "EMQHANG"
+"""The first word of the error a script stopped at ``CPU_SECONDS`` raises."""
+WATCH = """
+local sethook, clock, fail = debug.sethook, os.clock, error
+return function(seconds)
+  local limit = clock() + seconds
+  sethook(function()
+    if clock() > limit then
+      sethook()
+      fail("%s the script ran past " .. seconds .. " s of CPU without returning (CC-9)", 0)
+    end
+  end, "", 1000)
+end, function() sethook() end
+""" % HANG
+"""A count hook every 1,000 instructions that stops the script past its bound: an
+infinite loop in a script would otherwise hang the kit's own process (no SCRIPT KILL
+reaches an in-process Lua)."""
 
 
 class CompiledScripts:
     """A fakeredis server's ``LuaRuntime`` whose ``execute`` compiles a source once."""
 
-    def __init__(self, runtime: Any) -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: Any, seconds: float | None = None) -> None:
+        self.runtime, self.seconds = runtime, CPU_SECONDS if seconds is None else seconds
         self.chunks: dict[Any, Any] = {}
         self.compiled = 0  # sources compiled: the test's proof that a chunk is reused
+        self.watch, self.unwatch = runtime.execute(WATCH)
 
     def execute(self, source: Any, *args: Any) -> Any:
+        """Run ``source`` (compiled once), stopped with a ``HANG`` error past ``seconds``
+        of CPU."""
         source = STEP if source in FULL else source
         chunk = self.chunks.get(source)
         if chunk is None:
@@ -51,7 +76,11 @@ class CompiledScripts:
                 self.chunks.clear()
             chunk = self.chunks[source] = self.runtime.compile(source)
             self.compiled += 1
-        return chunk(*args)
+        self.watch(self.seconds)
+        try:
+            return chunk(*args)
+        finally:
+            self.unwatch()
 
     def __getattr__(self, name: str) -> Any:  # table_from, globals, eval, ...: the runtime's
         return getattr(self.runtime, name)

@@ -3,10 +3,11 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from emq_kit.check import memory
+from emq_kit.check import hang, memory
 from emq_kit.check.window import BatchReply
 from emq_live.client import BadReply, Queue
 from emq_live.urls import redact
@@ -120,11 +121,14 @@ class LiveTarget:
         from redis.cluster import RedisCluster
 
         self.raw = not isinstance(self.conn.redis, RedisCluster)
+        if url is not None and self.raw and hang.SERVER_SECONDS:  # a script past it is stopped (CC-9, hang.py)
+            self.conn.redis.connection_pool.connection_kwargs["socket_timeout"] = hang.SERVER_SECONDS
         self.queues: dict[str, Any] = {}
         self.batch_max = WINDOW if observe and self.conn.server is None else 0
         self.timed = False  # see time_calls
         self.times: tuple[int, int] | None = None  # see bracket
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
+        self.stuck = False  # a script SCRIPT KILL cannot stop runs on the server (CC-9): it answers nothing else
         self.spoiled: dict[str, bytes | None] = {}  # key -> its DUMP before ``spoil_key``
 
     def reset(self) -> None:
@@ -147,15 +151,33 @@ class LiveTarget:
         self.times = None  # before anything can raise: no window of an earlier call
         queue = self.queue(name)
         if not isinstance(queue, ObservedQueue):
-            return call_then(queue, op, args, meanwhile)
+            with self._bounded(f"{op} on {name!r}"):
+                return call_then(queue, op, args, meanwhile)
         queue.meanwhile, queue.timed, queue.times = meanwhile, self.timed, None
         try:
-            return getattr(queue, op)(**args)
+            with self._bounded(f"{op} on {name!r}"):
+                return getattr(queue, op)(**args)
         finally:
             self.times = queue.times
             work, queue.meanwhile = queue.meanwhile, None
             if work is not None:
                 work()
+
+    @contextlib.contextmanager
+    def _bounded(self, what: str) -> Iterator[None]:
+        """A server's call that ran past ``hang.SERVER_SECONDS`` is a ``ScriptHang`` once
+        a script was found running and stopped (CC-9); a timeout with no script running
+        is the server's, raised as it came."""
+        import redis
+
+        try:
+            yield
+        except redis.exceptions.TimeoutError:
+            found = hang.stopped(self.url, what) if self.url is not None else None
+            if found is None:
+                raise
+            self.stuck = found.stuck
+            raise found from None
 
     def time_calls(self, on: bool) -> bool:
         """Read the server's ``TIME`` around every script call from now on, in the call's
@@ -208,7 +230,8 @@ class LiveTarget:
                 call = exc
             plan.append((queue, call))
             wire.append(("snapshot", queue.keys, []))
-        results = iter(self.conn.scripts.run_batch(self.conn.redis, wire))
+        with self._bounded(f"a window of {len(calls)} calls"):
+            results = iter(self.conn.scripts.run_batch(self.conn.redis, wire))
         out = []
         for queue, call in plan:
             answer = call if isinstance(call, EmqError) else _answer(call, next(results))
@@ -293,7 +316,7 @@ class LiveTarget:
         import redis
 
         try:
-            for name in sorted(self.used):
+            for name in sorted(self.used) if not self.stuck else ():
                 self._wipe(name)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError):
             pass

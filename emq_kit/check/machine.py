@@ -39,6 +39,8 @@ from emq_kit.check import faults
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.coverage import Coverage, classify
 from emq_kit.check.draws import Draw
+from emq_kit.check.hang import RULE as HANG_RULE
+from emq_kit.check.hang import hang_of, is_hang
 from emq_kit.check.lanes import BAD_GROUPS, LaneRules
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
@@ -242,11 +244,17 @@ class Run:
     shrink ends with."""
     fatal: BaseException | None = None
     """A failure outside a step (the target's ``reset``): the run ends on it (DP-17)."""
+    stuck: bool = False
+    """A script still runs on the server that SCRIPT KILL cannot stop (CC-9): the round
+    ends with its hang, and no step is sent again."""
 
     def starting(self) -> None:
         """An example starts: a stopping point for Ctrl-C (``emq_kit.interrupts``, INT-1);
         ``ShrinkCut`` if it would shrink past the budget."""
         interrupts.check()
+        if self.stuck or (self.shrinking and self.best is not None and is_hang(self.best.step.target)):
+            # each example that meets a hang waits out its bound: the minimizer shrinks it
+            raise ShrinkCut("a script never returned (CC-9)")
         if self.shrinking and self.steps - self.shrink_from >= self.shrink_budget:
             raise ShrinkCut(f"{self.steps - self.shrink_from} steps spent shrinking")
 
@@ -305,7 +313,7 @@ def target_outcome(fn: Callable[[], Any]) -> Any:
     except (ConnectionError, OSError, *_connection_errors()):
         raise
     except _target_errors() as exc:
-        return Crash(exc)
+        return Crash(hang_of(exc) or exc)  # the embedded fakeredis's bound stopped a script (CC-9)
     except Exception as exc:  # noqa: BLE001 - ours, by elimination
         raise KitBug(exc, "the client") from exc
 
@@ -637,7 +645,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         """The step's answers equal (INV-8), and for a claim that ran the orphans it
         dropped (``mine`` the model's, ``theirs`` the target's; T-claim-5)."""
         if step.model != step.target or type(step.model) is not type(step.target):
-            raise self.diverge("answer", spec.entry(step.op)["rule"], step,
+            if is_hang(step.target) and step.target.exc.stuck:
+                self.run.stuck = True  # the server runs it still: no example can follow
+            raise self.diverge("answer", HANG_RULE if is_hang(step.target) else spec.entry(step.op)["rule"], step,
                                [f"model answered {step.model!r}", f"target answered {step.target!r}"])
         if step.op in CLAIMS and not isinstance(step.model, EmqError) and mine != theirs:
             raise self.diverge("answer", "T-claim-5", step, [f"model dropped {mine}", f"target dropped {theirs}"])

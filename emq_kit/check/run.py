@@ -252,7 +252,7 @@ def run_check(
                 if run.shrinking:  # this round's wall time from its first failure on
                     shrunk["seconds"] += time.perf_counter() - run.shrink_started
                 phases["shrink"] = {**shrunk, "seconds": round(float(shrunk["seconds"]), 3)}
-                if not focus.report:
+                if not focus.report or run.stuck:  # a server still running a hang answers nothing (CC-9)
                     break
             else:
                 searched += run.examples - before
@@ -262,7 +262,7 @@ def run_check(
             if profile.gate and _unreached(run, focus):
                 left = budget - searched
             round_no, size = round_no + 1, min(profile.round_examples, left)
-        if (raw_on and profile.gate and (focus.report or not found)
+        if (raw_on and profile.gate and (focus.report or not found) and not run.stuck
                 and getattr(clock, "mode", "virtual") != "server"):
             phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
             phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known,
@@ -279,7 +279,7 @@ def run_check(
                     run.first_failure = phase.first_failure
         unreached = _unreached(run, focus)
         minimized, replayed, cuts = time.perf_counter(), 0, 0
-        for d in found:  # replaying a counterexample drops its orphans again: still quiet
+        for d in found if not run.stuck else ():  # replaying a counterexample drops its orphans again: still quiet
             d.met = run.met[d.signature]
             run.minimizing = True  # the progress line says so: the kit's own minimizer runs
             run.current = list(d.divergence.steps)  # what an interrupt keeps: the difference, not minimal yet
@@ -292,7 +292,7 @@ def run_check(
         if found:
             phases["minimize"] = {"steps": replayed, "budget": STEPS_MAX, "cut": cuts,
                                   "seconds": round(time.perf_counter() - minimized, 3)}
-        found, unreproduced = _reproduced(found, target, layout, phases)
+        found, unreproduced = _reproduced(found, target, layout, phases) if not run.stuck else (found, [])
     finally:
         quiet.setLevel(level)
     fenced = fence_divergence(target)  # DP-9d: known at init, before any example

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from emq_kit import interrupts
+from emq_kit.check import hang
+from emq_kit.check.hang import stop_script
 from emq_kit.check.machine import Focus
 from emq_kit.check.names import Names
 from emq_kit.check.run import Profile, run_check
@@ -29,7 +31,6 @@ from emq_kit.errors import BadArgument, CheckFailed, KitBug, KitError, ServerUnr
 from emq_kit.forks import die_with_parent, interrupts_deferred
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
-from emq_live.urls import redact
 from emq_model import spec
 
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR",
@@ -309,6 +310,9 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     def work() -> None:
         die_with_parent(parent_pid)  # a SIGKILLed selftest leaves no mutant running (INT-2)
         _time_commands(calling)
+        # On a server the judge stops a hung script itself once the budget is spent: a
+        # bound of the child's own would race it (CC-9's hang is the same kill)
+        hang.SERVER_SECONDS = 0.0
         child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names))
 
     proc = ctx.Process(target=work, daemon=True)
@@ -387,12 +391,12 @@ def _never_returns(calling: Any) -> bool:
     return bool(sent) and calling.value == sent
 
 
-HANG = "hang"
-"""The rule of a mutant killed because one of its scripts never returned."""
-HANG_AFTER = 10.0
-"""Seconds one command may run on the embedded fakeredis before it counts as a script
-that never returns (the largest call of a run, the sweep's 10,000-item batch, takes
-about one)."""
+HANG = hang.RULE
+"""The rule of a mutant killed because one of its scripts never returned (CC-9)."""
+HANG_AFTER = hang.SERVER_SECONDS
+"""Seconds one command of the child may run before it counts as a script that never
+returns, whatever stopped it or not (the embedded fakeredis stops its own at
+``emq_live.embedded.CPU_SECONDS`` of CPU: this is the wall-clock backstop)."""
 
 
 def _time_commands(calling: Any) -> None:
@@ -411,36 +415,6 @@ def _time_commands(calling: Any) -> None:
             calling.value = 0.0
 
     redis.Redis.execute_command = timed  # type: ignore[method-assign]
-
-
-def stop_script(url: str) -> bool:
-    """``SCRIPT KILL`` on every primary of ``url``: whether a script was running (and is
-    now stopped). A script that has written cannot be killed (``UNKILLABLE``): the server
-    is lost to the run, a ``ServerUnreachable``."""
-    import redis
-    from redis.exceptions import RedisClusterException
-
-    from emq_live.client import _client
-
-    client = _client(url)
-    stopped = False
-    try:
-        nodes = ([client.get_redis_connection(n) for n in client.get_primaries()] if hasattr(client, "get_primaries")
-                 else [client])
-        for node in nodes:
-            try:
-                node.execute_command("SCRIPT", "KILL")
-                stopped = True
-            except redis.exceptions.ResponseError as exc:
-                if str(exc).startswith("UNKILLABLE"):
-                    raise ServerUnreachable(f"a mutant's script is still running on {redact(url)} and has written: "
-                                            "SCRIPT KILL cannot stop it (restart the server)") from None
-                # NOTBUSY: nothing was running
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RedisClusterException) as exc:
-        raise ServerUnreachable(f"lost the server {redact(url)}: {exc}") from None
-    finally:
-        client.close()
-    return stopped
 
 
 
