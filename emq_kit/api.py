@@ -116,6 +116,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
 
     from emq_kit import interrupts
     from emq_kit.check.clock import ServerClock
+    from emq_kit.check.corpus import corpus_phase, replay_corpus
     from emq_kit.check.run import PROFILES, run_check
     from emq_kit.claim import LOST
     from emq_kit.errors import DriverError, DriverUnavailable, FencedElsewhere, TargetUnavailable
@@ -142,10 +143,16 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     try:
         focus = focus_of(options, target)
         clock = ServerClock.for_url(options.url) if options.clock == "server" else None
+        known, seconds = ([], 0.0) if not options.corpus else replay_corpus(
+            Path(options.traces), target, chosen.replay, layout=chosen.name, clock_mode=options.clock, clock=clock)
+        for k in known:
+            k.expected = expected.get(k.now) if k.now is not None else None
         report = run_check(target, PROFILES[options.profile], examples=options.examples, steps=options.steps,
                            seed=seed, progress=watch, clock=clock, layout=chosen, focus=focus,
                            shrink_steps=options.shrink_steps)
-        report.rerun, report.strict = options.command(seed), options.strict
+        report.rerun, report.strict, report.corpus = options.command(seed), options.strict, known
+        if known:  # the corpus ran first: its phase first
+            report.phases = {"corpus": corpus_phase(known, seconds), **report.phases}
         if options.expect:
             from emq_kit.check import expect
 

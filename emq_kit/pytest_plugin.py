@@ -286,11 +286,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     stored = sorted(Path(traces).glob("*.json")) if Path(traces).is_dir() else []
     targets = _targets(config)
     for n, (label, driver) in enumerate(targets):
-        checked = {**_check_options(config), "driver": driver,
+        checked = {**_check_options(config), "driver": driver, "corpus": False,  # its traces are items below
                    **{out: _nth(config.getoption(f"emq_{out}"), n, len(targets)) for out in ("report", "html", "summary")}}
         check = _item(session, f"emq check[{label}]", _shown(["emq", "check"], checked),
                       lambda checked=checked: run_check(**{k: v for k, v in checked.items()
-                                                           if v not in (None, False, ())}))
+                                                           if v is not None and v != ()}))
         check.label = label if len(targets) > 1 else None
         items.append(check)
         for trace in stored:

@@ -82,6 +82,7 @@ class CheckOptions:
     hostile: str = "both"
     expect: str | None = None
     strict: bool = False
+    corpus: bool = True  # replay the traces already in ``traces`` first (emq_kit/check/corpus.py)
 
     def __post_init__(self) -> None:
         for name in ("queues", "ops", "skip_ops"):  # a list is as good as a tuple; the value stays hashable
@@ -101,7 +102,7 @@ class CheckOptions:
         for name in ("url", "scripts", "driver", "expect", "traces"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise _refused(name, f"not a string: {getattr(self, name)!r}")
-        for name in ("wipe", "refence", "first", "strict"):
+        for name in ("wipe", "refence", "first", "strict", "corpus"):
             if not isinstance(getattr(self, name), bool):
                 raise _refused(name, f"not True or False: {getattr(self, name)!r}")
         for name, choices in (("clock", CLOCKS), ("layout", LAYOUTS), ("profile", sorted(PROFILES)),

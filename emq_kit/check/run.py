@@ -148,6 +148,7 @@ class Report:
     gate: bool = False  # whether the profile gates on coverage
     strict: bool = False  # an expected difference not met (``fixed``) fails the run (``--strict``)
     trace_error: str | None = None  # why a difference's trace could not be written (the report still has it)
+    corpus: list[Any] = field(default_factory=list)  # the traces directory replayed first (check/corpus.py Known)
 
     @property
     def steps_per_second(self) -> float:
@@ -160,7 +161,10 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """No new difference, and the coverage the profile demands."""
+        """No new difference, no known trace that still fails (``corpus``), and the
+        coverage the profile demands."""
+        if any(k.regression for k in self.corpus):
+            return False
         return self.verdict in ("conforms", "no-divergence") or (
             self.verdict in ("counterexample", "unreproduced") and not self.new and not (self.gate and self.unreached))
 

@@ -30,7 +30,7 @@ def options_of(args: argparse.Namespace) -> CheckOptions:
         layout=args.layout, profile=args.profile, examples=args.examples, steps=args.steps, seed=args.seed,
         shrink_steps=args.shrink_steps, wipe=args.wipe, refence=args.refence, queues=tuple(args.queue),
         traces=args.traces, first=args.first, ops=_names(args.ops), skip_ops=_names(args.skip_ops),
-        hostile=args.hostile, expect=args.expect, strict=args.strict)
+        hostile=args.hostile, expect=args.expect, strict=args.strict, corpus=not args.no_corpus)
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -126,6 +126,8 @@ def register(sub: Any) -> None:
                    "the run fails only on differences FILE does not list")
     c.add_argument("--strict", action="store_true", help="with --expect: an expected difference not met fails the run")
     c.add_argument("--write-expect", metavar="FILE", help="write the differences found as an expectations file")
+    c.add_argument("--no-corpus", action="store_true", help="do not replay the traces already in --traces "
+                   "before the search (default: replay them and report which still fail)")
     c.add_argument("--summary", metavar="FILE", help="write a Markdown summary (every difference, its replay "
                    "command; for $GITHUB_STEP_SUMMARY)")
     c.set_defaults(func=cmd_check)

@@ -123,6 +123,7 @@ def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt
                   "not_implemented": [f"{op}/{o}" for op, o in getattr(report, "not_implemented", ())],
                   "hits": dict(report.hits)},
         "differences": differences, "causes": causes, "unreproduced": unreproduced, "rerun": rerun,
+        "corpus": [k.to_json() for k in getattr(report, "corpus", ())],
         "op_mix": dict(getattr(report, "op_mix", {}) or {}), "phases": dict(getattr(report, "phases", {}) or {}),
     }
     figures = {"seconds": round(report.seconds, 3), "steps_per_second": round(report.steps_per_second, 1),

@@ -47,7 +47,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1b1b;background:#f
 h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.4em 0 .4em}
 code,.ids,td.args,td.answer{font-family:ui-monospace,monospace;font-size:12.5px}
 table{border-collapse:collapse;margin:.3em 0}th,td{border:1px solid #ccc;padding:.2em .5em;vertical-align:top;text-align:left}
-th{background:#f2f2f2}tr.diverges>td{background:#ffe3e3}
+th{background:#f2f2f2}tr.diverges>td,tr.fails>td{background:#ffe3e3}
 .verdict{display:inline-block;padding:.1em .6em;border-radius:.3em;color:#fff;background:#b00020}
 .verdict.ok{background:#1b7f3a}.rule{font-weight:600;color:#b00020}
 .id{display:inline-block;margin:0 .3em .1em 0;padding:0 .25em;border-radius:.2em;background:#eef}
@@ -291,7 +291,7 @@ def check_html(report: Any) -> str:
     lines = format_report(report).splitlines()
     if report.differences or report.unreproduced:
         return check_page(report, lines)
-    return _page("emq check", _check_head(report) + _coverage(report) + _summary(lines))
+    return _page("emq check", _check_head(report) + _corpus(report) + _coverage(report) + _summary(lines))
 
 
 def _check_head(report: Any) -> str:
@@ -320,6 +320,23 @@ def _coverage(report: Any) -> str:
             + "".join(f'<div class="wide">{heatmap.heatmap(part)}</div>' for part in heatmap.split(matrix)))
 
 
+def _corpus(report: Any) -> str:
+    """The known traces replayed before the search: those that still fail first."""
+    known = getattr(report, "corpus", [])
+    if not known:
+        return ""
+    order = {"fails": 0, "passes": 1, "skipped": 2}
+    rows = "".join(
+        f'<tr class="{k.verdict}"><td>{_e(k.verdict)}</td><td><code>{_e(str(k.path))}</code></td>'
+        f"<td>{_e(str(k.signature or '-'))}</td><td>{_e(str(k.now or ''))}{_e(f' (expected: {k.expected})' if k.expected else '')}"
+        f"{_e(k.reason)}</td><td>"
+        + (f'<code class="command replay">{_e(replay_command(k.path, report.target))}</code>' if k.verdict == "fails"
+           else "") + "</td></tr>" for k in sorted(known, key=lambda k: order[k.verdict]))
+    fails = sum(k.verdict == "fails" for k in known)
+    return (f'<h2 id="corpus">Known traces, replayed first: {fails} still fail</h2><table><tr><th>verdict</th>'
+            f"<th>trace</th><th>written as</th><th>now</th><th>replay it</th></tr>{rows}</table>")
+
+
 def _summary(lines: Sequence[str]) -> str:
     """The text report's lines, wrapped to the page (never a sideways scroll)."""
     return '<h2 id="summary">Summary</h2><pre class="summary">' + "\n".join(_e(line) for line in lines) + "</pre>"
@@ -341,6 +358,7 @@ def check_page(report: Any, summary: Sequence[str]) -> str:
                      f'<td><a href="#cause-{cause_of.get(id(d), 0)}">{cause_of.get(id(d), "-")}</a></td>'
                      f"<td>{len(d.shrunk)}</td><td>{d.met}</td><td><code>{_e(str(d.trace or '-'))}</code></td></tr>")
     parts.append("</table>")
+    parts.append(_corpus(report))
     parts.append(_coverage(report))
     parts.append("<h2>Causes</h2>")
     for c, cause in enumerate(report.causes, 1):

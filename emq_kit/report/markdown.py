@@ -25,6 +25,15 @@ def check_summary(report: Any) -> str:
              f"seed **{report.seed}**, profile {report.profile}; {report.examples:,} examples, {report.steps:,} steps, "
              f"{report.checks:,} invariant checks; cells {report.reached}/{report.total}; {report.seconds:,.1f} s",
              ""]
+    known = getattr(report, "corpus", [])
+    if known:
+        fails = [k for k in known if k.verdict == "fails"]
+        lines += [f"known traces replayed first: {len(fails)} still fail, "
+                  f"{sum(k.verdict == 'passes' for k in known)} pass now", ""]
+        lines += [f"- still fails: {_code(str(k.path))} {_code(str(k.now))}"
+                  + (f" (expected: {printable(k.expected)})" if k.expected else "")
+                  + f" — replay it: {_code(replay_command(k.path, target))}" for k in fails]
+        lines += [""] if fails else []
     found = [*report.differences, *report.unreproduced]
     if found:
         lines += [f"{len(report.differences)} distinct differences in {len(report.causes)} causes"

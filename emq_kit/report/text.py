@@ -53,6 +53,7 @@ def format_report(report: Report) -> str:
         lines.append(f"  fixed — remove it from {report.expect_file}: {sig}")
     if report.expect_file and report.differences and not report.new:
         lines.append(f"  all {len(report.differences)} differences are expected ({report.expect_file})")
+    lines.extend(format_corpus(report))
     if report.differences:
         lines.extend(format_differences(report))
     if report.unreproduced:
@@ -89,6 +90,25 @@ def format_differences(report: Report) -> list[str]:
             lines.extend(format_step(s) for s in d.shrunk)
         if d.trace is not None:
             lines.append(f"    replay it: {replay_command(d.trace, report.target)}")
+    return lines
+
+
+def format_corpus(report: Report) -> list[str]:
+    """The known traces replayed before the search (``check/corpus.py``): those that
+    still fail first, each with the command that replays it, then those that pass now."""
+    if not report.corpus:
+        return []
+    fails = [k for k in report.corpus if k.verdict == "fails"]
+    passes = [k for k in report.corpus if k.verdict == "passes"]
+    skipped = [k for k in report.corpus if k.verdict == "skipped"]
+    lines = ["", f"KNOWN TRACES, replayed first: {len(fails)} still fail, {len(passes)} pass now"
+             + (f", {len(skipped)} not replayed" if skipped else "")]
+    for k in fails:
+        known = f"  EXPECTED ({k.expected})" if k.expected else ""
+        lines.append(f"  still fails: {k.path}  {k.now}{known}")
+        lines.append(f"    replay it: {replay_command(k.path, report.target)}")
+    lines += [f"  passes now: {k.path}  (was {k.signature})" for k in passes]
+    lines += [f"  not replayed: {k.path}  ({k.reason})" for k in skipped]
     return lines
 
 

@@ -104,13 +104,11 @@ def traced(result: Replayed, head: dict[str, Any], names: dict[str, str]) -> Tra
 
 
 def trace_path(directory: Path, trace: Trace) -> Path:
-    """A new file name in ``directory``: seed, rule and a counter."""
-    d = trace.divergence or {}
-    stem = f"seed{trace.header.get('seed')}-{d.get('rule', 'conforms')}"
-    n = 1
-    while (directory / f"{stem}-{n}.json").exists():
-        n += 1
-    return directory / f"{stem}-{n}.json"
+    """The file of ``trace`` in ``directory``: named by its content (``corpus.name``),
+    so the same counterexample found again is the same file."""
+    from emq_kit.check.corpus import name
+
+    return directory / name(trace)
 
 
 # -- printing ---------------------------------------------------------------------------
@@ -235,7 +233,8 @@ def write_trace(report: "Report", directory: Path) -> None:
             trace = Trace({**head, "renamed": {}}, d.shrunk, divergence_json(d.divergence, len(d.shrunk)))
             d.trace_text = (f"replayed {d.replays} times: {showed(d.seen)}\n"
                             + step_table(Replayed(d.shrunk, d.divergence, len(d.shrunk))))
-        d.trace = trace.write(trace_path(directory, trace))
+        path = trace_path(directory, trace)
+        d.trace = path if path.is_file() else trace.write(path)  # known already: the file stays as it was
     if report.differences:
         report.trace, report.trace_text = report.differences[0].trace, report.differences[0].trace_text
 
