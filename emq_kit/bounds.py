@@ -96,9 +96,20 @@ BOUNDS: dict[str, Bound] = {
     "bench --coverage-seeds": _n(0, 1_000, "seeds"),
     "audit --batch": _n(1, 10**6, "ids"),
     "audit --keep": _n(0, 10**8, "violations"),
+    "campaign --seeds": _n(0, SEED_MAX, "a seed, each"),
+    "campaign --examples": _n(1, 10**6, "examples per round"),
+    "campaign --steps": _n(1, 10**4, "steps per example"),
+    "campaign --retries": _n(0, 100, "attempts after the first"),
     "pytest --emq-seed": _n(0, SEED_MAX, "a seed"),
 }
 """Every numeric option: ``"<command> <option>"`` -> its range."""
+
+
+CLUSTER = _n(1, 256, "worker processes")
+"""``--cluster local:N``'s N (``emq campaign``, ``emq selftest``): a part of the option's
+text, so checked where the option is parsed (emq_kit/campaign/cluster.py)."""
+RUNS = _n(1, 10**5, "runs")
+"""A campaign's plan: targets x seeds x profiles x clocks (specs/campaign.md CMP-2)."""
 
 
 def bound(option: str) -> Bound:

@@ -19,6 +19,7 @@ Exit codes: 0 the target conforms (the command did what it was asked), 1 a diffe
           Unkillable            ... it runs a script SCRIPT KILL cannot stop
         DriverUnavailable       a port's driver that does not start (DP-9)
       ToolMissing               an external program is not installed
+      ClusterUnavailable        a campaign's Dask cluster cannot be had (CMP-5)
       ServerError               a throwaway server cannot be had (emq_kit.server)
         ServerMissing           ... its binary is not installed (a ToolMissing too)
         ServerStartError        ... it did not start
@@ -108,6 +109,12 @@ class DriverUnavailable(TargetUnavailable):
 
 class ToolMissing(KitError):
     """An external program the command needs is not installed."""
+
+
+class ClusterUnavailable(KitError):
+    """A campaign's Dask cluster cannot be used (specs/campaign.md CMP-5): its scheduler
+    does not answer, it has no worker, a worker lacks the kit (or has another version of
+    it) or may not start a child process."""
 
 
 class ServerError(KitError):

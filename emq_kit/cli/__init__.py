@@ -16,13 +16,13 @@ import sys
 from typing import Sequence
 
 from emq_kit import interrupts, redaction
-from emq_kit.cli import audit, bench, bundle, check, clean, driver, replay, selftest, soak
+from emq_kit.cli import audit, bench, bundle, campaign, check, clean, driver, matrix, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, Parser, Usage
 from emq_kit.errors import Interrupted, KitBug, kit_error
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Usage", "main", "parser"]
 
-COMMANDS = (check, replay, selftest, driver, bundle, soak, bench, audit, clean)
+COMMANDS = (check, replay, selftest, campaign, matrix, driver, bundle, soak, bench, audit, clean)
 
 
 def parser() -> argparse.ArgumentParser:

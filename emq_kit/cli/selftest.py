@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from emq_kit import interrupts
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, claimed, within
+from emq_kit.cli.campaign import add_cluster
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import selftest_document
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, all_mutants, run_selftest, summary
@@ -64,10 +65,26 @@ def _echomq(args: argparse.Namespace, at: list[str]) -> int:
         _announce(k, n, mutant)
         at.append(f"mutant {k} of {n} ({mutant.key})")
 
+    if args.cluster is not None:
+        return _summarize(args, out, _on_cluster(args, out))
     with claimed(args.url, layout().logical(), command="emq selftest", wipe=args.wipe) as names:
         verdicts = run_selftest(args.url, args.budget, args.seed, args.only,
                                 report=lambda v: out.say(row(v), flush=True), started=started, names=names)
     return _summarize(args, out, verdicts)
+
+
+def _on_cluster(args: argparse.Namespace, out: Outputs) -> list[MutantVerdict]:
+    """The mutants judged on the Dask cluster ``--cluster`` names, each row printed as
+    it ends (in the order they end; the report lists them in the mutants' order)."""
+    from emq_kit.campaign.selftest import run_selftest_on
+
+    def done(k: int, n: int, v: MutantVerdict) -> None:
+        if k == 1:
+            out.say(HEADER)
+        print(f"  mutant {k} of {n} judged: {v.mutant.key}", file=sys.stderr, flush=True)
+        out.say(row(v), flush=True)
+
+    return run_selftest_on(args.cluster, args.url, args.budget, args.seed, args.only, wipe=args.wipe, report=done)
 
 
 def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
@@ -79,6 +96,8 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
             print(f"{m.key}\n    {m.script}.lua:{m.line} in {bullmq.where(m)}(): {m.before.strip()}  ->  "
                   f"{m.after.strip() or '(deleted)'}")
         return EXIT_OK
+    if args.cluster is not None:
+        raise Usage("--cluster judges the mutants of our scripts; BullMQ's are judged here, one after another")
     out = Outputs(args)
     chosen = layout("bullmq")
     if args.url is None:
@@ -123,5 +142,6 @@ def register(sub: Any) -> None:
     t.add_argument("--wipe", action="store_true",
                    help="with --url: allow deleting keys the server already holds under a queue name the run "
                         "writes (the empty name's, which no suffix can mark; refused otherwise)")
+    add_cluster(t, None)
     add_outputs(t, json_file=True)
     t.set_defaults(func=cmd_selftest)

@@ -43,7 +43,8 @@ def validate(document: dict[str, Any]) -> None:
     jsonschema.Draft202012Validator(schema()).validate(document)
 
 
-def _kit_version() -> str:
+def kit_version() -> str:
+    """The installed kit's version (``unknown`` when it is not installed as a package)."""
     try:
         return metadata.version("emq")
     except metadata.PackageNotFoundError:
@@ -61,7 +62,7 @@ def envelope(command: str, verdict: str, exit: int, body: dict[str, Any], *, tar
     return {
         "format": FORMAT, "version": VERSION, "command": command, "verdict": verdict, "exit": exit,
         "target": None if target is None else redact(target), "seed": seed, "figures": figures,
-        "emq": _kit_version(), "spec_version": spec.SPEC_VERSION,
+        "emq": kit_version(), "spec_version": spec.SPEC_VERSION,
         "started": _time(started), "finished": _time(finished), command: body,
     }
 

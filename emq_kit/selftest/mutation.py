@@ -204,7 +204,7 @@ class MutantVerdict:
     """What the machine did to one mutant."""
 
     mutant: Mutant
-    status: str  # killed, survived, equivalent; error: the environment failed, bug: the kit did (never reported)
+    status: str  # killed, survived, equivalent; ERROR: the environment failed, BUG: the kit did (never reported)
     seconds: float  # to the first divergence when killed, else the time spent
     examples: int
     shrunk: int = 0
@@ -238,7 +238,7 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
     try:
         target = (layout or layout_named()).open_target(url, tmp, observe=False, names=names)
     except ServerUnreachable as exc:  # the environment: no verdict on the mutant
-        return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=str(exc))
+        return MutantVerdict(mutant, ERROR, time.perf_counter() - started, 0, reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
     try:
@@ -246,7 +246,7 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         # default) would hold the verdict until the whole budget of examples ran.
         report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout, focus=Focus(report=False))
     except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
-        return MutantVerdict(mutant, "error", time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
+        return MutantVerdict(mutant, ERROR, time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
     except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, SCRIPT_ERROR,
                              " ".join(str(exc).split())[:160])
@@ -261,6 +261,8 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
                          len(report.shrunk), report.divergence.rule, shrink_seconds=shrink)
 
 
+ERROR = "error"
+"""The status of a mutant whose server failed: no verdict (``require_verdict`` stops the run)."""
 BUG = "bug"
 """The status of a mutant whose check failed in the kit's own code, or whose check
 process died: no verdict, the run stops (``emq bug``)."""
@@ -418,27 +420,40 @@ def _time_commands(calling: Any) -> None:
 
 
 
-def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
-                 report: Callable[[MutantVerdict], None] | None = None,
-                 started: Callable[[int, int, Mutant], None] | None = None,
-                 names: Names | None = None) -> list[MutantVerdict]:
-    """Judge every mutant (those whose key contains ``only``, if given). A mutant is
-    killed only by a counterexample (or scripts that do not load): a server that cannot
-    be reached, before or during the run, or ``only`` matching no mutant, is a
-    ``KitError`` (``started`` is called with k and n before mutant k of n). On a
-    server the queues go under ``names``, the run's (emq_kit.claim)."""
-    known = equivalents()
+def chosen_mutants(url: str | None, only: str | None = None, names: Names | None = None) -> list[Mutant]:
+    """The mutants a selftest judges (those whose key contains ``only``, if given;
+    snapshot.lua's on a server only), once the unmutated scripts are seen to load there:
+    a server out of reach or ``only`` matching no mutant is a ``KitError``."""
     chosen = [m for m in all_mutants(observer=url is not None) if not only or only in m.key]
     if not chosen:
         raise BadArgument(f"--only {only!r} matches no mutant (emq selftest --list shows them)")
     layout_named().open_target(url, None, observe=False, names=names).close()  # the unmutated scripts: ServerUnreachable
+    return chosen
+
+
+def settled(v: MutantVerdict, known: dict[str, str]) -> MutantVerdict:
+    """``v`` with a survivor shown equivalent (``equivalents()``) marked so."""
+    if v.status == "survived" and v.mutant.key in known:
+        v.status, v.reason = "equivalent", known[v.mutant.key]
+    return v
+
+
+def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
+                 report: Callable[[MutantVerdict], None] | None = None,
+                 started: Callable[[int, int, Mutant], None] | None = None,
+                 names: Names | None = None) -> list[MutantVerdict]:
+    """Judge every mutant ``chosen_mutants`` gives, one after another. A mutant is
+    killed only by a counterexample (or scripts that do not load): a server that cannot
+    be reached, before or during the run, is a ``KitError`` (``started`` is called with
+    k and n before mutant k of n). On a server the queues go under ``names``, the run's
+    (emq_kit.claim)."""
+    known = equivalents()
+    chosen = chosen_mutants(url, only, names)
     verdicts = []
     for k, mutant in enumerate(chosen, 1):
         if started:
             started(k, len(chosen), mutant)
-        v = require_verdict(judge(mutant, url, budget, seed, names=names), k, len(chosen))
-        if v.status == "survived" and mutant.key in known:
-            v.status, v.reason = "equivalent", known[mutant.key]
+        v = settled(require_verdict(judge(mutant, url, budget, seed, names=names), k, len(chosen)), known)
         verdicts.append(v)
         if report:
             report(v)
@@ -449,7 +464,7 @@ def require_verdict(v: MutantVerdict, k: int, n: int) -> MutantVerdict:
     """``v``, the ``k``-th of ``n``, when the machine gave one; a mutant the environment
     (``error``) or the kit (``BUG``) left without one stops the run, never "survived"."""
     where = f"mutant {k} of {n} ({v.mutant.key})"
-    if v.status == "error":
+    if v.status == ERROR:
         raise ServerUnreachable(f"{where}: {v.reason}")
     if v.status == BUG:
         raise KitBug(CheckFailed(v.reason), where=where)

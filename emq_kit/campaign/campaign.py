@@ -1,0 +1,136 @@
+"""A campaign (specs/campaign.md): the plan's runs handed to a Dask cluster as workers
+free up, each run's report and traces written as it ends, the corpus shared (CMP-7),
+and the campaign's one report. ``emq campaign`` is a thin caller of ``run_campaign``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from emq_kit.campaign import cluster as dask_cluster
+from emq_kit.campaign.combine import ENVIRONMENT, ERROR, VERDICT, RunRecord, campaign_document, distinct
+from emq_kit.campaign.plan import Plan, PlannedRun
+from emq_kit.campaign.tasks import RunResult, run_check
+from emq_kit.outputs import writable_dir
+from emq_kit.redaction import write_text
+from emq_live.urls import redact
+
+RETRIES = 2
+"""Attempts after the first for a run whose environment failed (CMP-4)."""
+
+
+@dataclass
+class Progress:
+    """What the progress line shows: runs done of total, distinct differences so far,
+    and the ETA from the mean run time so far (None before the first run ends)."""
+
+    done: int
+    total: int
+    differences: int
+    eta: float | None
+
+    def line(self) -> str:
+        eta = "?" if self.eta is None else f"{self.eta:,.0f} s"
+        return f"runs {self.done}/{self.total}  differences {self.differences}  ETA {eta}"
+
+
+class Corpus:
+    """The traces found, one directory per target (CMP-7): what a run of the target
+    replays first, and where a run's new traces go (one per signature: a signature the
+    target's corpus already shows is not written again)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.known: dict[str, set[tuple[str | None, str]]] = {}
+
+    def of(self, target: str) -> dict[str, str]:
+        """The target's traces now: file name -> text."""
+        where = self.root / target
+        return {p.name: p.read_text("utf-8") for p in sorted(where.glob("*.json"))} if where.is_dir() else {}
+
+    def keep(self, run: PlannedRun, result: RunResult, document: dict[str, Any]) -> None:
+        """Copy into the corpus the traces of ``document``'s differences whose signature
+        the run's target's corpus does not show yet (nor a trace it replayed)."""
+        known = self.known.setdefault(run.target, set())
+        known |= {(r["signature"]["cell"], r["signature"]["rule"]) for r in result.replayed if r["signature"]}
+        for d in document["check"]["differences"]:
+            sig = (d["signature"]["cell"], d["signature"]["rule"])
+            if d["trace"] is None or sig in known:
+                continue
+            known.add(sig)
+            o = run.options
+            path = self.root / run.target / f"{o.profile}-{o.clock}-{Path(d['trace']).name}"
+            write_text(path, Path(d["trace"]).read_text("utf-8"))
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """The plan as the report gives it (URLs redacted)."""
+    targets = [{"name": t.name, "url": None if t.url is None else redact(t.url), "driver": t.driver,
+                "scripts": t.scripts, "layout": t.layout} for t in plan.targets]
+    return {"targets": targets, "seeds": list(plan.seeds), "profiles": list(plan.profiles),
+            "clocks": list(plan.clocks), "examples": plan.examples, "steps": plan.steps, "hostile": plan.hostile}
+
+
+def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpus: Path | None = None,
+                 retries: int = RETRIES, progress: Callable[[Progress], None] | None = None,
+                 connected: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """Run every run of ``plan`` on the cluster ``spec``; write each run's report under
+    ``out/runs/`` and its new traces into ``corpus`` (default ``out/corpus``); return the
+    campaign's report. ``connected`` is called with the client once the cluster is up
+    (its dashboard), ``progress`` after each run. The plan and the outputs are checked
+    before the cluster is asked for anything (CMP-1, OUT-1)."""
+    runs = plan.runs()
+    writable_dir(str(out), "the campaign's directory")
+    kept = Corpus(corpus or out / "corpus")
+    writable_dir(str(kept.root), "the corpus")
+    records: dict[str, RunRecord] = {}
+    began, clock = dt.datetime.now(dt.timezone.utc), time.monotonic()
+    with dask_cluster.connected(spec) as client:
+        if connected is not None:
+            connected(client)
+        link = dask_cluster.dashboard(client)
+        for done in dask_cluster.bag(client, runs, run_check, lambda r: (r, kept.of(r.target)), retries=retries,
+                                     name=lambda r: r.id):
+            records[done.item.id] = _record(done, kept, out)
+            if progress is not None:
+                spent = time.monotonic() - clock
+                left = len(runs) - len(records)  # the wall time per run so far already counts the workers
+                progress(Progress(len(records), len(runs), distinct(records.values()), spent / len(records) * left))
+        starts = dask_cluster.attempts(client)
+    ordered = []
+    for run in runs:
+        record = records[run.id]
+        record.workers = starts.get(run.id, record.workers)
+        ordered.append(record)
+    return campaign_document(ordered, plan=plan_json(plan), cluster=spec.text, dashboard=link,
+                             corpus=str(kept.root), started=began, finished=dt.datetime.now(dt.timezone.utc))
+
+
+def _record(done: dask_cluster.Done, kept: Corpus, out: Path) -> RunRecord:
+    """A run's end as the campaign keeps it: its report written, its traces into the
+    corpus (the report's paths rewritten to them), or its error."""
+    run: PlannedRun = done.item
+    o = run.options
+    base = {"id": run.id, "target": run.target, "profile": o.profile, "clock": o.clock, "seed": o.seed}
+    if done.error is not None:  # every attempt failed for the environment, or its worker was lost each time
+        return RunRecord(**base, status=ENVIRONMENT, error=f"{type(done.error).__name__}: {done.error}")
+    result: RunResult = done.result
+    if result.document is None:
+        return RunRecord(**base, status=ERROR, error=result.error, replayed=result.replayed)
+    from emq_kit.trace.replay import replay_command
+
+    document = result.document
+    report = out / run.file
+    traces = report.with_suffix(".traces")
+    for d in document["check"]["differences"] + document["check"]["unreproduced"]:
+        name = Path(d["trace"]).name if d["trace"] else None
+        if name in result.traces:  # the worker's path is gone: the trace goes beside the run's report
+            path = write_text(traces / name, result.traces[name])
+            d["trace"], d["replay"] = str(path), replay_command(path, document["check"]["target"])
+    kept.keep(run, result, document)
+    write_text(report, json.dumps(document, indent=2) + "\n")
+    return RunRecord(**base, status=VERDICT, document=document, report=str(report), replayed=result.replayed)

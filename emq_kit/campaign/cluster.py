@@ -1,0 +1,194 @@
+"""The Dask side of a campaign (specs/campaign.md CMP-3..5): which cluster (``local:N``,
+a ``LocalCluster`` of N worker processes here, or ``tcp://HOST:PORT``, a running
+scheduler), connecting to it with every worker probed first, and handing it a bag of
+independent tasks a window at a time. Dask places, retries and reschedules them; the
+kit only reads back each task's result or error and the attempts the scheduler saw.
+
+``dask.distributed`` is imported here only, when a campaign runs: the extra
+``emq[campaign]`` installs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
+
+from emq_kit import bounds
+from emq_kit.campaign.tasks import EVENTS, probe
+from emq_kit.errors import BadArgument, ClusterUnavailable, ToolMissing
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+T = TypeVar("T")
+
+LOCAL = "local:"
+DEFAULT = "local:2"
+CONNECT_SECONDS = 10.0
+"""How long a scheduler, and its first worker, may take to answer."""
+INSTALL = "pip install 'emq[campaign]'"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """``--cluster``: ``workers`` processes of a ``LocalCluster`` here, or a running
+    scheduler's ``address``."""
+
+    text: str
+    workers: int | None = None
+    address: str | None = None
+
+
+def cluster_of(text: str) -> ClusterSpec:
+    """``local:N`` (N in ``bounds.CLUSTER``) or ``tcp://HOST:PORT``; anything else is
+    ``BadArgument`` (CMP-2)."""
+    if text.startswith(LOCAL):
+        count = text[len(LOCAL):]
+        if not count.isdigit():
+            raise BadArgument(f"--cluster {text!r}: local:N needs a number of worker processes")
+        why = bounds.CLUSTER.refusal(int(count))
+        if why is not None:
+            raise BadArgument(f"--cluster {text!r}: the number of worker processes {why}")
+        return ClusterSpec(text, workers=int(count))
+    if text.startswith(("tcp://", "tls://")) and len(text.split("://", 1)[1]) > 0:
+        return ClusterSpec(text, address=text)
+    raise BadArgument(f"--cluster {text!r}: give local:N (N worker processes here) or tcp://HOST:PORT "
+                      "(a running dask scheduler)")
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ToolMissing(f"a campaign runs on Dask distributed, which is not installed: {INSTALL}") from None
+    return distributed
+
+
+@contextlib.contextmanager
+def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Client]:
+    """A client of the cluster ``spec`` names, its workers probed (``checked``; each
+    waited for ``timeout`` seconds, default ``CONNECT_SECONDS``); the
+    ``LocalCluster`` of ``local:N`` is started here, its workers allowed children (the
+    selftest forks one per mutant), and stopped after."""
+    distributed = _distributed()
+    import dask
+
+    timeout = CONNECT_SECONDS if timeout is None else timeout
+    if spec.workers is not None:
+        with dask.config.set({"distributed.worker.daemon": False}):
+            cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
+                                               dashboard_address=_dashboard(), silence_logs=logging.ERROR)
+        try:
+            with distributed.Client(cluster) as client:
+                checked(client, spec, timeout)
+                yield client
+        finally:
+            cluster.close()
+        return
+    try:
+        client = distributed.Client(spec.address, timeout=timeout)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterUnavailable(f"no Dask scheduler answers at {spec.address}: {exc}") from None
+    with client:
+        checked(client, spec, timeout)
+        yield client
+
+
+def _dashboard() -> str | None:
+    """Where a local cluster serves Dask's dashboard: any free port, when bokeh is
+    installed (without it there is none)."""
+    import importlib.util
+
+    return ":0" if importlib.util.find_spec("bokeh") is not None else None
+
+
+def checked(client: Client, spec: ClusterSpec, timeout: float) -> None:
+    """Every worker of ``client`` has this kit's version and may start a child process;
+    there is at least one (CMP-5). Else one ``ClusterUnavailable`` naming the first
+    worker that is not fit, and why."""
+    from emq_kit.report.document import kit_version
+
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise ClusterUnavailable(f"the Dask scheduler at {spec.text} has no worker after {timeout:g} s "
+                                 "(start one: dask worker ADDRESS)") from None
+    ours = kit_version()
+    for worker, said in sorted(client.run(probe, on_error="return").items()):
+        if isinstance(said, BaseException):
+            raise ClusterUnavailable(f"worker {worker} cannot run the kit ({type(said).__name__}: {said}): "
+                                     f"{INSTALL} on every worker") from None
+        if said["emq"] != ours:
+            raise ClusterUnavailable(f"worker {worker} has emq {said['emq']}, this client {ours}: install the "
+                                     "same version on every worker")
+        if not said["children"]:
+            raise ClusterUnavailable(f"worker {worker} may not start a child process: start it with "
+                                     "DASK_DISTRIBUTED__WORKER__DAEMON=False")
+
+
+def dashboard(client: Client) -> str | None:
+    """The cluster's dashboard link, when it serves one (a local cluster does when bokeh
+    is installed)."""
+    if getattr(client, "cluster", None) is not None and _dashboard() is None:
+        return None
+    link = getattr(client, "dashboard_link", None)
+    return str(link) if link else None
+
+
+def threads(client: Client) -> int:
+    """How many tasks the cluster runs at once."""
+    return max(1, sum(client.nthreads().values()))
+
+
+@dataclass
+class Done:
+    """One task's end: its item, its result or the error it ended with."""
+
+    item: Any
+    result: Any = None
+    error: BaseException | None = None
+
+
+def bag(client: Client, items: Sequence[T], task: Callable[..., Any], args: Callable[[T], tuple[Any, ...]], *,
+        retries: int, name: Callable[[T], str]) -> Iterator[Done]:
+    """Run ``task(*args(item))`` for every item on the cluster, yielding each ``Done``
+    as it ends (in any order). At most as many tasks are out as the cluster runs at
+    once, so ``args`` is called when a task is handed out and sees what earlier ones
+    gave back (the corpus, CMP-7). A task that raises is retried ``retries`` times by
+    Dask; a task whose worker is lost is rescheduled by the scheduler."""
+    distributed = _distributed()
+    queue = list(items)
+    out: dict[str, T] = {}
+    running = distributed.as_completed()
+    tag = uuid.uuid4().hex[:8]
+
+    def hand_out() -> None:
+        item = queue.pop(0)
+        future = client.submit(task, *args(item), key=f"emq-{name(item)}-{tag}", pure=False, retries=retries)
+        out[future.key] = item
+        running.add(future)
+
+    for _ in range(min(threads(client), len(queue))):
+        hand_out()
+    for future in running:
+        item = out.pop(future.key)
+        if future.status == "error":
+            yield Done(item, error=future.exception())
+        else:
+            yield Done(item, result=future.result())
+        future.release()
+        if queue:
+            hand_out()
+
+
+def attempts(client: Client) -> dict[str, list[str]]:
+    """Each task's starts as the scheduler logged them (``tasks.started``): key -> the
+    workers that started it, in order (two or more: retried, CMP-4)."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for _, event in sorted(client.get_events(EVENTS), key=lambda e: e[0]):
+        seen[event["run"]].append(event["worker"])
+    return dict(seen)

@@ -1,0 +1,115 @@
+"""The conformance matrix (specs/campaign.md CMP-8): check and campaign reports in,
+columns the targets, rows the contract's op x outcome cells the reports name and then
+the causes found; each cell ``conforms``, ``differs`` (with its trace),
+``not-implemented`` or ``unreached``. Pure: documents in, the matrix out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from emq_kit.errors import BadArgument
+from emq_kit.report.document import FORMAT, VERSION
+
+CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED = "conforms", "differs", "not-implemented", "unreached"
+STATES = (CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED)
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """The report at ``path``: a check's or a campaign's, of this report version (else
+    one ``BadArgument`` naming the file)."""
+    try:
+        document = json.loads(Path(path).read_text("utf-8"))
+    except OSError as exc:
+        raise BadArgument(f"cannot read the report {path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadArgument(f"the report {path} is not JSON: {exc}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise BadArgument(f"{path} is not an emq report (no \"format\": \"{FORMAT}\")")
+    if document.get("version") != VERSION:
+        raise BadArgument(f"the report {path} is of version {document.get('version')!r}; this kit reads {VERSION}")
+    if document.get("command") not in ("check", "campaign"):
+        raise BadArgument(f"the report {path} is of emq {document.get('command')}: the matrix reads check and "
+                          "campaign reports")
+    return document
+
+
+def columns(document: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    """The columns one report gives: a check's one (its target, profile and clock), a
+    campaign's one per target (its runs' union)."""
+    if document["command"] == "check":
+        body = document["check"]
+        described = body["target"]
+        clock = "server" if "--clock server" in body["rerun"] else "virtual"  # the rerun line repeats a non-default clock
+        name = f"{document['target']} {body['profile']}"
+        return [_column(name, described, source, body["cells"], body["differences"], body["causes"],
+                        profile=body["profile"], clock=clock)]
+    body = document["campaign"]
+    out = []
+    for target in body["plan"]["targets"]:
+        cells = body["coverage"].get(target["name"])
+        if cells is None:  # no run of it gave a verdict
+            continue
+        runs = {r["id"] for r in body["runs"] if r["target"] == target["name"]}
+        found = [{**d, "runs": [r for r in d["runs"] if r in runs]} for d in body["differences"]]
+        causes = [c for c in body["causes"] if runs & set(c["runs"])]
+        described = {k: v for k, v in target.items() if v is not None}
+        out.append(_column(target["name"], described, source, cells, [d for d in found if d["runs"]], causes,
+                           profile=",".join(body["plan"]["profiles"]), clock=",".join(body["plan"]["clocks"])))
+    return out
+
+
+def _column(name: str, described: dict[str, Any], source: str, cells: dict[str, Any], found: list[dict[str, Any]],
+            causes: list[dict[str, Any]], *, profile: str, clock: str) -> dict[str, Any]:
+    states: dict[str, dict[str, Any]] = {}
+    for cell in cells["hits"]:
+        states[cell] = {"state": CONFORMS, "hits": cells["hits"][cell]}
+    for cell in cells["unreached"]:
+        states[cell] = {"state": UNREACHED}
+    for cell in cells["not_implemented"]:
+        states[cell] = {"state": NOT_IMPLEMENTED}
+    for d in found:
+        cell = d["signature"]["cell"]
+        if cell is not None and states.get(cell, {}).get("state") != DIFFERS:
+            states[cell] = {"state": DIFFERS, "rule": d["signature"]["rule"], "trace": d["trace"],
+                            "replay": d["replay"]}
+    return {"name": name, "target": described, "profile": profile, "clock": clock, "source": source,
+            "cells": states, "causes": {c["title"]: c["class"] for c in causes}}
+
+
+def _order(cell: str) -> tuple[int, str, str]:
+    """Rows in the contract's op order (specs/transitions.json), then by outcome."""
+    from emq_model import spec
+
+    op, _, outcome = cell.partition("/")
+    ops = [*spec.OPS, *spec.LANE_OPS]
+    return (ops.index(op) if op in ops else len(ops), op, outcome)
+
+
+def matrix(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The matrix of ``reports`` (source, document), in the given order: its columns
+    and rows (``{"kind": "cell" | "cause", "name", "class"?, "cells": [state per
+    column]}``) and each column's count of each state."""
+    cols = [c for source, document in reports for c in columns(document, source)]
+    names = sorted({cell for c in cols for cell in c["cells"]}, key=_order)
+    rows: list[dict[str, Any]] = []
+    for cell in names:
+        rows.append({"kind": "cell", "name": cell,
+                     "cells": [c["cells"].get(cell, {"state": UNREACHED}) for c in cols]})
+    titles: dict[str, str] = {}
+    for c in cols:
+        titles.update(c["causes"])
+    for title in sorted(titles, key=lambda t: (titles[t] != "lifecycle", t)):
+        rows.append({"kind": "cause", "name": title, "class": titles[title],
+                     "cells": [{"state": DIFFERS if title in c["causes"] else CONFORMS} for c in cols]})
+    counts = [{state: sum(r["cells"][i]["state"] == state for r in rows if r["kind"] == "cell") for state in STATES}
+              for i in range(len(cols))]
+    return {"columns": [{k: v for k, v in c.items() if k not in ("cells", "causes")} | {"counts": n}
+                        for c, n in zip(cols, counts)], "rows": rows}
+
+
+def verdict(body: dict[str, Any]) -> str:
+    """``differs`` when any column differs somewhere, else ``conforms``."""
+    return DIFFERS if any(c["counts"][DIFFERS] for c in body["columns"]) or any(
+        r["kind"] == "cause" for r in body["rows"]) else CONFORMS
