@@ -39,32 +39,26 @@ class Progress:
 
 
 class Corpus:
-    """The traces found, one directory per target (CMP-7): what a run of the target
-    replays first, and where a run's new traces go (one per signature: a signature the
-    target's corpus already shows is not written again)."""
+    """The traces found, one directory per target (CMP-7): each run of the target gets
+    them as the traces directory its check replays first, and the files its check wrote
+    are added (named by their content, TR-16: the same counterexample is one file)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.known: dict[str, set[tuple[str | None, str]]] = {}
+
+    def path(self, target: str, name: str) -> Path:
+        return self.root / target / name
 
     def of(self, target: str) -> dict[str, str]:
         """The target's traces now: file name -> text."""
         where = self.root / target
         return {p.name: p.read_text("utf-8") for p in sorted(where.glob("*.json"))} if where.is_dir() else {}
 
-    def keep(self, run: PlannedRun, result: RunResult, document: dict[str, Any]) -> None:
-        """Copy into the corpus the traces of ``document``'s differences whose signature
-        the run's target's corpus does not show yet (nor a trace it replayed)."""
-        known = self.known.setdefault(run.target, set())
-        known |= {(r["signature"]["cell"], r["signature"]["rule"]) for r in result.replayed if r["signature"]}
-        for d in document["check"]["differences"]:
-            sig = (d["signature"]["cell"], d["signature"]["rule"])
-            if d["trace"] is None or sig in known:
-                continue
-            known.add(sig)
-            o = run.options
-            path = self.root / run.target / f"{o.profile}-{o.clock}-{Path(d['trace']).name}"
-            write_text(path, Path(d["trace"]).read_text("utf-8"))
+    def keep(self, target: str, traces: dict[str, str]) -> None:
+        """Add the files ``traces`` (name -> text) the target's corpus lacks."""
+        for name, text in traces.items():
+            if not self.path(target, name).exists():
+                write_text(self.path(target, name), text)
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
@@ -111,8 +105,8 @@ def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpu
 
 
 def _record(done: dask_cluster.Done, kept: Corpus, out: Path) -> RunRecord:
-    """A run's end as the campaign keeps it: its report written, its traces into the
-    corpus (the report's paths rewritten to them), or its error."""
+    """A run's end as the campaign keeps it: its traces added to the corpus, its report
+    (its paths rewritten to the corpus's) written, or its error."""
     run: PlannedRun = done.item
     o = run.options
     base = {"id": run.id, "target": run.target, "profile": o.profile, "clock": o.clock, "seed": o.seed}
@@ -120,17 +114,18 @@ def _record(done: dask_cluster.Done, kept: Corpus, out: Path) -> RunRecord:
         return RunRecord(**base, status=ENVIRONMENT, error=f"{type(done.error).__name__}: {done.error}")
     result: RunResult = done.result
     if result.document is None:
-        return RunRecord(**base, status=ERROR, error=result.error, replayed=result.replayed)
+        return RunRecord(**base, status=ERROR, error=result.error)
     from emq_kit.trace.replay import replay_command
 
     document = result.document
+    kept.keep(run.target, result.traces)
+    body = document["check"]
+    for d in body["differences"] + body["unreproduced"]:  # the worker's paths are gone: the corpus's
+        if d["trace"]:
+            path = kept.path(run.target, Path(d["trace"]).name)
+            d["trace"], d["replay"] = str(path), replay_command(path, body["target"])
+    for k in body.get("corpus", []):
+        k["trace"] = str(kept.path(run.target, Path(k["trace"]).name))
     report = out / run.file
-    traces = report.with_suffix(".traces")
-    for d in document["check"]["differences"] + document["check"]["unreproduced"]:
-        name = Path(d["trace"]).name if d["trace"] else None
-        if name in result.traces:  # the worker's path is gone: the trace goes beside the run's report
-            path = write_text(traces / name, result.traces[name])
-            d["trace"], d["replay"] = str(path), replay_command(path, document["check"]["target"])
-    kept.keep(run, result, document)
     write_text(report, json.dumps(document, indent=2) + "\n")
-    return RunRecord(**base, status=VERDICT, document=document, report=str(report), replayed=result.replayed)
+    return RunRecord(**base, status=VERDICT, document=document, report=str(report))

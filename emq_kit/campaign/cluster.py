@@ -81,7 +81,7 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Cl
     if spec.workers is not None:
         with dask.config.set({"distributed.worker.daemon": False}):
             cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=_dashboard(), silence_logs=logging.ERROR)
+                                               dashboard_address=":0", silence_logs=logging.ERROR)
         try:
             with distributed.Client(cluster) as client:
                 checked(client, spec, timeout)
@@ -98,12 +98,12 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Cl
         yield client
 
 
-def _dashboard() -> str | None:
-    """Where a local cluster serves Dask's dashboard: any free port, when bokeh is
-    installed (without it there is none)."""
+def _bokeh() -> bool:
+    """Whether Dask's dashboard can be served here (its pages need bokeh; without it a
+    local cluster serves only its HTTP routes, on a free port: ``:0``)."""
     import importlib.util
 
-    return ":0" if importlib.util.find_spec("bokeh") is not None else None
+    return importlib.util.find_spec("bokeh") is not None
 
 
 def checked(client: Client, spec: ClusterSpec, timeout: float) -> None:
@@ -133,7 +133,7 @@ def checked(client: Client, spec: ClusterSpec, timeout: float) -> None:
 def dashboard(client: Client) -> str | None:
     """The cluster's dashboard link, when it serves one (a local cluster does when bokeh
     is installed)."""
-    if getattr(client, "cluster", None) is not None and _dashboard() is None:
+    if getattr(client, "cluster", None) is not None and not _bokeh():
         return None
     link = getattr(client, "dashboard_link", None)
     return str(link) if link else None

@@ -23,7 +23,7 @@ the kit refused or failed it (its one line). Only the first counts in the result
 class RunRecord:
     """One run as the campaign saw it end: its place in the plan, how it ended, the
     workers that started it (more than one: retried), its check document and where that
-    was written, the corpus traces it replayed first."""
+    was written."""
 
     id: str
     target: str
@@ -35,7 +35,6 @@ class RunRecord:
     document: dict[str, Any] | None = None
     report: str | None = None
     error: str | None = None
-    replayed: list[dict[str, Any]] = field(default_factory=list)
 
     def signatures(self) -> list[tuple[str | None, str]]:
         """The signatures of the differences it found, as (cell, rule)."""
@@ -111,7 +110,8 @@ def verdict(runs: list[RunRecord]) -> tuple[str, int]:
     difference, ``uncovered`` (1) when a run failed its gate without one,
     ``environment`` (2) when a run ended without a verdict, ``conforms`` (0) otherwise."""
     judged = [r.document for r in runs if r.document is not None]
-    if any(d["check"]["differences"] for d in judged):
+    if any(d["check"]["differences"] or any(k["verdict"] == "fails" and k["expected"] is None
+                                            for k in d["check"].get("corpus", [])) for d in judged):
         return "counterexample", EXIT_FAIL
     if any(d["exit"] == EXIT_FAIL for d in judged):
         return "uncovered", EXIT_FAIL
@@ -128,7 +128,7 @@ def run_entry(run: RunRecord) -> dict[str, Any]:
             "exit": None if doc is None else doc["exit"], "attempts": len(run.workers), "workers": run.workers,
             "seconds": None if doc is None else doc["figures"].get("seconds"), "report": run.report,
             "error": run.error, "signatures": [{"cell": c, "rule": r} for c, r in run.signatures()],
-            "replayed": run.replayed}
+            "replayed": _body(run).get("corpus", [])}
 
 
 def campaign_document(runs: list[RunRecord], *, plan: dict[str, Any], cluster: str, dashboard: str | None,

@@ -43,62 +43,40 @@ def started(key: str) -> None:
 
 @dataclass
 class RunResult:
-    """What a run's task gives back: its check report (the versioned document), the text
-    of each trace it wrote by file name, and each corpus trace it replayed first:
-    ``{"trace": name, "reproduced": bool, "signature": {"cell", "rule"} | None}``. A run
+    """What a run's task gives back: its check report (the versioned document) and the
+    text of each trace file its check wrote that the corpus it was given lacked. A run
     that failed in the kit has ``error`` (its one line) and no document."""
 
     id: str
     document: dict[str, Any] | None
     traces: dict[str, str] = field(default_factory=dict)
-    replayed: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
 
 def run_check(run: PlannedRun, corpus: dict[str, str]) -> RunResult:
-    """One planned run on this worker: first a replay of each corpus trace (``corpus``:
-    file name -> trace text, its target's, CMP-7), then its check, both under claims of
-    their own (OWN-1). Environment failures raise ``TargetUnavailable`` for Dask to
-    retry (CMP-4)."""
+    """One planned run on this worker: its check, with ``corpus`` (file name -> trace
+    text, its target's, CMP-7) as the traces directory the check replays before its
+    search (emq_kit/check/corpus.py), under a claim of its own (OWN-1). Environment
+    failures raise ``TargetUnavailable`` for Dask to retry (CMP-4)."""
     from emq_kit.api import check
     from emq_kit.report.document import check_document
 
     started(run.id)
     with tempfile.TemporaryDirectory(prefix="emq-run-") as tmp:
+        traces = Path(tmp, "traces")
+        for name, text in corpus.items():
+            write_text(traces / name, text)
         try:
-            replayed = [_replayed(name, text, run, Path(tmp)) for name, text in sorted(corpus.items())]
-            options = run.options.replace(traces=str(Path(tmp, "traces")))
             begun = dt.datetime.now(dt.timezone.utc)
-            report = check(options, say=lambda line: None)
+            report = check(run.options.replace(traces=str(traces)), say=lambda line: None)
             finished = dt.datetime.now(dt.timezone.utc)
         except (TargetUnavailable, ServerError) as exc:  # the environment's: retried by Dask
             raise TargetUnavailable(f"run {run.id}: {exc}") from None
         except KitError as exc:
             return RunResult(run.id, None, error=exc.show("campaign"))
         document = check_document(report, exit=report.exit_code, started=begun, finished=finished, rerun=report.rerun)
-        traces = {Path(d.trace).name: Path(d.trace).read_text("utf-8")
-                  for d in [*report.differences, *report.unreproduced] if d.trace is not None}
-    return RunResult(run.id, document, traces, replayed)
-
-
-def _replayed(name: str, text: str, run: PlannedRun, tmp: Path) -> dict[str, Any]:
-    """Replay the corpus trace ``name`` on the run's target: whether it still shows its
-    difference, and the signature it showed."""
-    from emq_kit.api import replay
-    from emq_kit.check.signature import signature
-
-    path = write_text(tmp / name, text)
-    o = run.options
-    try:
-        result = replay(path, url=o.url, scripts=o.scripts, driver=o.driver, clock=o.clock, say=lambda line: None)
-    except (TargetUnavailable, ServerError):
-        raise
-    except KitError as exc:  # a trace this target cannot replay (another layout's): said, not fatal
-        return {"trace": name, "reproduced": False, "signature": None, "error": exc.show("replay")}
-    d = result.result.divergence
-    sig = None if d is None else signature(d)
-    return {"trace": name, "reproduced": d is not None,
-            "signature": None if sig is None else {"cell": sig.cell, "rule": sig.rule}}
+        found = {p.name: p.read_text("utf-8") for p in sorted(traces.glob("*.json")) if p.name not in corpus}
+    return RunResult(run.id, document, found)
 
 
 def judge_mutant(mutant: Mutant, url: str | None, budget: float, seed: int, wipe: bool = False) -> MutantVerdict:
