@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from broken import Broken, broken_dir
 from test_driver import check, emq, faulty
 
@@ -83,3 +84,61 @@ def test_a_difference_of_the_server_clock_phase_is_written_and_replayed_on_its_c
     virtual = emq("replay", str(late.trace), "--scripts", scripts, "--clock", "virtual")
     assert virtual.returncode == 0 and "conforms" in virtual.stdout, virtual.stdout + virtual.stderr
     assert "now=1750000000000" in virtual.stdout, virtual.stdout
+
+
+# -- a driver that dies mid-run, a target that is not deterministic ------------------------
+
+@pytest.mark.parametrize("mode, kind, words", [
+    ("exit", "DriverExited", "exited with code 3 before answering request 4"),
+    ("garbage", "DriverGarbage", "is not JSON"),
+    ("hang", "DriverTimeout", "within 2 s; driver killed"),
+])
+def test_a_driver_that_dies_at_its_40th_request_is_a_counterexample_up_to_it(mode: str, kind: str, words: str,
+                                                                             valkey) -> None:
+    """DP-14..17: the driver dies at its 40th request since it started, whatever the op. A
+    fresh driver given the same steps does not (it counts its own requests), so the run
+    ends there: one difference, its trace the example's steps up to that request, listed
+    as met (it was: a search that shrank it into slips and 'did not reproduce' entries for
+    two minutes, or ``the search failed: FlakyFailure``)."""
+    done = check(f"{faulty(mode, 'any')} 40", "--url", valkey.url, "--profile", "dev", "--timeout", "2", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "counterexample", report
+    (d,) = report["check"]["differences"]
+    assert not report["check"]["unreproduced"], report["check"]["unreproduced"]
+    assert d["evidence"][1].startswith(f"target answered raised {kind}") and words in d["evidence"][1], d
+    assert d["step"] == len(d["shrunk_steps"]) >= 1 and d["trace"], d  # the steps up to that request, the last its step
+
+
+def test_a_driver_that_fails_every_request_from_its_40th_on_is_a_counterexample(valkey) -> None:
+    """An EDRIVER error to every request from the 40th on (the driver lives on): the
+    answers the machine drew from changed under Hypothesis, which ended the run as ``the
+    search failed: FlakyStrategyDefinition`` (exit 2); it is the driver's failure, one
+    cause."""
+    done = check(f"{faulty('error', 'any')} 40+", "--url", valkey.url, "--profile", "dev", "--timeout", "2", "--json")
+    assert done.returncode == 1 and "search failed" not in done.stderr, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "counterexample" and report["check"]["causes"], report
+    assert all("the driver failed" in c["title"] for c in report["check"]["causes"]), report["check"]["causes"]
+
+
+def test_a_target_that_is_not_deterministic_is_reported_with_the_two_runs(valkey) -> None:
+    """A port whose claim finds nothing on a coin's toss (DET-1): the search sees the same
+    draws answered otherwise; the difference is kept apart with both runs, and a run that
+    met only such differences ends ``nondeterministic``, exit 1, never a Hypothesis
+    ``Flaky*`` error."""
+    done = check(faulty("coin", "claim"), "--url", valkey.url, "--profile", "dev", "--timeout", "2", "--first",
+                 "--json")
+    assert done.returncode == 1 and "Flaky" not in done.stdout + done.stderr, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "nondeterministic" and not report["check"]["differences"], report
+    (d,) = report["check"]["unreproduced"]
+    again = d["again"]
+    first = d["shrunk_steps"]
+    assert again and first and d["signature"]["cell"].startswith("claim/"), d
+    text = check(faulty("coin", "claim"), "--url", valkey.url, "--profile", "dev", "--timeout", "2", "--first")
+    assert text.returncode == 1 and "NONDETERMINISTIC" in text.stdout, text.stdout
+    lines = text.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "not deterministic (DET-1)" in line)
+    assert lines[at + 1].strip().startswith("run 1: step") and lines[at + 2].strip().startswith("run 2: its step"), \
+        lines[at:at + 3]

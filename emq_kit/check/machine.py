@@ -47,7 +47,7 @@ from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.rawrule import RawCalls
 from emq_kit.check.signature import Signature, signature
 from emq_kit.check.window import Pending, Window, window_size
-from emq_kit.errors import KitBug, TargetFault
+from emq_kit.errors import DriverExited, DriverGarbage, DriverTimeout, KitBug, TargetFault
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
@@ -162,6 +162,7 @@ class Divergence(AssertionError):
     def __init__(self, kind: str, rule: str, step: "Step", lines: list[str], steps: list["Step"] | None = None) -> None:
         self.kind, self.rule, self.step, self.lines = kind, rule, step, lines
         self.steps = list(steps) if steps is not None else [step]
+        self.again: list[Step] | None = None  # the same draws run again, when the target did otherwise (DET-1)
         super().__init__(f"{kind} diverges at step {step.index} {step.call()} ({rule}):\n  " + "\n  ".join(lines))
 
 
@@ -244,15 +245,19 @@ class Run:
     shrink ends with."""
     fatal: BaseException | None = None
     """A failure outside a step (the target's ``reset``): the run ends on it (DP-17)."""
-    stuck: bool = False
-    """A script still runs on the server that SCRIPT KILL cannot stop (CC-9): the round
-    ends with its hang, and no step is sent again."""
+    halt: bool = False
+    """The target cannot take a step again as the run left it: a script still runs on the
+    server that SCRIPT KILL cannot stop (CC-9), or the port's driver died mid-run (it
+    exited, hung or answered garbage: DP-14..16). The round ends with that difference,
+    the search stops, and its trace is the example's steps up to that request: a
+    driver's death depends on everything it ran since it started, which no replay of
+    fewer steps on a fresh driver repeats."""
 
     def starting(self) -> None:
         """An example starts: a stopping point for Ctrl-C (``emq_kit.interrupts``, INT-1);
         ``ShrinkCut`` if it would shrink past the budget."""
         interrupts.check()
-        if self.stuck or (self.shrinking and self.best is not None and is_hang(self.best.step.target)):
+        if self.halt or (self.shrinking and self.best is not None and is_hang(self.best.step.target)):
             # each example that meets a hang waits out its bound: the minimizer shrinks it
             raise ShrinkCut("a script never returned (CC-9)")
         if self.shrinking and self.steps - self.shrink_from >= self.shrink_budget:
@@ -316,6 +321,12 @@ def target_outcome(fn: Callable[[], Any]) -> Any:
         return Crash(hang_of(exc) or exc)  # the embedded fakeredis's bound stopped a script (CC-9)
     except Exception as exc:  # noqa: BLE001 - ours, by elimination
         raise KitBug(exc, "the client") from exc
+
+
+def died(answer: Any) -> bool:
+    """Whether a target's outcome is its driver's death: it exited, hung past the timeout
+    or answered garbage, and was killed (DP-14..16)."""
+    return isinstance(answer, Crash) and isinstance(answer.exc, (DriverExited, DriverTimeout, DriverGarbage))
 
 
 def _given(answer: Any) -> Any:
@@ -645,8 +656,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         """The step's answers equal (INV-8), and for a claim that ran the orphans it
         dropped (``mine`` the model's, ``theirs`` the target's; T-claim-5)."""
         if step.model != step.target or type(step.model) is not type(step.target):
-            if is_hang(step.target) and step.target.exc.stuck:
-                self.run.stuck = True  # the server runs it still: no example can follow
+            if (is_hang(step.target) and step.target.exc.stuck) or died(step.target):
+                self.run.halt = True  # the server runs it still, or the driver died: no step follows
             raise self.diverge("answer", HANG_RULE if is_hang(step.target) else spec.entry(step.op)["rule"], step,
                                [f"model answered {step.model!r}", f"target answered {step.target!r}"])
         if step.op in CLAIMS and not isinstance(step.model, EmqError) and mine != theirs:

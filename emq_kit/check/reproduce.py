@@ -70,11 +70,17 @@ def reproduce(steps: list[Step], sig: Signature, target: Any, replay: Replay, cl
     return Reproduction(result, {}, replays, False, seen)
 
 
+SHOWN = "shown"
+"""What ``seen`` records of a replay that did show the difference, when the search saw the
+same draws do otherwise (DET-1): it is listed apart all the same."""
+
+
 def showed(seen: list[str]) -> str:
     """What the replays that did not reproduce showed, counted: ``conformed 2 times,
     diverged first at claim/EMQARG CC-5 1 time``."""
     counts: dict[str, int] = {}
     for what in seen:
         counts[what] = counts.get(what, 0) + 1
-    return ", ".join(("conformed" if what == "conforms" else f"diverged first at {what}")
+    return ", ".join(("conformed" if what == "conforms" else "showed it" if what == SHOWN
+                      else f"diverged first at {what}")
                      + f" {n} time{'s' if n != 1 else ''}" for what, n in counts.items())

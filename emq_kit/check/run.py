@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hseed
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.reporting import with_reporter
 
 from emq_kit._signals import ShrinkCut
@@ -40,7 +40,7 @@ from emq_kit.check.fence import fence_divergence
 from emq_kit.check.machine import SHRINK_STEPS, Conformance, Divergence, Focus, Run, Step
 from emq_kit.check.minimize import STEPS_MAX, minimize
 from emq_kit.check.rawrule import raw_cells
-from emq_kit.check.reproduce import reproduce
+from emq_kit.check.reproduce import SHOWN, reproduce
 from emq_kit.check.signature import Signature, signature
 from emq_kit.check.target import Target
 from emq_kit.check.window import run_machine
@@ -48,6 +48,10 @@ from emq_kit.errors import EXIT_FAIL, EXIT_OK, BadArgument, KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_model import errors
+
+DET_RULE = "DET-1"
+"""The rule a target breaks when the same calls from a reset keyspace give other answers
+(specs/lifecycle.md DET-1)."""
 
 REFUSALS_OF_ARGUMENTS = ("EMQKIND", "EMQARG")
 """The outcomes only hostile calls reach: out of focus under ``--hostile off``, the only
@@ -105,6 +109,8 @@ class Difference:
     replays: int = 0
     reproduced: bool = True
     seen: list[str] = field(default_factory=list)
+    again: list[Step] | None = None  # the same draws run again by Hypothesis, when the target did otherwise (DET-1)
+    first: Divergence | None = None  # the search's divergence, before the minimizer (the run ``again`` disagrees with)
 
 
 @dataclass
@@ -114,7 +120,9 @@ class Report:
     ``counterexample`` or ``uncovered``."""
 
     verdict: str
-    """``unreproduced`` when every difference the run met failed to reproduce."""
+    """``unreproduced`` when every difference the run met failed to reproduce;
+    ``nondeterministic`` when one of those the search itself saw the target do otherwise
+    on the same draws (DET-1)."""
     profile: str
     seed: int
     target: dict[str, Any]
@@ -166,7 +174,8 @@ class Report:
         if any(k.regression for k in self.corpus):
             return False
         return self.verdict in ("conforms", "no-divergence") or (
-            self.verdict in ("counterexample", "unreproduced") and not self.new and not (self.gate and self.unreached))
+            self.verdict in ("counterexample", "unreproduced", "nondeterministic") and not self.new
+            and not (self.gate and self.unreached))
 
     @property
     def exit_code(self) -> int:
@@ -256,7 +265,7 @@ def run_check(
                 if run.shrinking:  # this round's wall time from its first failure on
                     shrunk["seconds"] += time.perf_counter() - run.shrink_started
                 phases["shrink"] = {**shrunk, "seconds": round(float(shrunk["seconds"]), 3)}
-                if not focus.report or run.stuck:  # a server still running a hang answers nothing (CC-9)
+                if not focus.report or run.halt:  # a hang still running, a driver dead (Run.halt)
                     break
             else:
                 searched += run.examples - before
@@ -266,7 +275,7 @@ def run_check(
             if profile.gate and _unreached(run, focus):
                 left = budget - searched
             round_no, size = round_no + 1, min(profile.round_examples, left)
-        if (raw_on and profile.gate and (focus.report or not found) and not run.stuck
+        if (raw_on and profile.gate and (focus.report or not found) and not run.halt
                 and getattr(clock, "mode", "virtual") != "server"):
             phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
             phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known,
@@ -283,8 +292,12 @@ def run_check(
                     run.first_failure = phase.first_failure
         unreached = _unreached(run, focus)
         minimized, replayed, cuts = time.perf_counter(), 0, 0
-        for d in found if not run.stuck else ():  # replaying a counterexample drops its orphans again: still quiet
+        # Run.halt: the halting difference is listed as met (a server still running its
+        # hang takes no replay at all; a dead driver's death needs all it ran before)
+        kept = ([] if getattr(target, "stuck", False) else found[:-1]) if run.halt else found
+        for d in found:
             d.met = run.met[d.signature]
+        for d in kept:  # replaying a counterexample drops its orphans again: still quiet
             run.minimizing = True  # the progress line says so: the kit's own minimizer runs
             run.current = list(d.divergence.steps)  # what an interrupt keeps: the difference, not minimal yet
             if run.progress:
@@ -296,7 +309,8 @@ def run_check(
         if found:
             phases["minimize"] = {"steps": replayed, "budget": STEPS_MAX, "cut": cuts,
                                   "seconds": round(time.perf_counter() - minimized, 3)}
-        found, unreproduced = _reproduced(found, target, layout, phases) if not run.stuck else (found, [])
+        shown, unreproduced = _reproduced(kept, target, layout, phases)
+        found = shown + [d for d in found if all(d is not k for k in kept)]
     finally:
         quiet.setLevel(level)
     fenced = fence_divergence(target)  # DP-9d: known at init, before any example
@@ -304,7 +318,8 @@ def run_check(
     found = [d for k in effect.CLASSES for d in found if d.klass == k]  # lifecycle first, each in the order found
     seconds = time.perf_counter() - started
     divergence = found[0].divergence if found else None
-    verdict = ("counterexample" if found else "unreproduced" if unreproduced
+    verdict = ("counterexample" if found else "nondeterministic" if any(d.again for d in unreproduced)
+               else "unreproduced" if unreproduced
                else "uncovered" if profile.gate and unreached else "conforms" if profile.gate else "no-divergence")
     return Report(
         verdict=verdict,
@@ -345,10 +360,12 @@ def _reproduced(found: list[Difference], target: Target, layout: Layout,
         made = reproduce(d.shrunk, d.signature, target, layout.replay, d.clock)
         replays += made.replays
         d.replays, d.reproduced, d.seen, d.replayed = made.replays, made.reproduced, made.seen, made.replayed
-        if made.reproduced:
+        if d.again is not None and made.reproduced:  # the search saw the same draws do otherwise (DET-1)
+            d.reproduced, d.seen = False, [*made.seen, SHOWN]
+        if d.reproduced:
             d.names, d.klass = made.names, made.replayed.klass
             d.divergence, d.shrunk = made.replayed.divergence, list(made.replayed.steps)
-        (shown if made.reproduced else unshown).append(d)
+        (shown if d.reproduced else unshown).append(d)
     if found:
         phases["reproduce"] = {"replays": replays, "reproduced": len(shown), "unreproduced": len(unshown),
                                "seconds": round(time.perf_counter() - started, 3)}
@@ -363,7 +380,7 @@ def _record(run: Run, found: list[Difference], divergence: Divergence, started: 
     run.known.add(sig)
     run.met[sig] = max(run.met[sig], 1)
     found.append(Difference(sig, divergence, list(divergence.steps), run.seen_at.get(sig, time.perf_counter()) - started,
-                            clock=clock))
+                            clock=clock, again=divergence.again, first=divergence))
     return sig
 
 
@@ -408,6 +425,9 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, ru
         bug = first_of(exc, KitBug)
         if divergence is None and bug is not None:
             raise bug from None
+        flaky = first_of(exc, Flaky)
+        if flaky is not None:  # the same draws ran twice and the target did otherwise (DET-1)
+            return _unsteady(divergence or run.best, run, flaky, getattr(machine, "clock", None))
         if divergence is None and isinstance(exc, HypothesisException):
             raise SearchFailed(f"the search failed: {type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
@@ -415,6 +435,26 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, ru
             raise
         return divergence
     return None
+
+
+def _unsteady(found: Divergence | None, run: Run, flaky: BaseException, clock: Clock | None) -> Divergence:
+    """Hypothesis ran an example's draws again and the target did otherwise (``flaky``: it
+    passed, failed elsewhere, or its answers led the machine to other draws): the first
+    run's divergence (``found``; without one, the latest example's last step, under
+    DET-1), with ``again`` the run that disagreed — under the virtual clock, where a
+    target's answers are a function of its calls (DET-1); under the server clock a
+    deadline may fall otherwise, and its replays decide (TR-7)."""
+    again = list(run.current)
+    if getattr(clock, "mode", "virtual") != "virtual" and found is not None:
+        return found
+    if found is None:
+        last = again[-1] if again else Step("", "init", {}, index=0)
+        found = Divergence("answer", DET_RULE, last, [
+            f"Hypothesis ran the same draws twice and the target's answers led the machine to other calls "
+            f"({type(flaky).__name__})"], again)
+    if again and again is not found.steps:
+        found.again = again
+    return found
 
 
 def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict[str, Any]]) -> Divergence | None:

@@ -114,7 +114,8 @@ def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt
     causes = [{"title": printable(c.title), "class": c.klass, "ops": c.ops,
                "differences": [listed[id(d)] for d in c.differences],
                "representative": listed[id(c.representative)]} for c in getattr(report, "causes", ())]
-    unreproduced = [{**_found(d, report.target), "replays": d.replays, "seen": d.seen}
+    unreproduced = [{**_found(d, report.target), "replays": d.replays, "seen": d.seen,
+                     **({"again": [_step(s, i) for i, s in enumerate(d.again, 1)]} if d.again is not None else {})}
                     for d in getattr(report, "unreproduced", ())]
     body = {
         "profile": report.profile, "target": _described(report.target), "examples": report.examples,

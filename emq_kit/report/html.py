@@ -31,7 +31,7 @@ from emq_kit.check import faults
 from emq_kit.check.machine import SLEEP, Step
 from emq_kit.report import heatmap
 from emq_kit.report.document import printable
-from emq_kit.report.text import format_report
+from emq_kit.report.text import format_report, two_runs
 from emq_kit.soak.history import SNAPSHOT, Checked, Event, describe
 from emq_kit.soak.linearize import PartitionVerdict
 from emq_kit.trace.format import Trace, encode
@@ -371,11 +371,12 @@ def check_page(report: Any, summary: Sequence[str]) -> str:
         parts.extend(_difference(report, d, number[id(d)]) for d in ordered)
         parts.append("</section>")
     if report.unreproduced:
-        parts.append('<h2 id="unreproduced">Did not reproduce (timing-dependent?)</h2><p>met by the search; no replay '
-                     "of its steps showed it: not counted among the differences</p><ul>")
+        parts.append('<h2 id="unreproduced">Did not reproduce (timing-dependent, or not deterministic: DET-1)</h2>'
+                     "<p>met by the search; no replay of its steps showed it: not counted among the differences</p><ul>")
         for d in report.unreproduced:
+            runs = "".join(f"<br>{_e(line)}" for line in two_runs(d)) if d.again is not None else ""
             parts.append(f"<li>{_e(str(d.signature))}: replayed {d.replays} times ({_e(', '.join(d.seen))})"
-                         + (f", trace <code>{_e(str(d.trace))}</code>" if d.trace else "") + "</li>")
+                         + (f", trace <code>{_e(str(d.trace))}</code>" if d.trace else "") + runs + "</li>")
         parts.append("</ul>")
     parts.append(_summary(summary))
     return _page(f"emq check {report.verdict}", "\n".join(parts))

@@ -13,7 +13,7 @@ from emq_kit.trace.replay import explain, replay_command, step_table
 if TYPE_CHECKING:
     from emq_kit.api import ReplayReport
     from emq_kit.check.machine import Step
-    from emq_kit.check.run import Report
+    from emq_kit.check.run import Difference, Report
 
 
 def format_step(step: Step) -> str:
@@ -115,15 +115,34 @@ def format_corpus(report: Report) -> list[str]:
 def format_unreproduced(report: Report) -> list[str]:
     """The differences the search met whose steps no replay reproduced: apart, never
     counted as differences, each with what its replays showed."""
-    lines = ["", f"DID NOT REPRODUCE (timing-dependent?): {_count(len(report.unreproduced), 'difference')} the "
-             "search met that no replay of its steps showed; not counted among the differences"]
+    lines = ["", f"DID NOT REPRODUCE (timing-dependent, or a target that is not deterministic: DET-1): "
+             f"{_count(len(report.unreproduced), 'difference')} the search met that no replay of its steps showed; "
+             "not counted among the differences"]
     for d in report.unreproduced:
         known = f"  EXPECTED ({d.expected})" if d.expected else ""
         lines.append(f"  {d.signature}  (after {d.seconds:.2f} s; met {d.met} times; {_count(len(d.shrunk), 'step')}; "
                      f"replayed {_count(d.replays, 'time')}: {showed(d.seen)}){known}")
+        if d.again is not None:
+            lines.extend(f"    {line}" for line in two_runs(d))
         if d.trace is not None:
             lines.append(f"    trace: {d.trace}  (the steps and answers as the search met them)")
     return lines
+
+
+def two_runs(d: Difference) -> list[str]:
+    """The two runs of the same draws that disagree (DET-1): the search's, to its
+    divergence, and the run Hypothesis made of the same draws, at that step."""
+    first = d.first or d.divergence
+    step, again = first.step, d.again or []
+    there = next((s for s in again if s.index == step.index), None)
+    if there is None:
+        second = f"it ended after {_count(len(again), 'step')}, before step {step.index}"
+    elif there.op != step.op or there.args != step.args:
+        second = f"its step {step.index} was {there.call()}: the answers before it led elsewhere"
+    else:
+        second = f"its step {step.index} answered {there.target!r}"
+    return ["not deterministic (DET-1): Hypothesis ran the search's draws again and the target did otherwise",
+            f"run 1: step {step.index} {step.call()} answered {step.target!r}", f"run 2: {second}"]
 
 
 def _count(n: int, noun: str) -> str:

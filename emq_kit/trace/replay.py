@@ -223,16 +223,18 @@ def write_trace(report: "Report", directory: Path) -> None:
     for d in [*report.differences, *report.unreproduced]:
         head = header(report.target, seed=report.seed, profile=report.profile,
                       clock=getattr(d.clock, "mode", "virtual"))
-        if d.replayed is None:  # known before any step (the fence, DP-9d): its evidence is all there is
+        if d.replayed is None and not d.shrunk:  # known before any step (the fence, DP-9d): its evidence is all
             d.trace_text = "\n".join(d.divergence.lines)
             continue
-        if d.reproduced:
+        if d.reproduced and d.replayed is not None:
             trace = traced(d.replayed, head, d.names)
             d.trace_text = step_table(d.replayed) + "\n" + explain(d.replayed)
         else:  # the steps and answers as the run met them: a replay may yet show it
             trace = Trace({**head, "renamed": {}}, d.shrunk, divergence_json(d.divergence, len(d.shrunk)))
-            d.trace_text = (f"replayed {d.replays} times: {showed(d.seen)}\n"
-                            + step_table(Replayed(d.shrunk, d.divergence, len(d.shrunk))))
+            met = Replayed(d.shrunk, d.divergence, len(d.shrunk))
+            ended = "the run ended at it, as met: a dead driver or a script the server still runs leaves no replay"
+            d.trace_text = (f"replayed {d.replays} times: {showed(d.seen)}\n" + step_table(met) if d.replays
+                            else f"{ended}\n{step_table(met)}\n{explain(met)}")
         path = trace_path(directory, trace)
         d.trace = path if path.is_file() else trace.write(path)  # known already: the file stays as it was
     if report.differences:

@@ -11,6 +11,10 @@ answer, without ``reap`` in an op list). OP ``any`` is every request of a step (
 the Nth (a driver that times out on its third ``reset``); with ``N+`` the Nth and every
 one after it (a driver that fails after its 40th request). The count is this process's.
 
+MODE ``coin`` answers a request for OP with nothing (a claim that found no job) on a
+coin's toss, otherwise rightly: a port that is not deterministic (specs/lifecycle.md
+DET-1). The coin is seeded, so one process tosses the same sequence each time it runs.
+
 MODE ``strict1`` (OP is ignored) is a version-1 driver written against protocol 1's
 text that checks ``protocol == 1`` strictly: offered another version, it answers
 ``init`` with an error (DP-9).
@@ -22,9 +26,11 @@ call failed is unknown, emq_kit/check/window.py.)
 
 import json
 import os
+import random
 import sys
 import time
 
+from emq_kit.ports.protocol import encode_answer
 from emq_kit.ports.reference_driver import Driver
 from emq_live.client import connect
 
@@ -36,6 +42,7 @@ nth = int(count.rstrip("+")) if count else None
 onwards = bool(count and count.endswith("+"))
 seen = 0
 driver = Driver("faulty", connect, serverless=False, protocol=1 if mode == "strict1" else 2)
+coin = random.Random(0)  # the same tosses in each process: a seeded check repeats exactly
 
 
 def fails(request: dict) -> bool:
@@ -60,7 +67,11 @@ for line in sys.stdin:
             os._exit(3)  # at once: the interpreter's teardown can outlast the test's 0.3 s timeout under load
         if mode == "hang":
             time.sleep(3600)
-        if mode == "lacking":
+        if mode == "coin":
+            answer = driver.reply(line)
+            nothing = {"id": request["id"], "ok": encode_answer(request["op"], None, ())}
+            reply = json.dumps(nothing if coin.random() < 0.5 else answer)
+        elif mode == "lacking":
             answer = driver.reply(line)
             answer["ok"]["ops"].remove("reap")
             reply = json.dumps(answer)
