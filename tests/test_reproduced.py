@@ -115,7 +115,7 @@ def test_a_difference_no_replay_shows_is_kept_apart_never_listed(tmp_path: Path,
     [apart] = body["unreproduced"]
     assert apart["signature"]["cell"] == "counts/ok" and apart["replays"] == 6  # 3 rounds, renamed and not
     assert apart["seen"] == ["conforms"] * 6 and Path(apart["trace"]).exists()
-    assert "DID NOT REPRODUCE (timing-dependent?): 1 difference" in text
+    assert "DID NOT REPRODUCE (timing-dependent, or a target that is not deterministic: DET-1): 1 difference" in text
     assert "replayed 6 times: conformed 6 times" in text and "distinct difference" not in text
     seen = render(tmp_path / "check.html", tmp_path / "page")
     assert seen.console == [] and 'id="unreproduced"' in seen.dom and "counts/ok R-counts" in seen.dom
