@@ -11,6 +11,7 @@ stopped (``UNKILLABLE``: the hang is the verdict, and the server must be restart
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from emq_kit.errors import ScriptHang, ServerUnreachable, Unkillable
@@ -24,6 +25,12 @@ SERVER_SECONDS = 10.0
 never returns (a server answers other clients ``BUSY`` after its own 5 s, when ``SCRIPT
 KILL`` is first heard; the kit's largest call takes well under a second). 0: no bound
 (a selftest child, whose judge stops a hung script itself)."""
+
+
+DRAIN_SECONDS = 300.0
+"""How long the kit waits for a server to answer again after it stopped a hung script:
+a window's pipeline may hold more calls that hang in turn (each heard after the server's
+own 5 s), every one of which it stops."""
 
 
 def hang_of(exc: BaseException) -> ScriptHang | None:
@@ -72,6 +79,7 @@ def stop_script(url: str) -> bool:
             try:
                 node.execute_command("SCRIPT", "KILL")
                 stopped = True
+                _answers(node)
             except redis.exceptions.ResponseError as exc:
                 if str(exc).startswith("UNKILLABLE"):
                     raise Unkillable(f"a script is still running on {redact(url)} and has written: "
@@ -82,3 +90,30 @@ def stop_script(url: str) -> bool:
     finally:
         client.close()
     return stopped
+
+
+def _answers(node: Any) -> None:
+    """Wait until ``node`` answers again after a ``SCRIPT KILL``: the server stops the
+    script at its next check, and the hung call's connection may have more script calls
+    in the server's buffer (a window's pipeline), each of which runs, hangs and is
+    answered ``BUSY`` in turn: each is killed as it comes (bounded by ``DRAIN_SECONDS``)."""
+    import redis
+
+    deadline, answered = time.monotonic() + DRAIN_SECONDS, 0
+    while True:
+        try:
+            node.ping()
+            answered += 1
+            if answered == 2:  # twice, apart: the rest of a pipeline the server had not read yet ran meanwhile
+                return
+            time.sleep(0.2)
+        except redis.exceptions.ResponseError as exc:
+            answered = 0
+            if not str(exc).startswith("BUSY") or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+            try:
+                node.execute_command("SCRIPT", "KILL")
+            except redis.exceptions.ResponseError as again:
+                if str(again).startswith("UNKILLABLE"):
+                    raise
