@@ -219,7 +219,10 @@ class ScriptSet:
         self.directory = str(directory) if directory is not None else str(own)
         self.scripts: dict[str, Script] = {}
         for name in SCRIPTS:
-            file = spec.LANE_OPS.get(name, {}).get("script", name)
+            # a bundle (``emq scripts --out``) holds each lane op assembled under its own
+            # name (emq.op): lane_wclaim.lua, which lane_claim.lua would run as a lane_claim
+            named = directory is not None and (Path(directory) / f"{name}.lua").is_file()
+            file = name if named else spec.LANE_OPS.get(name, {}).get("script", name)
             body, body_lib = _read(node, f"{file}.lua"), lib
             if body is None:
                 body, body_lib = _read(own, f"{file}.lua"), own_lib

@@ -142,3 +142,18 @@ def test_a_target_that_is_not_deterministic_is_reported_with_the_two_runs(valkey
     at = next(i for i, line in enumerate(lines) if "not deterministic (DET-1)" in line)
     assert lines[at + 1].strip().startswith("run 1: step") and lines[at + 2].strip().startswith("run 2: its step"), \
         lines[at:at + 3]
+
+
+def test_the_bundle_emq_scripts_writes_checks_as_our_scripts(tmp_path: Path) -> None:
+    """``emq scripts --out DIR`` then ``emq check --scripts DIR`` (how a copy to edit is
+    made): lane_wclaim.lua was read as lane_claim.lua, assembled as a lane_claim, and
+    every grouped claim of several answered a reply the client could not read, a
+    difference of our own scripts."""
+    out = tmp_path / "bundle"
+    assert emq("scripts", "--out", str(out)).returncode == 0
+    target = open_target(scripts=str(out))
+    try:
+        report = run_check(target, Profile("t", examples=30, steps=30, gate=False), seed=1)
+    finally:
+        target.close()
+    assert report.verdict == "no-divergence" and report.hits.get("lane_wclaim/one"), report.differences
