@@ -162,6 +162,12 @@ def test_the_command_exits_0_clean_1_violations_2_environment(server, admin, cap
     out = capsys.readouterr().out
     assert f"au: INV-2 {J(10)}: is in pending but has no row" in out
     assert "1 queue(s), " in out
+    assert cli.main(["audit", "--url", server.url, "--queue", "au", "--quiet"]) == cli.EXIT_FAIL  # as every command
+    again = capsys.readouterr().out
+    assert again.startswith("au: ") and out.endswith(again)
+    for twice in (["audit", "--quiet"], ["audit", server.url, "--url", server.url]):  # the URL once, and given
+        assert cli.main(twice) == cli.EXIT_ENV
+        assert "give the deployment once: --url URL" in capsys.readouterr().err
     admin.set(keyspace.VERSION_KEY, "999")
     assert cli.main(["audit", server.url, "--quiet"]) == cli.EXIT_ENV
     assert "wire version" in capsys.readouterr().err

@@ -5,7 +5,6 @@ Servers: fakeredis, and the session's Valkey 8 and Redis 7."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import signal
@@ -22,10 +21,9 @@ from broken import broken_dir, variant
 
 from emq_kit import cli
 from emq_kit.check import raw
-from emq_kit.check.machine import POOL, QUEUES, Run
+from emq_kit.check.machine import POOL, QUEUES
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
-from emq_kit.cli.progress import Progress
 from emq_kit.errors import KitBug
 from emq_kit.selftest.mutation import summary
 from emq_kit.server import ServerProcess
@@ -33,7 +31,8 @@ from emq_live import acl
 from emq_live.client import Queue
 from emq_model import keyspace, spec
 
-PROGRESS = ("emq check: searching", "emq check: shrinking", "emq check: minimizing")
+PROGRESS = tuple(f"emq check: {phase}" for phase in ("sweeping", "searching", "shrinking", "checking", "minimizing",
+                                                     "reproducing"))
 EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
 
 
@@ -138,7 +137,7 @@ def test_numeric_flags_and_output_files_are_refused_before_any_work(argv: list[s
     code, out, err = run(argv, capsys)
     assert code == cli.EXIT_ENV
     assert out == ""  # nothing ran: no table header, no figures
-    # argparse names the flag; the deprecated ``--json FILE`` is the report's own check
+    # argparse names the flag, as the refusal of the old ``--json FILE`` does
     assert f"argument {argv[1]}" in err or "no directory /nonexistent-emq-dir" in err.splitlines()[-1]
 
 
@@ -400,8 +399,10 @@ def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path, 
     proc = subprocess.Popen([str(EMQ), "check", "--profile", "thorough", "--seed", "77", "--traces", "traces"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
-    first = proc.stderr.readline()  # off a terminal, the first progress line comes after ~10 s of searching
-    assert first.startswith("emq check: searching"), first
+    line = proc.stderr.readline()  # off a terminal: a line at each phase, and every 10 s
+    while not (line.startswith("emq check: searching") and " steps 0 " not in line):  # an example made steps
+        assert line.startswith(PROGRESS), line
+        line = proc.stderr.readline()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == cli.EXIT_INTERRUPTED, err
@@ -412,44 +413,6 @@ def test_an_interrupted_run_prints_its_seed_and_keeps_its_steps(tmp_path: Path, 
     assert str(trace.relative_to(tmp_path)) in err
     done = subprocess.run([str(EMQ), "replay", str(trace)], capture_output=True, text=True, timeout=300)
     assert done.returncode == cli.EXIT_OK, done.stdout + done.stderr
-
-
-class Pipe(io.StringIO):
-    def isatty(self) -> bool:
-        return False
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_off_a_terminal_is_a_plain_line_every_ten_seconds() -> None:
-    now = [0.0]
-    out = Pipe()
-    show = Progress(30, out, clock=lambda: now[0])
-    run_ = Run()
-    for t in (1.0, 5.0, 10.5, 12.0, 21.0):
-        now[0] = t
-        run_.examples += 1
-        show(run_)
-    lines = out.getvalue().splitlines()
-    cells = len(spec.cells())  # a fresh run's denominator: the table's cells
-    assert lines == [f"emq check: searching  examples 3/30  steps 0  cells 0/{cells}",
-                     f"emq check: searching  examples 5/30  steps 0  cells 0/{cells}"][: len(lines)] and len(lines) == 2
-    run_.first_failure = 1.0
-    now[0] = 40.0
-    show(run_)
-    assert out.getvalue().splitlines()[-1].startswith("emq check: shrinking")
-
-
-def test_progress_on_a_terminal_is_one_live_line_ended_before_what_follows() -> None:
-    out = Terminal()
-    show = Progress(30, out)
-    show(Run())
-    assert out.getvalue().startswith("\r  searching") and "\n" not in out.getvalue()
-    show.end()
-    assert out.getvalue().endswith("\n")
 
 
 # -- the client example of docs/library.md runs ------------------------------------------------

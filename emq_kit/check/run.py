@@ -247,10 +247,19 @@ def run_check(
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
+        run.budget = per_round
+
+        def now_in(phase: str) -> None:  # the progress line says the phase the run is in
+            run.phase = phase
+            if run.progress:
+                run.progress(run)
+
         if once:
+            now_in("sweeping")
             swept = _sweep(target, run, clock, phases)
             if swept is not None:
                 _record(run, found, swept, started, clock)
+        run.phase = "searching"
         round_no, size = 0, per_round if focus.report or not found else 0
         shrunk: dict[str, float] = {"steps": 0, "budget": shrink_steps, "cut": 0, "seconds": 0.0}
         while size > 0:
@@ -273,10 +282,11 @@ def run_check(
             # extra examples only while a cell in focus is unreached (a gated profile).
             left = per_round - searched
             if profile.gate and _unreached(run, focus):
-                left = budget - searched
+                left, run.budget = budget - searched, budget
             round_no, size = round_no + 1, min(profile.round_examples, left)
         if (raw_on and profile.gate and (focus.report or not found) and not run.halt
                 and getattr(clock, "mode", "virtual") != "server"):
+            now_in("checking the server clock")
             phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
             phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known,
                         shrink_budget=shrink_steps)
@@ -298,10 +308,8 @@ def run_check(
         for d in found:
             d.met = run.met[d.signature]
         for d in kept:  # replaying a counterexample drops its orphans again: still quiet
-            run.minimizing = True  # the progress line says so: the kit's own minimizer runs
             run.current = list(d.divergence.steps)  # what an interrupt keeps: the difference, not minimal yet
-            if run.progress:
-                run.progress(run)
+            now_in("minimizing")  # the kit's own minimizer
             made = minimize(d.divergence, d.signature, target, layout.replay, d.clock,
                             settings=layout.settings)
             d.divergence, d.shrunk = made.divergence, list(made.divergence.steps)
@@ -309,6 +317,8 @@ def run_check(
         if found:
             phases["minimize"] = {"steps": replayed, "budget": STEPS_MAX, "cut": cuts,
                                   "seconds": round(time.perf_counter() - minimized, 3)}
+        if kept:
+            now_in("reproducing")
         shown, unreproduced = _reproduced(kept, target, layout, phases)
         found = shown + [d for d in found if all(d is not k for k in kept)]
     finally:

@@ -25,8 +25,17 @@ __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Usage", "mai
 COMMANDS = (check, replay, selftest, campaign, matrix, driver, bundle, soak, bench, audit, clean)
 
 
+def _version() -> str:
+    """``emq --version``: the kit's version and the contract's (spec and wire) it checks."""
+    from emq_kit.report.document import kit_version
+    from emq_model import spec
+
+    return f"emq {kit_version()} (spec {spec.SPEC_VERSION}, wire {spec.WIRE_VERSION})"
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="emq", description="EchoMQ conformance kit")
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(sub)

@@ -4,11 +4,11 @@ exit 0 clean, 1 violations, 2 the deployment could not be read (an ``AuditError`
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from emq_kit.audit import BATCH, KEEP, Progress, audit
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, within
+from emq_kit.cli.progress import Meter
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import audit_document, printable
 from emq_model import errors
@@ -18,7 +18,9 @@ from emq_model.invariants import Violation
 def register(sub: Any) -> None:
     """Add ``emq audit`` to the command line."""
     c = sub.add_parser("audit", help="read-only check of a live deployment's keyspace: counts, invariant violations")
-    c.add_argument("url", help="the deployment (redis://, valkey://, redis+cluster:// ...)")
+    c.add_argument("--url", dest="url_flag", metavar="URL",
+                   help="the deployment (redis://, valkey://, redis+cluster:// ...), as every command takes it")
+    c.add_argument("url", nargs="?", help="the same URL given positionally (kept for existing scripts)")
     c.add_argument("--queue", action="append", default=[], help="a queue to audit (repeatable); default: every queue found")
     c.add_argument("--batch", type=bounded("audit --batch"), default=BATCH,
                    help=f"ids per SCAN page and judged batch (default {BATCH}; {within('audit --batch')})")
@@ -35,17 +37,19 @@ def register(sub: Any) -> None:
 def cmd_audit(args: Any) -> int:
     """Print each queue's counts and each violation; exit 0 clean, 1 violations, 2 the
     deployment could not be read."""
+    if (args.url_flag is None) == (args.url is None):
+        raise Usage("give the deployment once: --url URL (or the URL alone, as before)")
+    args.url = args.url_flag or args.url
     out = Outputs(args)
 
-    shown = False  # a progress line was printed: end it with a newline
+    meter = Meter("audit")
 
     def progress(p: Progress) -> None:
-        nonlocal shown
-        shown = True
-        of = f"/{p.total}" if p.total is not None else ""
-        print(printable(f"\r{p.queue or '*'} {p.stage}: {p.done}{of}   "), end="", file=sys.stderr, flush=True)
+        meter.show("discovering queues" if p.stage == "discover" else "auditing", p.done, p.total,
+                   printable(f"{p.queue or '*'} {p.stage}"))
 
     def violation(queue: str, v: Violation) -> None:
+        meter.end()  # a live line ends before the violation's
         out.say(printable(f"{queue}: {v}"))
 
     chosen = layout(args.layout)
@@ -64,8 +68,7 @@ def cmd_audit(args: Any) -> int:
     except errors.ArgError as exc:
         raise Usage(str(exc)) from None
     finally:
-        if shown:
-            print(file=sys.stderr)
+        meter.end()
     for q in result.queues:
         counts = " ".join(f"{loc}={n}" for loc, n in q.counts.items())
         out.say(printable(f"{q.queue}: {counts} rows={q.rows} completed={q.completed} failed={q.failed} stray={q.stray}"))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from emq_kit.bench import AT_MOST, QUEUE, Bench, Params, run_bench
 from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, claimed, sizes
+from emq_kit.cli.progress import Meter
 from emq_kit.layouts import layout
 from emq_kit.report.document import bench_document
 
@@ -54,7 +54,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.million:
         params.sizes = tuple(sorted({*params.sizes, 1_000_000}))
         params.audit_jobs = max(params.audit_jobs, 1_000_000)
-    say = (lambda what: print(f"  ... {what}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _: None)
+    meter = Meter("bench")
+    say = meter.show  # each section of the bench, a phase
     server = None
     try:
         if args.url is None:
@@ -64,6 +65,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {redact(args.url) if args.url else '(throwaway)'}: {exc}; {LOST}") from None
     finally:
+        meter.end()
         if server is not None:
             server.stop()
     out.say(format_bench(bench))

@@ -13,7 +13,7 @@ from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS
 from emq_kit.check.options import CheckOptions
 from emq_kit.check.run import PROFILES
 from emq_kit.cli.common import Outputs, Usage, add_outputs, bounded, within, writable_path
-from emq_kit.cli.progress import Progress
+from emq_kit.cli.progress import CheckProgress
 from emq_kit.layouts import NAMES
 from emq_kit.redaction import write_text
 from emq_kit.report.document import check_document
@@ -48,7 +48,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.summary:
         writable_path(args.summary, "the summary")
     out = Outputs(args)
-    progress = Progress(args.examples or PROFILES[args.profile].examples)
+    progress = CheckProgress(args.examples or PROFILES[args.profile].examples)
 
     def say(line: str) -> None:
         progress.end()  # a live progress line ends first

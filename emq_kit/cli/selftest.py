@@ -11,6 +11,7 @@ from typing import Any
 from emq_kit import interrupts
 from emq_kit.cli.campaign import add_cluster
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within
+from emq_kit.cli.progress import Meter
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import selftest_document
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, all_mutants, run_selftest, summary
@@ -26,11 +27,6 @@ def row(v: MutantVerdict) -> str:
 
 
 HEADER = "| operator | where | original line | verdict | s to kill | shrunk steps | rule / reason |\n|---|---|---|---|---|---|---|"
-
-
-def _announce(k: int, n: int, mutant: Mutant) -> None:
-    """``mutant k of n`` on stderr, where progress goes (the table is stdout's)."""
-    print(f"  mutant {k} of {n}: {mutant.key}", file=sys.stderr, flush=True)
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
@@ -55,6 +51,7 @@ def _echomq(args: argparse.Namespace, at: list[str]) -> int:
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
         return EXIT_OK
     out = Outputs(args)
+    meter = Meter("selftest")
 
     def started(k: int, n: int, mutant: Mutant) -> None:
         if k == 1:  # the table starts once the server and --only are known good: no header before an error
@@ -62,14 +59,21 @@ def _echomq(args: argparse.Namespace, at: list[str]) -> int:
                 print("  snapshot.lua is not mutated on the embedded fakeredis (the kit reads the snapshot from "
                       "memory there, so it never runs); give --url to mutate it too", file=sys.stderr)
             out.say(HEADER)
-        _announce(k, n, mutant)
+        meter.show("judging mutants", k - 1, n, f"mutant {k} of {n}: {mutant.key}")  # stderr: the table is stdout's
         at.append(f"mutant {k} of {n} ({mutant.key})")
+
+    def judged(v: MutantVerdict) -> None:
+        meter.end()  # a live line ends before the table's row
+        out.say(row(v), flush=True)
 
     if args.cluster is not None:
         return _summarize(args, out, _on_cluster(args, out))
-    with claimed(args.url, layout().logical(), command="emq selftest", wipe=args.wipe) as names:
-        verdicts = run_selftest(args.url, args.budget, args.seed, args.only,
-                                report=lambda v: out.say(row(v), flush=True), started=started, names=names)
+    try:
+        with claimed(args.url, layout().logical(), command="emq selftest", wipe=args.wipe) as names:
+            verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=judged, started=started,
+                                    names=names)
+    finally:
+        meter.end()
     return _summarize(args, out, verdicts)
 
 
