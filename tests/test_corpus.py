@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 import sys
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def test_known_traces_replay_first_and_the_same_counterexample_is_the_same_file(
     doc = check_document(again, exit=1, started=_now(), finished=_now(), rerun=again.rerun)
     validate(doc)
     assert {k["trace"]: k["verdict"] for k in doc["check"]["corpus"]}[str(ks3.trace)] == "fails"
+    for listed in doc["check"]["differences"]:  # the report's ids are its trace's (renamed, TR-5)
+        steps = json.loads(Path(listed["trace"]).read_text())["steps"]
+        assert [s["args"] for s in listed["shrunk_steps"]] == [s["args"] for s in steps]
     assert 'id="corpus"' in check_html(again)
 
     # the port fixed: the known trace passes, and a run that finds nothing new passes

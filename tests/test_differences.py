@@ -195,3 +195,19 @@ def test_a_server_fenced_by_another_port_is_refused_with_the_flag_that_proceeds(
     with valkey.client(db=11) as r:
         assert r.get(keyspace.VERSION_KEY) == b"9" and r.dbsize() == 1  # its value back, no queue keys left
     assert cli.main(["check", "--refence", "--profile", "dev", "--examples", "1"]) == cli.EXIT_ENV
+
+
+def test_the_expectations_file_keeps_any_reason_as_valid_toml(tmp_path: Path) -> None:
+    """A reason with quotes, backslashes and control characters (TOML forbids them raw)
+    reads back as written."""
+    import tomllib
+    from types import SimpleNamespace
+
+    from emq_kit.check import expect
+
+    reason = 'a "quoted" \\ back\tslash\x01\x7f\nand a new line'
+    d = SimpleNamespace(signature=Signature("queue/EMQARG", "KS-3"), expected=reason, klass="surface")
+    path = expect.write(tmp_path / "expect.toml", SimpleNamespace(differences=[d]))
+    assert tomllib.loads(path.read_text("utf-8")) == {"difference": [{"signature": "queue/EMQARG KS-3",
+                                                                      "reason": reason}]}
+    assert expect.load(path) == {Signature("queue/EMQARG", "KS-3"): reason}

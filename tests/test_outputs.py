@@ -96,11 +96,10 @@ def test_selftest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["selftest", "--only", "delete-write|enqueue|", "--budget", "20"]
     d = reported(argv, tmp_path, capsys, 0)
     assert d["verdict"] == "pass" and d["selftest"]["summary"]["killed"] >= 1
-    # the old form, --json FILE, still writes the report (deprecated, said on stderr)
+    # the old form, --json FILE, is refused before any work with the flag that writes a file
     old = tmp_path / "old.json"
-    assert cli.main([*argv, "--json", str(old)]) == 0
-    assert "deprecated" in capsys.readouterr().err
-    validate(json.loads(old.read_text("utf-8")))
+    assert cli.main([*argv, "--json", str(old)]) == cli.EXIT_ENV
+    assert f"write the report to {old} with --report {old}" in capsys.readouterr().err and not old.exists()
 
 
 def test_soak_passing(valkey: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

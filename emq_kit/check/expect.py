@@ -53,17 +53,15 @@ def apply(report: Any, expected: dict[Signature, str], path: str | Path) -> None
     report.expect_file = str(path)
 
 
-def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
 def write(path: str | Path, report: Any) -> Path:
     """A starting expectations file listing the report's differences (each reason a
     placeholder naming where it was first seen, for the author to replace)."""
-    lines = ["# Known differences of this port (emq check --expect FILE); one [[difference]] each.", ""]
-    for d in report.differences:
-        reason = d.expected or f"{d.klass} difference first met at step {d.divergence.step.index}: explain it"
-        lines += ["[[difference]]", f"signature = {_quoted(str(d.signature))}", f"reason = {_quoted(reason)}", ""]
+    import tomli_w  # a maintained TOML writer: every control character escaped as TOML demands
+
     from emq_kit.redaction import write_text
 
-    return write_text(path, "\n".join(lines))
+    listed = [{"signature": str(d.signature),
+               "reason": d.expected or f"{d.klass} difference first met at step {d.divergence.step.index}: explain it"}
+              for d in report.differences]
+    head = "# Known differences of this port (emq check --expect FILE): a signature and its reason each.\n\n"
+    return write_text(path, head + tomli_w.dumps({"difference": listed} if listed else {}))

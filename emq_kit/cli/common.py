@@ -49,14 +49,14 @@ def writable_file(text: str) -> str:
 def add_outputs(p: argparse.ArgumentParser, *, html: str | None = None, json_file: bool = False) -> None:
     """Add ``--report FILE`` and ``--json`` (and ``--html FILE`` when ``html`` says what
     the page shows) to a command: every command's one report (specs/schemas/report.json).
-    ``json_file``: the command once took ``--json FILE``; that form still writes the
-    report to FILE, deprecated."""
+    ``json_file``: the command once took ``--json FILE``; that form is refused with the
+    flag that writes a file (``--json`` has one meaning everywhere: print the report)."""
     p.add_argument("--report", metavar="FILE", help="write the run's versioned JSON report "
                    "(specs/schemas/report.json) to FILE")
     if json_file:
         p.add_argument("--json", nargs="?", const=True, default=False, metavar="FILE",
-                       help="print the report on stdout instead of the text (--json FILE: deprecated, "
-                            "the same as --report FILE)")
+                       help="print the report on stdout instead of the text (to write it to a file: "
+                            "--report FILE)")
     else:
         p.add_argument("--json", action="store_true", help="print the report on stdout instead of the text")
     if html is not None:
@@ -70,9 +70,9 @@ class Outputs:
 
     def __init__(self, args: argparse.Namespace) -> None:
         report, self.json = args.report, args.json
-        if isinstance(self.json, str):  # the deprecated --json FILE
-            print(f"emq {args.command}: --json FILE is deprecated; use --report FILE", file=sys.stderr)
-            report, self.json = report or self.json, False
+        if isinstance(self.json, str):  # the old --json FILE: one meaning now, said before any work
+            raise Usage(f"argument --json: takes no FILE, it prints the report on stdout; write the report to "
+                        f"{self.json} with --report {self.json}")
         self.report = None if report is None else writable_path(report, "the report")
         html = getattr(args, "html", None)
         self.html = None if html is None else writable_path(html, "the HTML page")
