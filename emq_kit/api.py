@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from emq_kit.errors import EXIT_FAIL, EXIT_OK, raised_as_kit_errors
 
 if TYPE_CHECKING:
-    from emq_kit.check.machine import Focus, Run
+    from emq_kit.check.focus import Focus
     from emq_kit.check.options import CheckOptions
     from emq_kit.check.run import Report
-    from emq_kit.check.target import Target
+    from emq_kit.check.step import Replayed
+    from emq_kit.check.tally import Run
+    from emq_kit.targets.protocol import Target
     from emq_kit.trace.format import Trace
-    from emq_kit.trace.replay import Replayed
 
 Say = Callable[[str], None]
 """Where a run says, one line each, what the user should know that is no part of its
@@ -198,7 +199,7 @@ def focus_of(options: CheckOptions, target: Any) -> Focus:
     list, with the faults when the kit injects them itself), narrowed by ``ops`` and
     ``skip_ops``; the arguments it declared absent; ``hostile``; ``first``. A run that
     would lack the core ops is ``BadArgument``."""
-    from emq_kit.check.machine import Focus
+    from emq_kit.check.focus import Focus
     from emq_kit.check.options import CORE, EVERY_OP, KITSIDE
     from emq_kit.errors import BadArgument
 

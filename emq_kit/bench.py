@@ -658,7 +658,7 @@ def driver_figures(params: Params, alone: float) -> list[Figure]:
     """The model driver (``emq driver --model``, as ``emq check --driver`` opens it) held
     against the machine alone, then the foreign port's time to its first difference and
     to its full report (the Node port is ``check.node.valkey``, in ``check_figures``)."""
-    from emq_kit.check.machine import Focus
+    from emq_kit.check.focus import Focus
 
     root = Path(__file__).resolve().parents[1]
     command = f"{shlex.quote(str(Path(sys.executable).with_name('emq')))} driver --model"

@@ -43,7 +43,7 @@ Exit codes: 0 the target conforms (the command did what it was asked), 1 a diffe
 
 A ``TargetFault`` is never shown by itself: met outside a step (no step to judge), the
 run cannot go on and the target counts as lost (``kit_error``). Counterexamples are
-``Divergence`` (emq_kit.check.machine) and travel in a ``Report``.
+``Divergence`` (emq_kit.check.step) and travel in a ``Report``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import redis
 
 import emq_live
 from emq_kit.check.coverage import classify
-from emq_kit.check.machine import outcome
+from emq_kit.check.step import outcome
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.branded_id import JOB, encode
 from emq_model.model import QueueModel

@@ -19,7 +19,7 @@ from emq_kit import cli
 from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
-from emq_kit.check.machine import QUEUES
+from emq_kit.check.pools import QUEUES
 from emq_kit.claim import Claim
 from emq_kit.errors import TargetUnavailable
 from emq_kit.server import ServerProcess

@@ -14,7 +14,7 @@ import pytest
 from test_driver import DRIVERS, NODE, check, emq, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
 
 from emq_kit.check.clock import PUMPED, ServerClock, VirtualClock
-from emq_kit.check.machine import outcome
+from emq_kit.check.step import outcome
 from emq_model import spec
 from emq_model.branded_id import JOB, encode
 from emq_model.errors import ArgError

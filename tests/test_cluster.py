@@ -25,7 +25,7 @@ from test_live import tour
 import emq_live
 from emq_kit import cli
 from emq_kit.check.lanes import CELLS as LANE_CELLS
-from emq_kit.check.machine import QUEUES
+from emq_kit.check.pools import QUEUES
 from emq_kit.server import ClusterProcess, ServerProcess, _slot_map
 from emq_live import acl
 from emq_live.client import Connection

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from emq_kit.check.machine import ARGS_MAX, BAD_IDS, BADS, SPOILS, Focus, bad_values
+from emq_kit.check.focus import Focus
+from emq_kit.check.machine import ARGS_MAX, BADS, SPOILS
+from emq_kit.check.pools import BAD_IDS, bad_values
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.signature import Signature, parse, signature
 from emq_kit.ports.driver_client import DriverTarget
@@ -108,7 +110,7 @@ def test_a_signature_prints_and_parses_back() -> None:
 
 
 def test_a_refused_argument_cites_the_validation_rule_not_the_ops() -> None:
-    from emq_kit.check.machine import Divergence, Step
+    from emq_kit.check.step import Divergence, Step
     from emq_model.errors import ArgError
 
     step = Step("alpha", "claim", {"lease_ms": 2**48}, model=ArgError("EMQARG lease"), target=None, index=1)
@@ -141,8 +143,8 @@ def test_the_expectations_file_written_matches_its_schema(tmp_path: Path) -> Non
     import jsonschema
 
     from emq_kit.check import expect
-    from emq_kit.check.machine import Divergence, Step
     from emq_kit.check.run import Difference
+    from emq_kit.check.step import Divergence, Step
 
     step = Step("alpha", "claim", {}, model=None, target=1, index=2)
     report = type("R", (), {"differences": [Difference(Signature("claim/empty", "T-claim"),

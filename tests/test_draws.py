@@ -123,7 +123,8 @@ def test_selection_is_the_strategy_that_draws_every_rule() -> None:
 
 def test_the_conformance_machine_draws_through_selection() -> None:
     from emq_kit.check.live import ModelTarget
-    from emq_kit.check.machine import Conformance, Run
+    from emq_kit.check.machine import Conformance
+    from emq_kit.check.tally import Run
 
     made: list[Conformance] = []
     base = Conformance.factory(ModelTarget(), Run())

@@ -30,8 +30,8 @@ from emq_kit.errors import (
 KIT = Path(__file__).resolve().parents[1] / "emq_kit"
 
 VERDICT_CARRIERS = {
-    ("emq_kit/check/machine.py", "Divergence"),  # a difference, raised for Hypothesis to shrink
-    ("emq_kit/check/machine.py", "ModelBroken"),  # the model broke its own invariant: a failed test
+    ("emq_kit/check/step.py", "Divergence"),  # a difference, raised for Hypothesis to shrink
+    ("emq_kit/check/step.py", "ModelBroken"),  # the model broke its own invariant: a failed test
     ("emq_kit/pytest_plugin.py", "EmqFailure"),  # a pytest item's failure: its text is the verdict
 }
 """Exception classes outside the tree: verdicts carried to a test runner, not endings of

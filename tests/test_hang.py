@@ -21,8 +21,8 @@ from test_driver import emq
 
 from emq_kit import cli
 from emq_kit.check import hang
-from emq_kit.check.machine import Crash, Step
 from emq_kit.check.signature import signature
+from emq_kit.check.step import Crash, Step
 from emq_kit.check.target import open_target
 from emq_kit.errors import ScriptHang
 from emq_kit.report.document import validate

@@ -508,7 +508,7 @@ def test_a_trace_of_lane_steps_round_trips_and_replays_clean() -> None:
     import json
 
     from emq_kit.check.live import LiveTarget
-    from emq_kit.check.machine import Step
+    from emq_kit.check.step import Step
     from emq_kit.trace.format import step_json, step_of_json
     from emq_kit.trace.replay import replay
 

@@ -140,7 +140,8 @@ def test_after_a_script_flush_the_snapshot_still_follows_the_call(observed, load
 def test_the_models_side_run_while_the_call_is_on_the_wire_fails_as_itself(valkey, monkeypatch) -> None:
     """The model runs while the target's call is on the wire; a bug in the model must
     surface as the model's exception, never as the target's outcome (a ``Crash``)."""
-    from emq_kit.check.machine import Conformance, Run
+    from emq_kit.check.machine import Conformance
+    from emq_kit.check.tally import Run
     from emq_model.model import QueueModel
 
     target = LiveTarget(flush_url(valkey), observe=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from emq_kit.check.machine import Step
 from emq_kit.check.minimize import minimize
 from emq_kit.check.signature import Signature, signature
+from emq_kit.check.step import Step
 from emq_kit.ports.driver_client import DriverTarget
 from emq_kit.trace.replay import replay
 

@@ -18,8 +18,11 @@ from livekit import flush_url
 from test_driver import EMQ
 
 from emq_kit.check.faults import Damage
-from emq_kit.check.machine import POOL, START, Conformance, ModelBroken, Run, Step
+from emq_kit.check.machine import START, Conformance
+from emq_kit.check.pools import POOL
 from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.step import ModelBroken, Step
+from emq_kit.check.tally import Run
 from emq_kit.check.target import open_target
 from emq_kit.errors import KitBug
 from emq_kit.trace.replay import replay

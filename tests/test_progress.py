@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from emq_kit.check.machine import Run
+from emq_kit.check.tally import Run
 from emq_kit.cli.progress import CheckProgress, Meter
 
 

@@ -18,8 +18,8 @@ from test_soak import J1, SplitClaim, b_claims, interleave
 import emq_live
 from emq_kit import bench
 from emq_kit.audit import audit
+from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
-from emq_kit.check.machine import Focus
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.report import document as report
 from emq_kit.selftest import mutation as selftest
@@ -172,7 +172,7 @@ def test_a_password_never_reaches_the_report() -> None:
 
 
 def test_a_difference_is_listed_by_its_signature_and_the_class_it_is_given() -> None:
-    from emq_kit.check.machine import Divergence
+    from emq_kit.check.step import Divergence
 
     trace = Trace.load(CORPUS / "write-before-validation.json")
     last = trace.steps[-1]

@@ -23,9 +23,10 @@ from browser import render
 from emq_kit import cli
 from emq_kit.check import effect
 from emq_kit.check.causes import causes_of
-from emq_kit.check.machine import SLEEP, Crash, Divergence, Focus, Step
+from emq_kit.check.focus import Focus
 from emq_kit.check.run import PROFILES, Difference, run_check
 from emq_kit.check.signature import Signature, signature
+from emq_kit.check.step import SLEEP, Crash, Divergence, Step
 from emq_kit.ports.driver_client import DriverError, DriverTarget
 from emq_kit.report import html
 from emq_kit.report.document import validate

@@ -13,11 +13,14 @@ import pytest
 from broken import broken_dir, variant
 
 from emq_kit import cli
-from emq_kit.check.machine import SHRINK_STEPS, Focus, Step
+from emq_kit.check.focus import Focus
 from emq_kit.check.run import PROFILES, Report, run_check
 from emq_kit.check.signature import signature
-from emq_kit.check.target import Target, open_target
+from emq_kit.check.step import Step
+from emq_kit.check.tally import SHRINK_STEPS
+from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
+from emq_kit.targets.protocol import Target
 from emq_kit.trace.replay import replay
 
 DEV = PROFILES["dev"]

@@ -17,9 +17,11 @@ from livekit import J, flush_url
 
 from emq_kit.check import faults
 from emq_kit.check.live import LiveTarget, ModelTarget
-from emq_kit.check.machine import Conformance, Divergence, Run
+from emq_kit.check.machine import Conformance
 from emq_kit.check.names import Names, new_suffix, with_names
 from emq_kit.check.run import Profile, run_check
+from emq_kit.check.step import Divergence
+from emq_kit.check.tally import Run
 from emq_kit.trace.format import step_of_json
 from emq_kit.trace.replay import replay
 from emq_kit.trace.validate import TraceError, check_trace

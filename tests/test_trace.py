@@ -21,8 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emq_kit import cli
+from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
-from emq_kit.check.machine import Focus
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.trace.format import Trace, decode, encode, header
 from emq_kit.trace.replay import replay, traced

@@ -21,7 +21,7 @@ from broken import broken_dir, variant
 
 from emq_kit import cli
 from emq_kit.check import raw
-from emq_kit.check.machine import POOL, QUEUES
+from emq_kit.check.pools import POOL, QUEUES
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import KitBug

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emq_kit.check import effect
-from emq_kit.check.machine import Crash
+from emq_kit.check.step import Crash
 from emq_model.errors import EmqError
 
 ARGUMENT_REFUSALS = ("EMQKIND", "EMQARG", "EMQTYPE")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from emq_kit.check.machine import Divergence, Step
 from emq_kit.check.signature import Signature
+from emq_kit.check.step import Divergence, Step
 from emq_model import keyspace, spec
 
 SIGNATURE = Signature("init/fence", "KS-6")

@@ -33,10 +33,10 @@ from typing import Any
 from hypothesis.stateful import precondition, rule
 
 from emq_kit.check.draws import Draw
+from emq_kit.check.pools import GROUP_MAX
 from emq_model import spec
 from emq_model.errors import EmqError
 
-GROUP_MAX = spec.bound(spec.TYPES["group"]["max_bytes"])
 GROUPS = ("g", "g", "g", "a.b-c_9", "Z" * GROUP_MAX, "0")
 """A small pool, so lanes fill, empty and meet each other (most calls on "g", so a lane
 grows deep enough for a weighted turn to serve several); the longest name the grammar
@@ -44,7 +44,6 @@ allows (LANE-2) is one of them."""
 ORPHANED = GROUPS[-1]
 """The lane ``lane_orphan`` leaves an orphan in (rarely used by the other rules, so the
 orphan is its head)."""
-BAD_GROUPS = ("", "a b", "a:b", "a{b}", "ü", "x" * (GROUP_MAX + 1), 7, None, b"g")
 CONFIGS = ("lane_pause", "lane_resume", "lane_limit", "lane_weight")
 CLAIMS = ("lane_claim", "lane_wclaim")
 RULE_OPS: dict[str, tuple[str, ...]] = {

@@ -1,4 +1,4 @@
-"""The built-in targets (``emq_kit.check.target.Target``): a second model, and the live
+"""The built-in targets (``emq_kit.targets.protocol.Target``): a second model, and the live
 client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from emq_kit.check import hang, memory
-from emq_kit.check.window import BatchReply
+from emq_kit.targets.protocol import BatchReply
 from emq_live.client import BadReply, Queue
 from emq_live.urls import redact
 from emq_model.errors import ArgError, EmqError

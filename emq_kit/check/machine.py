@@ -16,10 +16,8 @@ from __future__ import annotations
 import contextlib
 import time
 from bisect import bisect_right
-from collections import Counter
-from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from hypothesis import event
 from hypothesis import strategies as st
@@ -33,49 +31,31 @@ from hypothesis.stateful import (
     rule,
 )
 
-from emq_kit import interrupts
-from emq_kit._signals import Quiet, ShrinkCut
+from emq_kit._signals import Quiet
 from emq_kit.check import faults
 from emq_kit.check.clock import Clock, VirtualClock
-from emq_kit.check.coverage import Coverage, classify
+from emq_kit.check.coverage import classify
 from emq_kit.check.draws import Draw
 from emq_kit.check.hang import RULE as HANG_RULE
-from emq_kit.check.hang import hang_of, is_hang
-from emq_kit.check.lanes import BAD_GROUPS, LaneRules
+from emq_kit.check.hang import is_hang
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
+from emq_kit.check.lanes import LaneRules
+from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, bad_values
 from emq_kit.check.rawrule import RawCalls
-from emq_kit.check.signature import Signature, signature
+from emq_kit.check.signature import signature
+from emq_kit.check.step import SLEEP, Crash, Divergence, ModelBroken, Step, connection_errors, died, outcome, target_outcome
+from emq_kit.check.tally import Run
 from emq_kit.check.window import Pending, Window, window_size
-from emq_kit.errors import DriverExited, DriverGarbage, DriverTimeout, KitBug, TargetFault
+from emq_kit.errors import KitBug
+from emq_kit.targets.protocol import Target
 from emq_model import branded_id, spec
 from emq_model.errors import EmqError
 from emq_model.invariants import Violation, check_invariants
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
-if TYPE_CHECKING:  # the target's module opens drivers, whose client imports this one
-    from emq_kit.check.target import Target
-
-# Two queues per run so a leak across queues shows; the second name carries glob
-# metacharacters and non-ASCII so a snapshot that scans keys without escaping, or that
-# mangles UTF-8, diverges.
-QUEUES = ("alpha", "β*[x]")
-
-# A small id pool makes duplicates, foreign tokens and re-enqueues after completion common.
-POOL = tuple(branded_id.encode("JOB", branded_id.snowflake(branded_id.EPOCH_MS + 1000 * i, 1, i)) for i in range(1, 9))
-
-# Malformed and foreign ids: each must be refused with EMQKIND before anything else.
-BAD_IDS = (
-    "", "JOB", "JOBzzzzzzzzzzz", "ORD0KHTOWnGLuC", "job0KHTOWnGLuC", "J0B0KHTOWnGLuC",
-    "JOB0KHTOWnGLu", "JOB0KHTOWnGLuCC", "JOB0KHTOWnGL-C", "JOBé0KHTOWnGL", " JOB0KHTOWnGLu",
-    42, None, b"JOB0KHTOWnGLuC",
-)
-BAD_QUEUES = ("", "a{b", "a}b", "a b", "tab\tq", "nl\n", "nul\x00", "del\x7f", "x" * 129, 7)
 BADS = range(len(BAD_IDS))  # the longest list of bad values an argument has
-HOSTILE = ("both", "off", "only")
-"""``--hostile``: spoiled arguments, bad ids and bad queue names sent among valid calls
-(both), never (off: a lifecycle-only run), or on every call that can carry one (only)."""
 
 START = 1_750_000_000_000  # the virtual clock's first reading (ms)
 
@@ -150,192 +130,6 @@ often enough that a lane grows deep under a weight (``lane_wclaim/several``). A 
 not named weighs 1."""
 
 
-class ModelBroken(AssertionError):
-    """The model broke an invariant the operator's faults do not explain (FLT-2)."""
-
-
-class Divergence(AssertionError):
-    """The target left the model: ``kind`` is answer, snapshot or invariant; ``rule`` the
-    spec rule it cites; ``lines`` the evidence in plain words; ``steps`` the example's
-    steps up to and including ``step`` (the counterexample, once Hypothesis has shrunk it)."""
-
-    def __init__(self, kind: str, rule: str, step: "Step", lines: list[str], steps: list["Step"] | None = None) -> None:
-        self.kind, self.rule, self.step, self.lines = kind, rule, step, lines
-        self.steps = list(steps) if steps is not None else [step]
-        self.again: list[Step] | None = None  # the same draws run again, when the target did otherwise (DET-1)
-        super().__init__(f"{kind} diverges at step {step.index} {step.call()} ({rule}):\n  " + "\n  ".join(lines))
-
-
-@dataclass
-class Step:
-    """One call as it ran on both sides: the machine's record of it and a trace's step
-    (emq_kit.trace.format). ``op`` is an op of the spec table, ``forget_row`` (a row
-    deleted by hand), ``queue`` (opening a queue by a refused name) or ``raw`` (a call
-    past the client, ``emq_kit/check/rawrule.py``); ``index`` is its place in the
-    example, from 1."""
-
-    queue: str
-    op: str
-    args: dict[str, Any]
-    model: Any = None
-    target: Any = None
-    index: int = 0
-    at: int | None = None
-    """Under the server clock, the clock a clock op ran at (the model's, inside the call's
-    ``TIME`` window): the minimizer makes the time between two of them a ``sleep_ms``
-    step (specs/trace.md TR-4c); a trace records it (TR-2), a replay never sends it."""
-
-    def call(self) -> str:
-        body = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
-        return f"{self.op}({self.queue!r}, {body})"
-
-
-SLEEP = "sleep_ms"
-"""The step of a wait (specs/trace.md TR-2, TR-4c): ``args.ms``, how far the clock moves
-on past the last clock op's before the next step; no call, no answers."""
-SLEEP_MAX = 60_000
-"""The longest wait a ``sleep_ms`` step may ask for (ms): a replay waits it out."""
-
-SHRINK_STEPS = 500
-"""The default shrink budget (``Run.shrink_budget``), in checked steps rather than
-seconds so that a seed's counterexample does not depend on the machine's load. Why so
-few: over the selftest's mutants the kit's minimizer alone (budget 0) made traces as
-short as 2,000 or unbounded steps of Hypothesis's shrinking did; what Hypothesis adds is
-simpler values (a lease of 1 ms where the search drew 11), which its first few hundred
-steps make. ``emq bench`` measures it (``shrink.*``)."""
-
-
-@dataclass
-class Run:
-    """What a whole run accumulates across examples (the machine is rebuilt per example)."""
-
-    coverage: Coverage = field(default_factory=Coverage)
-    examples: int = 0
-    steps: int = 0
-    checks: int = 0
-    progress: Callable[["Run"], None] | None = None
-    started: float = field(default_factory=time.perf_counter)
-    first_failure: float | None = None  # when the first divergence was seen (time-to-kill)
-    raw_calls: bool = True  # send raw calls past the client (hostile calls) to a target that takes them
-    current: list["Step"] = field(default_factory=list)  # the steps of the latest example that made one (an interrupt's trace)
-    focus: Focus = field(default_factory=lambda: Focus())
-    known: set[Signature] = field(default_factory=set)
-    """Differences already found and shrunk: meeting one again ends the example quietly."""
-    hunting: Signature | None = None
-    """The new difference this round is shrinking: any other one ends its example quietly."""
-    hunted_at: int = 0  # examples run when the round met its new difference
-    met: Counter[Signature] = field(default_factory=Counter)
-    """How many examples met each difference (found, known or set aside)."""
-    seen_at: dict[Signature, float] = field(default_factory=dict)
-    """perf_counter() when each difference was first met."""
-    op_mix: Counter[str] = field(default_factory=Counter)
-    """Calls the search sent per op (``queue`` for bad queue names, ``raw`` for raw calls,
-    ``spoiled`` for spoiled calls): the generated workload, so not the calls of the
-    examples that shrink a difference (they repeat the failing steps, as many times as
-    the shrinker tries)."""
-    shrinking: bool = False  # this round met its difference: its later examples shrink it
-    phase: str = "searching"
-    """What the run is doing, as its progress says it: ``sweeping``, ``searching`` (and
-    shrinking a difference while ``shrinking``), ``checking the server clock``,
-    ``minimizing``, ``reproducing``."""
-    searched: int = 0  # examples generated by the search, not those spent shrinking a difference
-    budget: int = 0  # the examples the search means to generate (a gated profile's grows while cells are unreached)
-    shrink_budget: int = SHRINK_STEPS
-    """The checked steps Hypothesis's shrinker may run for one difference (``ShrinkCut``)."""
-    shrink_from: int = 0  # ``steps`` when the round met its difference
-    shrink_started: float = 0.0  # perf_counter() when the round met its difference (its shrink's wall time)
-    cuts: int = 0  # rounds whose shrinking the budget ended
-    best: "Divergence | None" = None
-    """The round's divergence with the fewest steps so far: the counterexample a cut
-    shrink ends with."""
-    fatal: BaseException | None = None
-    """A failure outside a step (the target's ``reset``): the run ends on it (DP-17)."""
-    halt: bool = False
-    """The target cannot take a step again as the run left it: a script still runs on the
-    server that SCRIPT KILL cannot stop (CC-9), or the port's driver died mid-run (it
-    exited, hung or answered garbage: DP-14..16). The round ends with that difference,
-    the search stops, and its trace is the example's steps up to that request: a
-    driver's death depends on everything it ran since it started, which no replay of
-    fewer steps on a fresh driver repeats."""
-
-    def starting(self) -> None:
-        """An example starts: a stopping point for Ctrl-C (``emq_kit.interrupts``, INT-1);
-        ``ShrinkCut`` if it would shrink past the budget."""
-        interrupts.check()
-        if not self.shrinking:
-            self.searched += 1
-        if self.halt or (self.shrinking and self.best is not None and is_hang(self.best.step.target)):
-            # each example that meets a hang waits out its bound: the minimizer shrinks it
-            raise ShrinkCut("a script never returned (CC-9)")
-        if self.shrinking and self.steps - self.shrink_from >= self.shrink_budget:
-            raise ShrinkCut(f"{self.steps - self.shrink_from} steps spent shrinking")
-
-    def diverged(self, found: "Divergence") -> None:
-        """An example failed with ``found``: the round shrinks from here on (its budget
-        counted from now), and ``found`` is its best if it is as short as any before."""
-        if not self.shrinking:
-            self.shrinking, self.shrink_from, self.shrink_started = True, self.steps, time.perf_counter()
-        if self.best is None or len(found.steps) <= len(self.best.steps):
-            self.best = found
-
-
-@dataclass(frozen=True)
-class Focus:
-    """What the machine generates: ``ops`` the target may be sent (None: every op),
-    ``absent`` arguments never drawn ({op: names}), ``hostile`` (HOSTILE) and
-    ``report`` (go on after a difference, collecting every distinct one; off: the first
-    divergence of any signature fails the example)."""
-
-    ops: frozenset[str] | None = None
-    absent: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    hostile: str = "both"
-    report: bool = True
-
-    def allows(self, op: str) -> bool:
-        return self.ops is None or op in self.ops
-
-
-def outcome(fn: Callable[[], Any]) -> Any:
-    """A call's answer, or the refusal it raised (refusals compare by code)."""
-    try:
-        return fn()
-    except EmqError as err:
-        return err
-
-
-class Crash:
-    """A target call that raised something other than a refusal (a script error, a bad
-    reply): always a divergence, never equal to an answer."""
-
-    def __init__(self, exc: Exception) -> None:
-        self.exc = exc
-
-    def __repr__(self) -> str:
-        return f"raised {type(self.exc).__name__}: {self.exc}"
-
-
-def target_outcome(fn: Callable[[], Any]) -> Any:
-    """``outcome`` for the target side. What the target raised (an error reply of the
-    server or a script, a reply of the wrong shape, a port's driver error) becomes a
-    ``Crash``; a lost connection is the environment's problem and propagates; anything
-    else was raised in the kit's own code (a ``TypeError`` in our client, a redis-py API
-    mismatch) and is a ``KitBug``: never a verdict on the target."""
-    try:
-        return outcome(fn)
-    except (ConnectionError, OSError, *_connection_errors()):
-        raise
-    except _target_errors() as exc:
-        return Crash(hang_of(exc) or exc)  # the embedded fakeredis's bound stopped a script (CC-9)
-    except Exception as exc:  # noqa: BLE001 - ours, by elimination
-        raise KitBug(exc, "the client") from exc
-
-
-def died(answer: Any) -> bool:
-    """Whether a target's outcome is its driver's death: it exited, hung past the timeout
-    or answered garbage, and was killed (DP-14..16)."""
-    return isinstance(answer, Crash) and isinstance(answer.exc, (DriverExited, DriverTimeout, DriverGarbage))
-
-
 def _given(answer: Any) -> Any:
     """``answer``, raised when it is an exception (a batch reply, for ``target_outcome``)."""
     if isinstance(answer, BaseException):
@@ -346,23 +140,6 @@ def _given(answer: Any) -> Any:
 def _waiting(model: QueueModel) -> list[str]:
     """The ids waiting in ``model``'s plain pending set and in its lanes, sorted."""
     return sorted({*model.sets["pending"], *(m for lane in model.lanes.pending.values() for m in lane)})
-
-
-def _connection_errors() -> tuple[type[Exception], ...]:
-    import redis
-
-    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
-
-
-def _target_errors() -> tuple[type[Exception], ...]:
-    """The exceptions that carry the target's behaviour, not the kit's: a server's or
-    script's error reply, a reply of the wrong shape, a port's driver breaking the
-    protocol or failing."""
-    import redis
-
-    from emq_live.client import BadReply
-
-    return (redis.exceptions.ResponseError, BadReply, TargetFault)
 
 
 class Selection(RuleStrategy):
@@ -556,7 +333,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         which it would report as a flaky search instead of the lost server."""
         try:
             yield
-        except (ConnectionError, OSError, *_connection_errors()) as exc:
+        except (ConnectionError, OSError, *connection_errors()) as exc:
             self.run.fatal = self.run.fatal or exc
             raise
 
@@ -1038,18 +815,3 @@ def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int], absent: tupl
     victim = table[spoil[0] % len(table)]
     bad = bad_values(victim)
     return {**args, victim["name"]: bad[spoil[1] % len(bad)]}
-
-
-def bad_values(arg: dict[str, Any]) -> list[Any]:
-    """Values outside an argument's type, from the spec table."""
-    t = spec.TYPES[arg["type"]]
-    if arg["type"] == "job_id":
-        return list(BAD_IDS)
-    if arg["type"] == "group":
-        return list(BAD_GROUPS)
-    if arg["type"] in ("payload", "text"):
-        too_long = [b"x" * (spec.bound(t["max_bytes"]) + 1)] if "max_bytes" in t else []
-        return [7, 1.5, ["list"]] + too_long
-    lo, hi = spec.bound(t["min"]), spec.bound(t["max"])
-    bad = [lo - 1, hi + 1, 1.5, str(lo + 1), True]
-    return bad if arg.get("optional") else bad + [None]

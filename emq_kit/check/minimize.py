@@ -33,8 +33,8 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from emq_kit.check.clock import PUMPED
-from emq_kit.check.machine import SLEEP, Divergence, Step
 from emq_kit.check.signature import Signature, signature
+from emq_kit.check.step import SLEEP, Divergence, Step
 
 STEPS_MAX = 5_000
 """The most steps one counterexample's minimizing may replay in all (a few seconds on the

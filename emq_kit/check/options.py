@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from emq_kit import bounds
-from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS
+from emq_kit.check.focus import HOSTILE
 from emq_kit.check.names import named
+from emq_kit.check.pools import QUEUES
 from emq_kit.check.run import PROFILES
+from emq_kit.check.tally import SHRINK_STEPS
 from emq_kit.errors import BadArgument
 from emq_kit.layouts import NAMES as LAYOUTS
 from emq_kit.ports.protocol import KEY_FAULT_OPS

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from emq_kit.check.machine import Step
 from emq_kit.check.signature import Signature, signature
+from emq_kit.check.step import Step
 from emq_kit.trace.format import renamed, renaming
 
 TRIES = 3

@@ -37,16 +37,19 @@ from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.fence import SIGNATURE as FENCE
 from emq_kit.check.fence import fence_divergence
-from emq_kit.check.machine import SHRINK_STEPS, Conformance, Divergence, Focus, Run, Step
+from emq_kit.check.focus import Focus
+from emq_kit.check.machine import Conformance
 from emq_kit.check.minimize import STEPS_MAX, minimize
 from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.reproduce import SHOWN, reproduce
 from emq_kit.check.signature import Signature, signature
-from emq_kit.check.target import Target
+from emq_kit.check.step import Divergence, Step
+from emq_kit.check.tally import SHRINK_STEPS, Run
 from emq_kit.check.window import run_machine
 from emq_kit.errors import EXIT_FAIL, EXIT_OK, BadArgument, KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
+from emq_kit.targets.protocol import Target
 from emq_model import errors
 
 DET_RULE = "DET-1"

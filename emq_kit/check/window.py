@@ -37,7 +37,7 @@ replays, so a window would save little there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator
 
 from hypothesis import Phase, settings
 from hypothesis.database import InMemoryExampleDatabase
@@ -46,8 +46,8 @@ from hypothesis.stateful import run_state_machine_as_test
 from emq_kit.errors import TargetFault
 
 if TYPE_CHECKING:
-    from emq_kit.check.machine import Step
-    from emq_kit.check.target import Target
+    from emq_kit.check.step import Step
+    from emq_kit.targets.protocol import Target
     from emq_model.invariants import Violation
 
 from emq_model.snapshot import Snapshot
@@ -62,16 +62,6 @@ class Pending:
     step: Step
     dropped: tuple[str, ...]
     prepared: tuple[Snapshot, list[Violation]]
-
-
-class BatchReply(NamedTuple):
-    """One call's reply in a batch (DP-20): its answer as the model's (or the exception
-    it stands for: a refusal's ``EmqError``, a ``DriverError``, a ``ProtocolError``), the
-    orphans a claim dropped, and the queue's snapshot read after it (or ``None``)."""
-
-    answer: Any
-    dropped: tuple[str, ...]
-    snapshot: Snapshot | None
 
 
 @dataclass

@@ -9,9 +9,11 @@ from typing import Any
 
 from emq_kit.api import check
 from emq_kit.check import expect
-from emq_kit.check.machine import HOSTILE, QUEUES, SHRINK_STEPS
+from emq_kit.check.focus import HOSTILE
 from emq_kit.check.options import CheckOptions
+from emq_kit.check.pools import QUEUES
 from emq_kit.check.run import PROFILES
+from emq_kit.check.tally import SHRINK_STEPS
 from emq_kit.cli.common import Outputs, Usage, add_outputs, bounded, within, writable_path
 from emq_kit.cli.progress import CheckProgress
 from emq_kit.layouts import NAMES

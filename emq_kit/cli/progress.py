@@ -16,7 +16,7 @@ import sys
 import time
 from typing import IO, Callable
 
-from emq_kit.check.machine import Run
+from emq_kit.check.tally import Run
 
 EVERY = 10.0  # seconds between plain lines off a terminal
 

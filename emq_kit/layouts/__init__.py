@@ -18,8 +18,8 @@ from emq_kit.errors import BadArgument
 
 if TYPE_CHECKING:
     from emq_kit.check.clock import Clock
-    from emq_kit.check.machine import Run, Step
-    from emq_kit.trace.replay import Replayed
+    from emq_kit.check.step import Replayed, Step
+    from emq_kit.check.tally import Run
 
 NAMES = ("echomq", "bullmq")
 DEFAULT = "echomq"

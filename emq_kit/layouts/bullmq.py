@@ -23,7 +23,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.draws import Draw
-from emq_kit.check.machine import Divergence, Run, Selection, Step, outcome, target_outcome
+from emq_kit.check.machine import Selection
+from emq_kit.check.step import Divergence, Step, outcome, target_outcome
+from emq_kit.check.tally import Run
 from emq_kit.check.target import unavailable
 from emq_kit.errors import BadArgument, TargetUnavailable
 from emq_kit.layouts import Layout
@@ -320,7 +322,7 @@ class BullConformance(RuleBasedStateMachine):
 
 def replay(steps: list[Step], target: BullCheckTarget, clock: Any = None) -> Any:
     """Re-run a trace's steps on a fresh model and ``target`` (reset first)."""
-    from emq_kit.trace.replay import Replayed
+    from emq_kit.check.step import Replayed
 
     machine = BullConformance.factory(target, Run(coverage=Coverage(cells())))()
     done: list[Step] = []

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from emq_kit.check.machine import QUEUES, Conformance
+from emq_kit.check.machine import Conformance
 from emq_kit.check.names import vocabulary
+from emq_kit.check.pools import QUEUES
 from emq_kit.check.target import open_target
 from emq_kit.layouts import Layout
 from emq_model.spec import cells

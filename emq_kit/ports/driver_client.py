@@ -27,8 +27,8 @@ from typing import Any, Callable, Sequence
 
 from emq_kit._signals import Refused
 from emq_kit.check.live import LiveTarget, call_then
-from emq_kit.check.machine import QUEUES, Crash
-from emq_kit.check.window import BatchReply
+from emq_kit.check.pools import QUEUES
+from emq_kit.check.step import Crash
 from emq_kit.errors import (
     DriverError,
     DriverExited,
@@ -51,6 +51,7 @@ from emq_kit.ports.protocol import (
     decode_answer,
     encode,
 )
+from emq_kit.targets.protocol import BatchReply
 from emq_live.urls import redact
 from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot

@@ -14,7 +14,7 @@ from emq_live.urls import redact
 from emq_model import spec
 
 if TYPE_CHECKING:  # the check's modules (Hypothesis) load only where a check is reported
-    from emq_kit.check.machine import Step
+    from emq_kit.check.step import Step
 
 
 def printable(text: str) -> str:

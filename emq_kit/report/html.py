@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from emq_kit.check import faults
-from emq_kit.check.machine import SLEEP, Step
+from emq_kit.check.step import SLEEP, Step
 from emq_kit.report import heatmap
 from emq_kit.report.document import printable
 from emq_kit.report.text import format_report, two_runs

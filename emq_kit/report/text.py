@@ -12,8 +12,8 @@ from emq_kit.trace.replay import explain, replay_command, step_table
 
 if TYPE_CHECKING:
     from emq_kit.api import ReplayReport
-    from emq_kit.check.machine import Step
     from emq_kit.check.run import Difference, Report
+    from emq_kit.check.step import Step
 
 
 def format_step(step: Step) -> str:

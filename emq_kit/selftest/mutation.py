@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterator
 
 from emq_kit import interrupts
 from emq_kit.check import hang
+from emq_kit.check.focus import Focus
 from emq_kit.check.hang import stop_script
-from emq_kit.check.machine import Focus
 from emq_kit.check.names import Names
 from emq_kit.check.run import Profile, run_check
 from emq_kit.errors import BadArgument, CheckFailed, KitBug, KitError, ServerUnreachable

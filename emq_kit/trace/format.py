@@ -17,8 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from emq_kit.check.machine import Divergence, Step
 from emq_kit.check.signature import signature
+from emq_kit.check.step import Divergence, Step
 from emq_kit.ports.protocol import bytes_json, json_bytes
 from emq_kit.trace.values import decode, encode
 from emq_model import branded_id, spec

@@ -9,48 +9,27 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from emq_kit import interrupts
-from emq_kit.check import effect, faults
+from emq_kit.check import faults
 from emq_kit.check.clock import Clock
-from emq_kit.check.machine import SLEEP, Conformance, Divergence, Run, Step
+from emq_kit.check.machine import Conformance
 from emq_kit.check.names import Names
 from emq_kit.check.raw import call_of
 from emq_kit.check.reproduce import showed
 from emq_kit.check.run import Report
 from emq_kit.check.signature import signature
-from emq_kit.check.target import Target, open_target
+from emq_kit.check.step import SLEEP, Divergence, Replayed, Step
+from emq_kit.check.tally import Run
+from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
+from emq_kit.targets.protocol import Target
 from emq_kit.trace.format import Trace, divergence_json, header
 from emq_live.urls import MASK
-from emq_model.invariants import Violation, beyond
+from emq_model.invariants import beyond
 from emq_model.snapshot import Snapshot, diff
-
-
-@dataclass
-class Replayed:
-    """A replay's result: every step run (answers filled in), and at the first divergence
-    its index (1-based), the divergence, both snapshots and the target's violations."""
-
-    steps: list[Step]
-    divergence: Divergence | None = None
-    index: int = 0
-    model: Snapshot | None = None
-    target: Snapshot | None = None
-    violations: tuple[Violation, ...] = ()
-
-    @property
-    def conforms(self) -> bool:
-        return self.divergence is None
-
-    @property
-    def klass(self) -> str:
-        """The divergence's class by its effect (``emq_kit/check/effect.py``)."""
-        d = self.divergence
-        return effect.klass(d.kind, d.step.op, self.model, self.target) if d is not None else effect.SURFACE
 
 
 def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Replayed:

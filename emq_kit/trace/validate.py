@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any, Callable
 
 from emq_kit.check import faults
-from emq_kit.check.machine import SLEEP, SLEEP_MAX
+from emq_kit.check.step import SLEEP, SLEEP_MAX
 from emq_kit.errors import KitError, TraceError
 from emq_kit.trace.values import decode
 from emq_model import spec
@@ -163,7 +163,7 @@ def step_args(op: str) -> tuple[set[str], set[str]] | None:
 def _check_values(where: str, op: str, queue: str, encoded: dict[str, Any]) -> None:
     """Every argument of a step against its type; at most one contract argument may be
     a value the machine spoils it with."""
-    from emq_kit.check.machine import bad_values
+    from emq_kit.check.pools import bad_values
 
     types = arg_types(op) or {}
     args = {name: _decoded(f"{where}/args/{name}", value) for name, value in encoded.items()}

@@ -10,7 +10,7 @@ import base64
 import math
 from typing import Any
 
-from emq_kit.check.machine import Crash
+from emq_kit.check.step import Crash
 from emq_kit.ports.protocol import bytes_json, is_bytes_json, json_bytes
 from emq_model.errors import EmqError, from_code
 from emq_model.lanes import LaneClaimed
