@@ -33,10 +33,6 @@ class Progress:
     differences: int
     eta: float | None
 
-    def line(self) -> str:
-        eta = "?" if self.eta is None else f"{self.eta:,.0f} s"
-        return f"runs {self.done}/{self.total}  differences {self.differences}  ETA {eta}"
-
 
 class Corpus:
     """The traces found, one directory per target (CMP-7): each run of the target gets

@@ -15,6 +15,7 @@ from emq_kit.campaign.campaign import RETRIES, Progress, run_campaign
 from emq_kit.campaign.cluster import DEFAULT, ClusterSpec, cluster_of, dashboard
 from emq_kit.check.run import PROFILES
 from emq_kit.cli.common import Outputs, add_number, add_outputs, bounded, sizes, within
+from emq_kit.cli.progress import Meter
 from emq_kit.errors import BadArgument
 
 
@@ -34,27 +35,6 @@ def add_cluster(p: argparse.ArgumentParser, default: str | None) -> None:
                    help="run on Dask: local:N starts N worker processes here (N: "
                         f"{CLUSTER.text()}), tcp://HOST:8786 uses a running dask scheduler "
                         f"(docs/campaigns.md; needs emq[campaign]; default {default or 'none'})")
-
-
-class Line:
-    """The progress line on stderr: redrawn on a terminal, one line per run elsewhere."""
-
-    def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
-        self.drawn = False
-
-    def __call__(self, progress: Progress) -> None:
-        if self.live:
-            sys.stderr.write(f"\r  {progress.line()} ")
-            self.drawn = True
-        else:
-            sys.stderr.write(f"emq campaign: {progress.line()}\n")
-        sys.stderr.flush()
-
-    def end(self) -> None:
-        if self.drawn:
-            sys.stderr.write("\n")
-            self.drawn = False
 
 
 def summary(document: dict[str, Any]) -> list[str]:
@@ -84,7 +64,10 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                          clocks=args.clock, examples=args.examples, steps=args.steps)
     plan.runs()  # a malformed plan is refused before any output or the cluster is touched (CMP-1)
     out = Outputs(args)
-    line = Line()
+    meter = Meter("campaign")  # the runs done of the plan's, with an ETA (every long command's meter)
+
+    def line(p: Progress) -> None:
+        meter.show("running", p.done, p.total, f"differences {p.differences}")
 
     def connected(client: Any) -> None:
         link = dashboard(client)
@@ -96,7 +79,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                                 corpus=None if args.corpus is None else Path(args.corpus), retries=args.retries,
                                 progress=line, connected=connected)
     finally:
-        line.end()
+        meter.end()
     out.say("\n".join(summary(document)))
     out.emit(lambda started, finished: document)
     return int(document["exit"])
