@@ -16,6 +16,7 @@ from hypothesis.stateful import precondition, rule
 from emq_kit.check.draws import Draw
 from emq_kit.check.lanes import CLAIMS as LANE_CLAIMS
 from emq_model import branded_id, model, spec
+from emq_model.errors import TYPE
 from emq_model.invariants import Violation
 from emq_model.keyspace import KEY_TYPES, prefix
 from emq_model.model import QueueModel
@@ -244,8 +245,9 @@ class KeyFaultRules:
         if op is None:
             return
         touches = spec.entry(op)["touches"]
+        always = a.always or (op, TYPE) in self.run.aim  # an aimed refusal must be certain (COV-2)
         keys = [k for k in KEYS_OF[op] if (lanes or k not in LANE_KEYS)
-                and (not a.always or k in touches or (k == "row" and "rows" in touches))] or list(KEYS_OF[op])
+                and (not always or k in touches or (k == "row" and "rows" in touches))] or list(KEYS_OF[op])
         key = keys[a.key % len(keys)]
         if op in PUMPED:
             self._advance(q, PUMPED[op], (0, 0))
@@ -308,9 +310,12 @@ class KeyFaultRules:
 
     def _probe(self: Any, drawn: str) -> str | None:
         """The op of ``PROBED`` a draw selects under the run's focus (the next one the
-        focus allows, lane ops only on a target with lanes), or None when none is."""
+        focus allows, lane ops only on a target with lanes; in a round aimed at
+        unreached ``EMQTYPE`` cells, only their ops), or None when none is."""
         lanes = self._lanes_on()
         ops = [op for op in PROBED if self.run.focus.allows(op) and (lanes or op not in spec.LANE_OPS)]
+        aimed = [op for op in ops if (op, TYPE) in self.run.aim]  # COV-2: a directed round's spoils
+        ops = aimed or ops
         if not ops:
             return None
         return drawn if drawn in ops else ops[PROBED.index(drawn) % len(ops)]

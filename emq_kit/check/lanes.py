@@ -52,6 +52,9 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
 }
 """The ops each lane rule may send (the machine's ``RULE_OPS``): a driver that offers
 only some lane ops gets the rules of those, the cells of the others not implemented."""
+PREPARES: dict[str, tuple[tuple[str, str], ...]] = {"lane_backlog": (("lane_wclaim", "several"),)}
+"""Cells a lane rule makes reachable beyond its own calls' (a directed round aims it at
+them, COV-2): a deep weighted lane is what a weighted turn needs to serve several."""
 CELLS = spec.lane_cells()
 """The lane cells a run must reach."""
 SCENE = tuple(dict.fromkeys(GROUPS))[:3]

@@ -39,6 +39,7 @@ from emq_kit.check.draws import Draw
 from emq_kit.check.hang import RULE as HANG_RULE
 from emq_kit.check.hang import is_hang
 from emq_kit.check.lanes import CELLS as LANE_CELLS
+from emq_kit.check.lanes import PREPARES as LANE_PREPARES
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.lanes import LaneRules
 from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, bad_values
@@ -50,7 +51,7 @@ from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug
 from emq_kit.targets.protocol import Target
 from emq_model import branded_id, spec
-from emq_model.errors import EmqError
+from emq_model.errors import TYPE, EmqError
 from emq_model.invariants import Violation, check_invariants
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
@@ -128,6 +129,18 @@ WEIGHTS = {"claim": 11, "settle": 9, "work": 8, "promote": 5, "reap": 5, "enqueu
 settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
 often enough that a lane grows deep under a weight (``lane_wclaim/several``). A rule
 not named weighs 1."""
+AIM = 8
+"""How many times its weight a rule that can reach an aimed cell weighs (COV-2)."""
+
+
+def aimed_rules(aim: frozenset[tuple[str, str]]) -> frozenset[str]:
+    """The rules that can send a cell of ``aim``: those whose ops include the cell's op,
+    those that prepare it (``lanes.PREPARES``), and for a refusal of a spoiled key
+    (``EMQTYPE``, CC-8) the operator's spoil episode."""
+    ops = {op for op, outcome in aim if outcome != TYPE}
+    spoil = {"spoil_key"} if any(outcome == TYPE for _, outcome in aim) else set()
+    prepare = {name for name, cells in LANE_PREPARES.items() if aim & set(cells)}
+    return frozenset({name for name, sent in RULE_OPS.items() if ops & set(sent)} | spoil | prepare)
 
 
 def _given(answer: Any) -> Any:
@@ -162,7 +175,11 @@ class Selection(RuleStrategy):
         # a constant Hypothesis mixes in), so index 0 must be the most common rule, not
         # whichever sorts first by name (bad_queue, weight 1, would then be drawn far above it).
         self.heaviest = sorted(self.rules, key=lambda r: -self.weights.get(r.function.__name__, 1))
-        self.weight = {id(r): self.weights.get(r.function.__name__, 1) for r in self.rules}
+        run = getattr(machine, "run", None)
+        aimed = aimed_rules(run.aim) if run is not None else frozenset()
+        self.weight = {id(r): self.weights.get(r.function.__name__, 1) * (AIM if r.function.__name__ in aimed else 1)
+                       for r in self.rules}
+        self.always = frozenset(getattr(machine, "always_on", ())) | aimed  # never swarmed off (COV-2)
         self.allowed: list[Any] | None = None  # _in_focus's
         self.free = {id(r) for r in self.rules if not r.bundles and not r.preconditions}  # always valid
         self.drawn = 0  # rules drawn: the fence test's proof that Hypothesis draws through this
@@ -183,9 +200,8 @@ class Selection(RuleStrategy):
         self.drawn += 1
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
-            always = getattr(self.machine, "always_on", ())
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:])
-                        if b < swarm[0] and r.function.__name__ not in always}
+                        if b < swarm[0] and r.function.__name__ not in self.always}
         on = {id(r) for r in candidates if r.function.__name__ not in self.off} or {id(r) for r in candidates}
         live = [r for r in self.heaviest if id(r) in on]
         # One index into the rules laid end to end, each as many times as it weighs.

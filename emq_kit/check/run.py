@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -82,7 +83,7 @@ model runs inside the server's ``TIME`` window (``ServerClock``, as ``--clock se
 
 PROFILES = {
     "dev": Profile("dev", examples=30, steps=30, gate=False),
-    "ci": Profile("ci", examples=200, steps=50, gate=True, extra_examples=800, sweep=True),
+    "ci": Profile("ci", examples=200, steps=50, gate=True, extra_examples=800, round_examples=25, sweep=True),
     "thorough": Profile("thorough", examples=2000, steps=100, gate=True, extra_examples=4000, round_examples=500,
                         sweep=True),
 }
@@ -264,11 +265,26 @@ def run_check(
                 _record(run, found, swept, started, clock)
         run.phase = "searching"
         round_no, size = 0, per_round if focus.report or not found else 0
+        aims: frozenset[tuple[str, str]] = frozenset()
+        aimed = {"rounds": 0, "examples": 0, "steps": 0, "calls": 0}
         shrunk: dict[str, float] = {"steps": 0, "budget": shrink_steps, "cut": 0, "seconds": 0.0}
         while size > 0:
             before, run.hunting, run.shrinking, run.best, cuts_before = run.examples, None, False, None, run.cuts
-            divergence = _search(layout.machine(target, run, clock), seed + round_no, size, steps or profile.steps,
-                                 run)
+            # COV-2: past the nominal examples a gated round aims at what is still unreached;
+            # its calls are its phase's, not the search's mix
+            run.aim = frozenset(_unreached(run, focus)) if profile.gate and searched >= per_round else frozenset()
+            mix, steps_before = run.op_mix, run.steps
+            if run.aim:
+                run.op_mix, aims = Counter(), aims | run.aim
+            try:
+                divergence = _search(layout.machine(target, run, clock), seed + round_no, size,
+                                     steps or profile.steps, run)
+            finally:
+                if run.aim:
+                    aimed = {"rounds": aimed["rounds"] + 1, "examples": aimed["examples"] + run.examples - before,
+                             "steps": aimed["steps"] + run.steps - steps_before,
+                             "calls": aimed["calls"] + sum(run.op_mix.values())}
+                    run.op_mix, run.aim = mix, frozenset()
             if divergence is not None:
                 _record(run, found, divergence, started, clock)
                 searched += max(run.hunted_at - before, 1)
@@ -287,6 +303,8 @@ def run_check(
             if profile.gate and _unreached(run, focus):
                 left, run.budget = budget - searched, budget
             round_no, size = round_no + 1, min(profile.round_examples, left)
+        if aims:
+            phases["aim"] = {**aimed, "cells": " ".join(f"{op}/{outcome}" for op, outcome in sorted(aims))}
         if (raw_on and profile.gate and (focus.report or not found) and not run.halt
                 and getattr(clock, "mode", "virtual") != "server"):
             now_in("checking the server clock")

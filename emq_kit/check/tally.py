@@ -65,6 +65,9 @@ class Run:
     budget: int = 0  # the examples the search means to generate (a gated profile's grows while cells are unreached)
     shrink_budget: int = SHRINK_STEPS
     """The checked steps Hypothesis's shrinker may run for one difference (``ShrinkCut``)."""
+    aim: frozenset[tuple[str, str]] = frozenset()
+    """The unreached cells this round directs its search at (COV-2); none in a round
+    that is not directed."""
     shrink_from: int = 0  # ``steps`` when the round met its difference
     shrink_started: float = 0.0  # perf_counter() when the round met its difference (its shrink's wall time)
     cuts: int = 0  # rounds whose shrinking the budget ended
