@@ -78,6 +78,7 @@ def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpu
     kept = Corpus(corpus or out / "corpus")
     writable_dir(str(kept.root), "the corpus")
     records: dict[str, RunRecord] = {}
+    keys: dict[str, str] = {}  # run id -> its task's key, which its start events name
     began, clock = dt.datetime.now(dt.timezone.utc), time.monotonic()
     with dask_cluster.connected(spec) as client:
         if connected is not None:
@@ -86,6 +87,7 @@ def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpu
         for done in dask_cluster.bag(client, runs, run_check, lambda r: (r, kept.of(r.target)), retries=retries,
                                      name=lambda r: r.id):
             records[done.item.id] = _record(done, kept, out)
+            keys[done.item.id] = done.key
             if progress is not None:
                 spent = time.monotonic() - clock
                 left = len(runs) - len(records)  # the wall time per run so far already counts the workers
@@ -94,7 +96,7 @@ def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpu
     ordered = []
     for run in runs:
         record = records[run.id]
-        record.workers = starts.get(run.id, record.workers)
+        record.workers = starts.get(keys[run.id], record.workers)
         ordered.append(record)
     return campaign_document(ordered, plan=plan_json(plan), cluster=spec.text, dashboard=link,
                              corpus=str(kept.root), started=began, finished=dt.datetime.now(dt.timezone.utc))

@@ -146,9 +146,10 @@ def threads(client: Client) -> int:
 
 @dataclass
 class Done:
-    """One task's end: its item, its result or the error it ended with."""
+    """One task's end: its item, its Dask key, its result or the error it ended with."""
 
     item: Any
+    key: str
     result: Any = None
     error: BaseException | None = None
 
@@ -177,18 +178,18 @@ def bag(client: Client, items: Sequence[T], task: Callable[..., Any], args: Call
     for future in running:
         item = out.pop(future.key)
         if future.status == "error":
-            yield Done(item, error=future.exception())
+            yield Done(item, future.key, error=future.exception())
         else:
-            yield Done(item, result=future.result())
+            yield Done(item, future.key, result=future.result())
         future.release()
         if queue:
             hand_out()
 
 
 def attempts(client: Client) -> dict[str, list[str]]:
-    """Each task's starts as the scheduler logged them (``tasks.started``): key -> the
-    workers that started it, in order (two or more: retried, CMP-4)."""
+    """Each task's starts as the scheduler logged them (``tasks.started``): its Dask key
+    -> the workers that started it, in order (two or more: retried, CMP-4)."""
     seen: dict[str, list[str]] = defaultdict(list)
     for _, event in sorted(client.get_events(EVENTS), key=lambda e: e[0]):
-        seen[event["run"]].append(event["worker"])
+        seen[str(event["key"])].append(event["worker"])
     return dict(seen)

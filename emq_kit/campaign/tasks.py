@@ -25,20 +25,20 @@ if TYPE_CHECKING:
     from emq_kit.selftest.mutation import Mutant, MutantVerdict
 
 EVENTS = "emq-campaign"
-"""The scheduler's event topic a task logs its start on: ``{"run": id, "worker": address}``
-(a run started twice was retried, CMP-4)."""
+"""The scheduler's event topic a task logs its start on: ``{"key": its Dask key,
+"worker": address}`` (a task started twice was retried, CMP-4)."""
 
 
-def started(key: str) -> None:
-    """Log the start of the task ``key`` on the scheduler, naming this worker (nothing
-    outside a Dask worker)."""
+def started() -> None:
+    """Log the start of the task running here on the scheduler, naming this worker
+    (nothing outside a Dask worker)."""
     try:
         from distributed import get_worker
 
         worker = get_worker()
     except (ImportError, ValueError):  # called in the client's process (a test, a serial run)
         return
-    worker.log_event(EVENTS, {"run": key, "worker": worker.address})
+    worker.log_event(EVENTS, {"key": worker.get_current_task(), "worker": worker.address})
 
 
 @dataclass
@@ -61,7 +61,7 @@ def run_check(run: PlannedRun, corpus: dict[str, str]) -> RunResult:
     from emq_kit.api import check
     from emq_kit.report.document import check_document
 
-    started(run.id)
+    started()
     with tempfile.TemporaryDirectory(prefix="emq-run-") as tmp:
         traces = Path(tmp, "traces")
         for name, text in corpus.items():
@@ -87,7 +87,7 @@ def judge_mutant(mutant: Mutant, url: str | None, budget: float, seed: int, wipe
     from emq_kit.layouts import layout
     from emq_kit.selftest.mutation import ERROR, judge
 
-    started(mutant.key)
+    started()
     with claimed(url, layout().logical(), command="emq selftest", wipe=wipe) as names:
         verdict = judge(mutant, url, budget, seed, names=names)
     if verdict.status == ERROR:
