@@ -128,3 +128,22 @@ def test_a_hang_that_has_written_is_the_verdict_and_says_restart(tmp_path: Path)
         done = emq("replay", str(path), "--scripts", str(scripts), "--url", server.url, timeout=120)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "CC-9" in done.stdout and "SCRIPT KILL cannot stop it" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_search_on_a_server_names_the_hang_and_leaves_the_server_usable(tmp_path: Path) -> None:
+    """``emq check --url`` with the stalling claim: its windows send many calls in one
+    pipeline, so after the first hang the server runs the next hung calls the pipeline
+    held (it answered the run's next command ``BUSY``: ``emq bug``). The kit stops each
+    until the server answers: the verdict is the hang, and the server is free after it.
+    A private server: a failure here would leave it busy."""
+    scripts = str(broken_dir(STALL, tmp_path))
+    with ServerProcess("valkey-server") as server:
+        done = emq("check", "--scripts", scripts, "--url", server.url, "--profile", "dev", "--seed", "1",
+                   "--json", timeout=900)
+        assert done.returncode == 1, done.stdout + done.stderr
+        report = json.loads(done.stdout)
+        assert any(d["signature"]["rule"] == "CC-9" for d in report["check"]["differences"]), report["check"]
+        with server.client() as r:
+            assert r.ping()
+            with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+                r.execute_command("SCRIPT", "KILL")
