@@ -240,9 +240,14 @@ def test_the_html_lists_the_causes_each_with_its_representative(planted, tmp_pat
     causes = document["check"]["causes"]
     assert seen.dom.count('<section class="cause"') == len(causes)
     for n, cause in enumerate(causes, 1):
-        rep = document["check"]["differences"][cause["representative"]]
-        assert f'id="c{n}-step-{rep["step"]}"' in seen.dom  # its counterexample drawn, ids its own
-    assert seen.dom.index('id="cause-1"') < seen.dom.index("Every difference")
+        k = cause["representative"] + 1  # the page numbers the differences from 1
+        rep = document["check"]["differences"][k - 1]
+        section = seen.dom.split(f'id="cause-{n}"')[1].split('<section class="cause"')[0]
+        assert section.split('<section class="difference" id="diff-')[1].split('"')[0] == str(k)  # shortest first
+        assert f'id="d{k}-step-{rep["step"]}"' in section  # its counterexample drawn, ids its own
+    # every difference drawn once, under its cause (the table above only indexes them)
+    assert seen.dom.count('<section class="difference"') == len(document["check"]["differences"])
+    assert seen.dom.index('id="cause-1"') < seen.dom.index('<section class="difference"')
 
 
 def test_causes_group_by_refusal_failure_or_rule() -> None:
