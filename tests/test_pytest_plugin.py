@@ -27,8 +27,7 @@ FOREIGN = f"{sys.executable} {ROOT / 'tests' / 'drivers' / 'foreign.py'}"
 # one deviation left on: an empty queue name is accepted (KS-3), found in a few steps
 DEVIATING = f"{FOREIGN} --conform lease-bound,complete-settled,extend-dead,claim-orphan,reprocess"
 CONFORMING = f"{FOREIGN} --conform all"
-# seed 4: its dev run meets DEVIATING's KS-3 whatever the process imported first (seed 1's
-# met it only once emq_kit.cli was imported: a seed's draws still depend on that)
+# seed 4: its dev run meets DEVIATING's KS-3
 DEV = ("--emq-profile", "dev", "--emq-seed", "4", "-p", "no:cacheprovider")
 
 

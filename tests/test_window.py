@@ -36,8 +36,7 @@ class Counting(LiveTarget):
 
 
 def check(url: str, scripts: str | None, *, windows: bool, seed: int = 1) -> tuple[Report, Counting]:
-    """A run of up to 200 examples: enough to find each variant below whatever else the
-    process imported (Hypothesis draws constants from loaded modules)."""
+    """A run of up to 200 examples: enough to find each variant below."""
     target = Counting(url, scripts, windows=windows)
     try:
         return run_check(target, DEV, seed=seed, examples=200 if scripts else None), target

@@ -43,6 +43,7 @@ from emq_kit.check.machine import Conformance
 from emq_kit.check.minimize import STEPS_MAX, minimize
 from emq_kit.check.rawrule import raw_cells
 from emq_kit.check.reproduce import SHOWN, reproduce
+from emq_kit.check.seeded import seed_alone
 from emq_kit.check.signature import Signature, signature
 from emq_kit.check.step import Divergence, Step
 from emq_kit.check.tally import SHRINK_STEPS, Run
@@ -444,7 +445,7 @@ def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, ru
     factory = hseed(seed)(machine)
     config = search_settings(examples, steps)
     try:
-        with with_reporter(lambda _: None):  # the report and the trace say it better
+        with with_reporter(lambda _: None), seed_alone():  # the report and the trace say it better
             run_machine(factory, config)
     except BaseException as exc:  # noqa: BLE001 - Hypothesis may group failures
         if run.fatal is not None:  # whatever Hypothesis made of it (a flaky test, a group)
