@@ -131,7 +131,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     except FencedElsewhere as exc:  # a dead end for our scripts unless the run re-fences
         raise FencedElsewhere(f"{exc}; --refence runs under {spec.WIRE_VERSION!r} and puts the old value back "
                               "after") from None
-    for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
+    for note in target.notes:  # what the kit did on its own at start (DP-9)
         say(note)
     seen: list[Run] = []  # the run as last seen: what an interrupted run has so far
 
@@ -203,10 +203,10 @@ def focus_of(options: CheckOptions, target: Any) -> Focus:
     from emq_kit.check.options import CORE, EVERY_OP, KITSIDE
     from emq_kit.errors import BadArgument
 
-    offered = getattr(target, "offered", None)
+    can = target.capabilities
     ops: set[str] | None = None
-    if offered is not None:
-        ops = set(offered) | (KITSIDE if getattr(target, "inspector", None) is not None else set())
+    if can.offered is not None:
+        ops = set(can.offered) | (KITSIDE if can.key_faults else set())
     if options.ops:
         ops = (ops if ops is not None else set(EVERY_OP)) & (set(options.ops) | set(CORE))
     if options.skip_ops:
@@ -216,7 +216,7 @@ def focus_of(options: CheckOptions, target: Any) -> Focus:
         if lacking:
             raise BadArgument(f"the run would lack the core ops {', '.join(lacking)}: the kit cannot check "
                               f"without {', '.join(CORE)}")
-    return Focus(ops=None if ops is None else frozenset(ops), absent=dict(getattr(target, "absent_args", {}) or {}),
+    return Focus(ops=None if ops is None else frozenset(ops), absent=dict(can.absent_args),
                  hostile=options.hostile, report=not options.first)
 
 
@@ -301,7 +301,7 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
             else:
                 target = chosen.open_target(where, scripts, driver,
                                             clock=clock or loaded.header.get("clock") or "virtual", names=names)
-            for note in getattr(target, "notes", ()):  # what the kit did on its own at start (DP-9)
+            for note in target.notes:  # what the kit did on its own at start (DP-9)
                 say(note)
             try:
                 result = chosen.replay(loaded.steps, target, on)

@@ -670,7 +670,7 @@ def driver_figures(params: Params, alone: float) -> list[Figure]:
     target = open_target(None, None, f"{shlex.quote(sys.executable)} {shlex.quote(str(foreign))}", partial=True)
     try:
         report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed,
-                           focus=Focus(ops=frozenset(target.offered)))
+                           focus=Focus(ops=frozenset(target.capabilities.offered or ())))
     finally:
         target.close()
     note = f"{len(report.differences)} distinct differences, {params.examples} x {params.steps}, dev"

@@ -75,7 +75,8 @@ class Agreeing(LiveTarget):
     def __init__(self, url: str | None) -> None:
         super().__init__(url, observe=True)
         self.compared = 0
-        self.batch_max = 0  # step by step: a window's snapshots are snapshot.lua's own
+        # step by step: a window's snapshots are snapshot.lua's own
+        self.capabilities = dataclasses.replace(self.capabilities, batch_max=0)
 
     def snapshot(self, name: str) -> Snapshot:
         mine, by_lua = super().snapshot(name), self.queue(name).snapshot()

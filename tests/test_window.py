@@ -27,7 +27,8 @@ class Counting(LiveTarget):
 
     def __init__(self, url: str, scripts: str | None = None, *, windows: bool = True) -> None:
         super().__init__(url, scripts, observe=True)
-        self.batch_max = self.batch_max if windows else 0
+        if not windows:
+            self.capabilities = dataclasses.replace(self.capabilities, batch_max=0)
         self.sent: list[int] = []
 
     def batch(self, calls: Any, snapshots: bool = True) -> Any:

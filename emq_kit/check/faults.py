@@ -221,7 +221,7 @@ class KeyFaultRules:
     pool: tuple[str, ...]
 
     def _key_faults_on(self: Any) -> bool:
-        return callable(getattr(self.target, "spoil_key", None)) and self.run.focus.allows("spoil_key")
+        return bool(self.target.capabilities.key_faults) and self.run.focus.allows("spoil_key")
 
     @precondition(lambda self: self._key_faults_on())
     @rule(a=Draw("SpoilKey", q=(0, 0, 0, 1), op=PROBED, always=(True, False), key=range(len(SPOIL_KEYS)),
@@ -281,7 +281,7 @@ class KeyFaultRules:
         self._episode(q, {"key": key, ("id" if key == "row" else "group"): value}, kind, op, {"lease_ms": 5})
 
     def _strays_on(self: Any) -> bool:
-        return callable(getattr(self.target, "stray_key", None)) and self.run.focus.allows("stray_key")
+        return bool(self.target.capabilities.key_faults) and self.run.focus.allows("stray_key")
 
     @precondition(lambda self: self._strays_on())
     @rule(a=Draw("StrayKeys", q=(0, 0, 0, 1), first=range(len(STRAY_KEYS)), second=range(len(STRAY_KEYS) + 1),

@@ -21,7 +21,7 @@ SIGNATURE = Signature("init/fence", "KS-6")
 def fence_divergence(target: Any) -> Divergence | None:
     """The divergence (``SIGNATURE``'s, no steps) of a target whose port fences under
     another wire version, or None (no fence, or the contract's)."""
-    fence = getattr(target, "fence", None)
+    fence = target.capabilities.fence
     if fence is None or fence == spec.WIRE_VERSION:
         return None
     step = Step("", "init", {}, model=spec.WIRE_VERSION, target=fence, index=0)

@@ -3,7 +3,7 @@ on a small pool of groups, with pauses, limits, weights and orphans; the coverag
 of the lane ops; and LANE-F checked on the run's own turns.
 
 ``LaneRules`` is a mixin of ``Conformance`` (emq_kit/check/machine.py): its rules draw
-only when the target has the lane ops (``target.lanes``). A lane claim is kept like a
+only when the target has the lane ops (``capabilities.lanes``). A lane claim is kept like a
 claim (``Conformance.kept``), so its token is settled, reaped and goes stale with the
 rest; a grouped job's complete, retry, reap, promote, reprocess and remove are the plain
 rules' own.
@@ -71,7 +71,7 @@ class LaneRules:
     pool: tuple[str, ...]
 
     def _lanes_on(self: Any) -> bool:
-        return bool(getattr(self.target, "lanes", False))
+        return bool(self.target.capabilities.lanes)
 
     @precondition(lambda self: self._lanes_on())
     @rule(a=Draw("LaneEnqueue", q=ON, job=range(8), payload=(b"", b"p", "ü"), group=GROUPS, spoil=SPOILS).strategy)

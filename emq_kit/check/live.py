@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from emq_kit.check import hang, memory
-from emq_kit.targets.protocol import BatchReply
+from emq_kit.targets.protocol import BatchReply, Capabilities
 from emq_live.client import BadReply, Queue
 from emq_live.urls import redact
 from emq_model.errors import ArgError, EmqError
@@ -35,10 +35,11 @@ class ModelTarget:
     """A second, independent model: the machine run against it must always pass, which
     checks the machine itself (and serves ``emq driver --model``)."""
 
-    batches = True
-    raw = False
-    lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
-    batch_max = 0  # no windows: each call is answered at once
+    # every op, the lane ops (lifecycle.md §10) too; no windows: each call answered at once
+    capabilities = Capabilities(batches=True, lanes=True, key_faults=True)
+    conn = None
+    notes: tuple[str, ...] = ()
+    stuck = False
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueModel] = {}
@@ -61,6 +62,15 @@ class ModelTarget:
 
     def dropped(self, name: str) -> tuple[str, ...]:
         return self.queue(name).last_dropped
+
+    def time_calls(self, on: bool) -> bool:
+        return False  # no server, no server clock
+
+    def bracket(self) -> tuple[int, int] | None:
+        return None
+
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
+        raise NotImplementedError("the model takes no windows (capabilities.batch_max is 0)")
 
     def forget_row(self, name: str, job_id: str) -> None:
         self.queue(name).forget_row(job_id)
@@ -104,9 +114,7 @@ class LiveTarget:
     On a server with ``observe`` it also takes a window of steps at once (``batch``,
     ``batch_max``): deferred verification, emq_kit/check/window.py."""
 
-    batches = True
-    raw = True
-    lanes = True  # the lane ops (lifecycle.md §10): the machine's LaneRules draw them
+    notes: tuple[str, ...] = ()
 
     def __init__(self, url: str | None = None, scripts: str | None = None, *, observe: bool = False,
                  fence: bool = True) -> None:
@@ -120,11 +128,12 @@ class LiveTarget:
         # of two queues (CROSSSLOT) before our scripts see them: no raw calls there.
         from redis.cluster import RedisCluster
 
-        self.raw = not isinstance(self.conn.redis, RedisCluster)
-        if url is not None and self.raw and hang.SERVER_SECONDS:  # a script past it is stopped (CC-9, hang.py)
+        raw = not isinstance(self.conn.redis, RedisCluster)
+        if url is not None and raw and hang.SERVER_SECONDS:  # a script past it is stopped (CC-9, hang.py)
             self.conn.redis.connection_pool.connection_kwargs["socket_timeout"] = hang.SERVER_SECONDS
         self.queues: dict[str, Any] = {}
-        self.batch_max = WINDOW if observe and self.conn.server is None else 0
+        self.capabilities = Capabilities(batches=True, raw=raw, lanes=True, key_faults=True,
+                                         batch_max=WINDOW if observe and self.conn.server is None else 0)
         self.timed = False  # see time_calls
         self.times: tuple[int, int] | None = None  # see bracket
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
@@ -183,7 +192,7 @@ class LiveTarget:
         """Read the server's ``TIME`` around every script call from now on, in the call's
         own round trip (``bracket``); whether this target can (on a server with
         ``observe``: the built-in client as ``emq check`` opens it)."""
-        self.timed = bool(on) and self.batch_max > 0
+        self.timed = bool(on) and self.capabilities.batch_max > 0
         return self.timed
 
     def bracket(self) -> tuple[int, int] | None:

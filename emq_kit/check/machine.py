@@ -290,7 +290,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         self.stopped = False  # a known difference ended this example: no more calls
         # Under the server clock a target that reads TIME around its own calls saves the
         # clock two round trips a clock op (ServerClock.call); off under the virtual one.
-        timed = getattr(self.target, "time_calls", lambda on: False)(self.clock.mode == "server")
+        timed = self.target.time_calls(self.clock.mode == "server")
         self.bracket = self.target.bracket if timed else None
         if self.run.progress:
             self.run.progress(self.run)
@@ -621,19 +621,19 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
     # -- rules: batches (one script call for many items; the model's loop is the oracle) -
     # A target without them (``batches = False``: a port's driver, B-4) never gets them.
 
-    @precondition(lambda self: self.target.batches)
+    @precondition(lambda self: self.target.capabilities.batches)
     @rule(a=ENQUEUE_MANY.strategy)
     def enqueue_many(self, a: Any) -> None:
         self.step(a.q, "enqueue_many", {"jobs": [a.item0, a.item1, a.item2, a.item3][: a.n]})
 
-    @precondition(lambda self: self.target.batches)
+    @precondition(lambda self: self.target.capabilities.batches)
     @rule(a=CLAIM_MANY.strategy)
     def claim_many(self, a: Any) -> None:
         got = self.step(a.q, "claim_many", {"n": a.n, "lease_ms": a.lease})
         if isinstance(got, list):
             self.kept.extend((a.q, c.id, c.token) for c in got)
 
-    @precondition(lambda self: self.kept and self.target.batches)
+    @precondition(lambda self: self.kept and self.target.capabilities.batches)
     @rule(a=COMPLETE_MANY.strategy)
     def complete_many(self, a: Any) -> None:
         """Settle several kept claims in one call, on the first one's queue: the others'

@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from emq_kit.errors import BadArgument, KitBug
+from emq_kit.targets.protocol import BatchReply, Capabilities, Target
 from emq_model import errors, keyspace
 from emq_model.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from emq_live.client import Connection
 
 SUFFIX_BYTES = 4
 """Random bytes of a run's suffix (8 hex digits): two runs on one server never meet."""
@@ -208,11 +212,27 @@ def named(logical: Iterable[str], given: list[str]) -> dict[str, str]:
 class Renamed:
     """A target whose queues are asked for by logical name and live on the server under
     ``names.server(logical)``: every name, the hostile ones of KS-3 included. Raw calls
-    (``raw.RawJudge``) map their keys through ``run_names``. Everything else is the
-    wrapped target's."""
+    (``raw.RawJudge``) map their keys through ``run_names``. It can what the wrapped
+    target can (its ``capabilities``, ``conn``, ``notes``)."""
 
-    def __init__(self, target: Any, names: Names, shown: Sequence[str]) -> None:
+    def __init__(self, target: Target, names: Names, shown: Sequence[str]) -> None:
         self.inner, self.run_names, self.shown = target, names, tuple(shown)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    @property
+    def conn(self) -> Connection | None:
+        return self.inner.conn
+
+    @property
+    def notes(self) -> Sequence[str]:
+        return self.inner.notes
+
+    @property
+    def stuck(self) -> bool:
+        return self.inner.stuck
 
     def _on_server(self, name: Any) -> Any:
         return self.run_names.server(name)
@@ -230,7 +250,7 @@ class Renamed:
         """The server's snapshot, told in the logical name (``Names.told``)."""
         return self.run_names.told(name, self.inner.snapshot(self._on_server(name)))
 
-    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[Any]:
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
         """A window's calls (emq_kit/check/window.py) on the server's names, each reply's
         snapshot told in the logical name."""
         replies = self.inner.batch([(op, self._on_server(q), args) for op, q, args in calls], snapshots=snapshots)
@@ -257,10 +277,19 @@ class Renamed:
         and kept in a trace's header: TR-1a)."""
         return {**self.inner.describe(), "queues": {q: self.run_names.server(q) for q in self.shown}}
 
-    def __getattr__(self, attr: str) -> Any:  # batches, raw, lanes, reset, close, offered, inspector ...
-        return getattr(self.inner, attr)
+    def time_calls(self, on: bool) -> bool:
+        return self.inner.time_calls(on)
+
+    def bracket(self) -> tuple[int, int] | None:
+        return self.inner.bracket()
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
-def with_names(target: Any, names: Names | None, shown: Sequence[str] = ()) -> Any:
+def with_names(target: Target, names: Names | None, shown: Sequence[str] = ()) -> Target:
     """``target`` seen through ``names`` (itself when there are none)."""
     return Renamed(target, names, shown) if names is not None else target

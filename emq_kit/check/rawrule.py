@@ -19,6 +19,7 @@ from hypothesis.stateful import precondition, rule
 
 from emq_kit._signals import Quiet
 from emq_kit.check import raw
+from emq_kit.check.names import Renamed
 
 
 class RawCalls:
@@ -34,12 +35,12 @@ class RawCalls:
         (``run_names``: its calls go under them, specs/ownership.md OWN-2)."""
         if self._raw_judge is None:
             conn = self.target.conn
-            names = getattr(self.target, "run_names", None)
+            names = self.target.run_names if isinstance(self.target, Renamed) else None
             self._raw_judge = raw.RawJudge(conn, match=None if conn.server is not None or names else "emq:*",
                                            models=dict(self.models), names=names)
         return self._raw_judge
 
-    @precondition(lambda self: self.run.raw_calls and self.target.raw)
+    @precondition(lambda self: self.run.raw_calls and self.target.capabilities.raw)
     @rule(a=raw.RAW.strategy)
     def raw_call(self: Any, a: Any) -> None:
         """A call past the client on the first queue: one thing spoiled, or an edge taken,

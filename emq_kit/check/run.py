@@ -234,7 +234,7 @@ def run_check(
     seed = random.randrange(2**32) if seed is None else seed
     layout = layout or layout_named()
     focus = focus or Focus()
-    raw_on = bool(raw_calls and focus.hostile != "off" and focus.allows("raw") and getattr(target, "raw", False))
+    raw_on = bool(raw_calls and focus.hostile != "off" and focus.allows("raw") and target.capabilities.raw)
     if isinstance(shrink_steps, bool) or not isinstance(shrink_steps, int) or shrink_steps < 0:
         raise BadArgument(f"shrink_steps must be an integer >= 0, not {shrink_steps!r}")
     run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus, raw_calls=raw_on,
@@ -326,7 +326,7 @@ def run_check(
         minimized, replayed, cuts = time.perf_counter(), 0, 0
         # Run.halt: the halting difference is listed as met (a server still running its
         # hang takes no replay at all; a dead driver's death needs all it ran before)
-        kept = ([] if getattr(target, "stuck", False) else found[:-1]) if run.halt else found
+        kept = ([] if target.stuck else found[:-1]) if run.halt else found
         for d in found:
             d.met = run.met[d.signature]
         for d in kept:  # replaying a counterexample drops its orphans again: still quiet

@@ -109,7 +109,7 @@ def window_size(target: Target, clock_mode: str) -> int:
     (generation then waits on the target's clock)."""
     if clock_mode != "virtual":
         return 0
-    return int(getattr(target, "batch_max", 0) or 0)
+    return target.capabilities.batch_max
 
 
 class Window:

@@ -29,6 +29,7 @@ from emq_kit.check.tally import Run
 from emq_kit.check.target import unavailable
 from emq_kit.errors import BadArgument, TargetUnavailable
 from emq_kit.layouts import Layout
+from emq_kit.targets.protocol import Capabilities
 from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check_projection, diff, table
 from emq_model.layouts.bullmq_steps import CUSTOM_LOW, UNKNOWN_ID
 
@@ -63,7 +64,11 @@ class BullCheckTarget:
     (``BullTarget``), ``reset`` empties the queue's keys, ``describe`` names the server,
     the layout and the bullmq version (printed in every report and trace header)."""
 
-    raw = False  # another calling convention: no raw calls of ours (emq_kit/check/rawrule.py)
+    # another calling convention: no raw calls of ours (emq_kit/check/rawrule.py), no windows
+    capabilities = Capabilities()
+    conn = None
+    notes: tuple[str, ...] = ()
+    stuck = False
 
     def __init__(self, url: str, scripts: str | None = None, name: str = LOGICAL) -> None:
         import redis

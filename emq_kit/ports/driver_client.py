@@ -51,7 +51,7 @@ from emq_kit.ports.protocol import (
     decode_answer,
     encode,
 )
-from emq_kit.targets.protocol import BatchReply
+from emq_kit.targets.protocol import BatchReply, Capabilities
 from emq_live.urls import redact
 from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot
@@ -213,13 +213,8 @@ class DriverTarget:
     ``partial`` a driver lacking ops outside the core is accepted (the caller generates
     only ``offered``); without it such a driver is refused, naming what it lacks."""
 
-    batches = False
-    raw = False  # the port's client stands between the kit and its scripts
-    """Batch ops are not part of the driver protocol (B-4): the machine sends none."""
-    lanes = True
-    """The protocol carries the lane ops (driver-protocol.md, "Lane ops"): the machine's
-    lane rules send those the driver offered at ``init``; the cells of the others are
-    not implemented (the run's focus is the offered ops)."""
+    conn = None  # the port's client stands between the kit and its scripts: no raw calls
+    stuck = False  # a driver that hangs is killed (DP-15)
 
     def __init__(self, command: str, url: str | None = None, *, clock: str = "virtual", timeout: float | None = None,
                  queues: Sequence[str] = QUEUES, partial: bool = False) -> None:
@@ -253,6 +248,21 @@ class DriverTarget:
         except DriverUnavailable:
             self.close()
             raise
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What ``init`` said: the ops offered, the arguments absent, the batch size, the
+        fence. No batch ops (not part of the protocol, B-4); the lane ops as offered
+        (driver-protocol.md, "Lane ops": the cells of the others are not implemented);
+        the kit's own faults only with a server it can reach itself (``inspector``)."""
+        return Capabilities(lanes=True, batch_max=self.batch_max, key_faults=self.inspector is not None,
+                            fence=self.fence, offered=self.offered, absent_args=self.absent_args)
+
+    def time_calls(self, on: bool) -> bool:
+        return False  # the port reads its server's clock itself (--clock server)
+
+    def bracket(self) -> tuple[int, int] | None:
+        return None
 
     def _start(self) -> DriverProcess:
         """A new driver process, past ``init``. DP-9: a driver that answers ``init`` with

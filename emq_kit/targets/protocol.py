@@ -9,39 +9,82 @@ declared here.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from emq_model.snapshot import Snapshot
 
+if TYPE_CHECKING:
+    from emq_live.client import Connection
 
-class Target(Protocol):
-    """The surface the machine needs from an implementation."""
 
-    batches: bool
-    """Whether the target has the batch ops (``enqueue_many``, ``claim_many``,
-    ``complete_many``): the machine draws none when it does not (a driver, B-4)."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What a target can be sent, declared once by the target itself (the model, the
+    built-in client, a port's driver, the bullmq layout's target, and a renamed one
+    of these as the one it wraps). The machine, the runner and a run's focus read it;
+    nothing probes a target for a member."""
 
-    raw: bool
-    """Whether the target runs scripts of our calling convention (CC-1, CC-2) over a
-    connection ``conn`` (an ``emq_live.client.Connection``): then the machine also calls
-    them past the client (``emq_kit/check/raw.py``) and runs a server-clock phase. Not a
-    driver (a port's own client is in between), not the model."""
-
-    conn: Any
-    """With ``raw``: the ``emq_live.client.Connection`` the scripts run over."""
-
-    @property
-    def lanes(self) -> bool:
-        """Whether the target has the lane ops (lifecycle.md §10): the machine draws none
-        when it does not."""
-
-    batch_max: int
+    batches: bool = False
+    """The batch ops (``enqueue_many``, ``claim_many``, ``complete_many``): the machine
+    draws none without them (a driver, B-4)."""
+    raw: bool = False
+    """Scripts of our calling convention (CC-1, CC-2) over the target's ``conn``: the
+    machine also calls them past the client (``emq_kit/check/raw.py``) and a gated run
+    ends with a server-clock phase. Not a driver (a port's own client is in between), not
+    the model, not a cluster."""
+    lanes: bool = False
+    """The lane ops (lifecycle.md §10): the machine draws none without them."""
+    batch_max: int = 0
     """How many calls ``batch`` takes at once: 0 when the target has no windows (the
     machine then verifies step by step; emq_kit/check/window.py)."""
+    key_faults: bool = False
+    """The kit can delete a row and overwrite keys by hand on the target's keyspace
+    (``forget_row``, ``spoil_key``, ``stray_key``: FLT-3..5, CC-8); a driver only with a
+    server to reach."""
+    fence: str | None = None
+    """The ``{emq}:version`` value the target reports it runs under (a driver, DP-9d);
+    None: it fences as the contract says."""
+    offered: frozenset[str] | None = None
+    """The ops the target offered (a driver's ``init`` list, DP-9a); None: every op."""
+    absent_args: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Arguments the target's API lacks, per op (DP-9a): never drawn."""
 
-    fence: str | None
-    """The ``{emq}:version`` value the target runs under, when it reports one (a driver,
-    DP-9d); a target without the attribute fences as the contract says."""
+
+class Opened(Protocol):
+    """What every target a layout opens has, whatever machine drives it: what the runner,
+    a run's focus and the reports read."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What it can be sent."""
+
+    @property
+    def conn(self) -> Connection | None:
+        """With ``capabilities.raw``: the connection the scripts run over; None otherwise."""
+
+    @property
+    def notes(self) -> Sequence[str]:
+        """What the target did on its own when it opened that the user should know (a
+        driver offered protocol 1, DP-9), one line each."""
+
+    @property
+    def stuck(self) -> bool:
+        """A script still runs on its server that SCRIPT KILL cannot stop (CC-9): the
+        target answers nothing more, and is not replayed."""
+
+    def reset(self) -> None:
+        """Forget every queue: each queue handed out afterwards starts empty."""
+
+    def describe(self) -> dict[str, Any]:
+        """What this target is: kind, URL, script directory and SHA1s, server version."""
+
+    def close(self) -> None:
+        """Release connections and servers."""
+
+
+class Target(Opened, Protocol):
+    """The surface the conformance machine needs from an implementation."""
 
     def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
         """``op`` with ``args`` on the queue ``name``: its answer, a refusal raised as the
@@ -54,20 +97,17 @@ class Target(Protocol):
         """The orphans the queue's last claim dropped (T-claim-5)."""
 
     def time_calls(self, on: bool) -> bool:
-        """Optional, for the server clock (SC-1): from now on read the server's ``TIME``
-        right before and right after each call, in the call's own round trip; whether
-        the target can. A target without it leaves the reads to ``ServerClock``."""
+        """For the server clock (SC-1): from now on read the server's ``TIME`` right
+        before and right after each call, in the call's own round trip; whether the
+        target can (False: the reads are ``ServerClock``'s)."""
 
     def bracket(self) -> tuple[int, int] | None:
         """With ``time_calls`` on: the (t0, t1) read around the last ``call`` (None: it
         sent nothing, refused before any I/O)."""
 
-    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[Any]:
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
         """A window's calls (op, queue, args) in one round trip, each answered with the
-        queue's snapshot after it (``BatchReply``); only when ``batch_max`` > 0."""
-
-    def reset(self) -> None:
-        """Forget every queue: each queue handed out afterwards starts empty."""
+        queue's snapshot after it; only when ``capabilities.batch_max`` > 0."""
 
     def queue(self, name: str) -> Any:
         """A queue object with the model's methods (``ArgError`` for a bad name). One
@@ -95,12 +135,6 @@ class Target(Protocol):
 
     def drop_key(self, name: str, key: str) -> None:
         """Delete the stray key ``emq:{q}:<key>``."""
-
-    def describe(self) -> dict[str, Any]:
-        """What this target is: kind, URL, script directory and SHA1s, server version."""
-
-    def close(self) -> None:
-        """Release connections and servers."""
 
 
 class BatchReply(NamedTuple):
