@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: bash scripts/test.sh [--floors] [pytest args...]
 # Installs what is missing (servers, luacheck, the venv), lints the Lua scripts and the
-# Python (ruff), type-checks emq_model and emq_live (mypy), runs pytest
+# Python (ruff), type-checks emq_model, emq_live and emq_kit (mypy), runs pytest
 # in parallel (pytest-xdist, EMQ_TEST_WORKERS workers, default `auto` = one per core; each
 # worker starts its own throwaway servers) and prints the 15 slowest tests.
 # With no args pytest runs the whole suite (testpaths in pyproject.toml).
@@ -49,7 +49,7 @@ else
     else
         echo "test.sh: note: no .lua files under emq_live/lua; luacheck skipped"
     fi
-    # Python: lint (ruff, rules in pyproject.toml) and types (mypy on emq_model and emq_live).
+    # Python: lint (ruff, rules in pyproject.toml) and types (mypy on emq_model, emq_live, emq_kit).
     "$venv/bin/python" -m ruff check .
     "$venv/bin/python" -m mypy
 fi

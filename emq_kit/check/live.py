@@ -228,7 +228,7 @@ class LiveTarget:
         if batch:
             r.delete(*batch)
 
-    def snapshot(self, name: str) -> Snapshot:
+    def snapshot(self, name: str) -> Snapshot | BadReply:
         queue = self.queue(name)
         if self.conn.server is not None:
             return memory.snapshot(queue, self.conn.server)

@@ -50,6 +50,7 @@ from emq_kit.check.tally import Run
 from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug
 from emq_kit.targets.protocol import Target
+from emq_live.client import BadReply
 from emq_model import branded_id, spec
 from emq_model.errors import TYPE, EmqError
 from emq_model.invariants import Violation, check_invariants
@@ -421,9 +422,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         if deferred:
             step.model = outcome(lambda: getattr(model, op)(**args))
         else:
-            read: list[Snapshot] = []  # the target's snapshot, if the clock read it: verify's too
+            read: list[Snapshot | BadReply] = []  # the target's snapshot, if the clock read it: verify's too
 
-            def read_target() -> Snapshot:
+            def read_target() -> Snapshot | BadReply:
                 if not read:
                     read.append(self.target.snapshot(queue))
                 return read[0]
@@ -521,7 +522,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
 
         return self.target.call(queue, op, args, aside)
 
-    def verify(self, queue: str, step: Step, theirs: Snapshot | None = None) -> None:
+    def verify(self, queue: str, step: Step, theirs: Snapshot | BadReply | None = None) -> None:
         """INV-8 (snapshots equal), then INV-1..7 against the previous step. Once the two
         snapshots are equal, one ``check`` judges both sides: it is a pure function of the
         snapshot and the previous one, and the previous ones were equal too. Each call of
@@ -555,8 +556,6 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         brought back). One that cannot be read — a reply of another shape, from a port's
         own snapshot.lua or a server answering ours wrongly — is the step's snapshot
         divergence, never a kit error."""
-        from emq_live.client import BadReply
-
         try:
             theirs = self.target.snapshot(queue) if given is None else given
             if isinstance(theirs, BadReply):

@@ -309,7 +309,8 @@ def run_check(
         if (raw_on and profile.gate and (focus.report or not found) and not run.halt
                 and getattr(clock, "mode", "virtual") != "server"):
             now_in("checking the server clock")
-            phase_clock = ServerClock.over(target.conn.redis)  # type: ignore[attr-defined]
+            assert target.conn is not None  # raw calls run over it (Capabilities.raw)
+            phase_clock = ServerClock.over(target.conn.redis)
             phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known,
                         shrink_budget=shrink_steps)
             divergence = _search(layout.machine(target, phase, phase_clock), seed, SERVER_CLOCK.examples,
@@ -387,7 +388,8 @@ def _reproduced(found: list[Difference], target: Target, layout: Layout,
     those a replay shows (their divergence, steps and class that replay's), and those
     none does."""
     started, replays = time.perf_counter(), 0
-    shown, unshown = [], []
+    shown: list[Difference] = []
+    unshown: list[Difference] = []
     for d in found:
         made = reproduce(d.shrunk, d.signature, target, layout.replay, d.clock)
         replays += made.replays

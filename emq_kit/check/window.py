@@ -48,6 +48,7 @@ from emq_kit.errors import TargetFault
 if TYPE_CHECKING:
     from emq_kit.check.step import Step
     from emq_kit.targets.protocol import Target
+    from emq_live.client import BadReply
     from emq_model.invariants import Violation
 
 from emq_model.snapshot import Snapshot
@@ -73,7 +74,7 @@ class Judged:
     pending: Pending
     answer: Any
     dropped: tuple[str, ...]
-    snapshot: Snapshot | None
+    snapshot: Snapshot | BadReply | None
 
 
 def run_machine(machine: Any, config: settings) -> None:
@@ -134,7 +135,7 @@ class Window:
         if not held:
             return
         try:
-            replies = self.target.batch([(p.step.op, p.step.queue, p.step.args) for p in held],  # type: ignore[attr-defined]
+            replies = self.target.batch([(p.step.op, p.step.queue, p.step.args) for p in held],
                                         snapshots=True)
         except TargetFault as exc:
             # The port failed the batch as a whole (it died, hung, broke the protocol):

@@ -52,6 +52,7 @@ from emq_kit.ports.protocol import (
     encode,
 )
 from emq_kit.targets.protocol import BatchReply, Capabilities
+from emq_live.client import BadReply
 from emq_live.urls import redact
 from emq_model import errors, keyspace, spec
 from emq_model.snapshot import Snapshot
@@ -235,7 +236,8 @@ class DriverTarget:
         self.inspector: LiveTarget | None = None
         self._dropped: dict[str, tuple[str, ...]] = {}  # each queue's last claim's orphans
         self.info: dict[str, Any] = {}
-        self.protocol, self.batch_max, self.fence = 1, 0, None
+        self.protocol, self.batch_max = 1, 0
+        self.fence: str | None = None
         self.offered: frozenset[str] = frozenset()
         self.absent_args: dict[str, tuple[str, ...]] = {}
         try:
@@ -437,7 +439,7 @@ class DriverTarget:
     def dropped(self, name: str) -> tuple[str, ...]:
         return self._dropped.get(name, ())
 
-    def snapshot(self, name: str) -> Snapshot:
+    def snapshot(self, name: str) -> Snapshot | BadReply:
         if self.inspector is not None:
             return self.inspector.snapshot(name)
         snap, _ = decode_answer("snapshot", self.process.request("snapshot", {}, name))

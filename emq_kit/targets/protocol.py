@@ -10,12 +10,12 @@ declared here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from emq_model.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from emq_live.client import Connection
+    from emq_live.client import BadReply, Connection
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Opened(Protocol):
     def reset(self) -> None:
         """Forget every queue: each queue handed out afterwards starts empty."""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What this target is: kind, URL, script directory and SHA1s, server version."""
 
     def close(self) -> None:
@@ -86,7 +86,7 @@ class Opened(Protocol):
 class Target(Opened, Protocol):
     """The surface the conformance machine needs from an implementation."""
 
-    def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
+    def call(self, name: str, op: str, args: dict[str, object], meanwhile: Callable[[], None] | None = None) -> object:
         """``op`` with ``args`` on the queue ``name``: its answer, a refusal raised as the
         ``EmqError`` it is. ``meanwhile`` (the model's side of the step) runs exactly
         once: while the call is on the wire when the target can overlap the two, else
@@ -105,18 +105,19 @@ class Target(Opened, Protocol):
         """With ``time_calls`` on: the (t0, t1) read around the last ``call`` (None: it
         sent nothing, refused before any I/O)."""
 
-    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, object]]], snapshots: bool = True) -> list[BatchReply]:
         """A window's calls (op, queue, args) in one round trip, each answered with the
         queue's snapshot after it; only when ``capabilities.batch_max`` > 0."""
 
-    def queue(self, name: str) -> Any:
+    def queue(self, name: str) -> object:
         """A queue object with the model's methods (``ArgError`` for a bad name). One
         that has a ``meanwhile`` attribute runs the callable set there once, after its
         next call went out and before its answer is read: the model's side of the step
         overlaps the round trip (``ObservedQueue``)."""
 
-    def snapshot(self, name: str) -> Snapshot:
-        """The queue's whole keyspace, read in one consistent read."""
+    def snapshot(self, name: str) -> Snapshot | BadReply:
+        """The queue's whole keyspace, read in one consistent read (the ``BadReply`` of
+        a reply of another shape: the machine's snapshot divergence)."""
 
     def forget_row(self, name: str, job_id: str) -> None:
         """Delete the job's row by hand, leaving its member an orphan."""
@@ -140,8 +141,9 @@ class Target(Opened, Protocol):
 class BatchReply(NamedTuple):
     """One call's reply in a batch (DP-20): its answer as the model's (or the exception
     it stands for: a refusal's ``EmqError``, a ``DriverError``, a ``ProtocolError``), the
-    orphans a claim dropped, and the queue's snapshot read after it (or ``None``)."""
+    orphans a claim dropped, and the queue's snapshot read after it (``None``: read it again;
+    a ``BadReply``: a reply of another shape)."""
 
-    answer: Any
+    answer: object
     dropped: tuple[str, ...]
-    snapshot: Snapshot | None
+    snapshot: Snapshot | BadReply | None

@@ -188,7 +188,10 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
     if mode != "server":
         return target, None
     try:  # the embedded fakeredis reads its host's clock (as the ci profile's server-clock phase)
-        return target, ServerClock.for_url(url) if url is not None else ServerClock.over(target.conn.redis)
+        if url is not None:
+            return target, ServerClock.for_url(url)
+        assert target.conn is not None  # no URL, no driver: the built-in client on the embedded fakeredis
+        return target, ServerClock.over(target.conn.redis)
     except BaseException:
         target.close()
         raise
