@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from test_driver import DRIVERS, NODE, check, emq, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
+from test_driver import DRIVERS, NODE, check, emq, kit_lines, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
 
 from emq_kit.check.clock import PUMPED, ServerClock, VirtualClock
 from emq_kit.check.step import outcome
@@ -250,6 +250,6 @@ def test_a_server_that_dies_mid_run_is_the_lost_server_in_either_clock(clock: st
         finally:
             killer.join(70)
     assert done.returncode == 2, done.stdout + done.stderr
-    (line,) = done.stderr.splitlines()
+    (line,) = kit_lines(done.stderr)
     assert line.startswith(f"emq check: lost the server {server.url}"), line
     assert "emq clean --url URL" in line, line  # its keys: OWN-5

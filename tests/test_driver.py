@@ -8,6 +8,7 @@ would show; servers are the session's throwaway Valkey."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -38,6 +39,16 @@ def emq(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess
                               cwd=cwd or scratch)
     assert "Traceback" not in done.stderr + done.stdout, done.stderr + done.stdout
     return done
+
+
+METER = re.compile(r"emq check: (searching|sweeping|shrinking a difference|checking the server clock|minimizing"
+                   r"|reproducing|replaying the corpus)\b")
+"""A line of ``emq check``'s progress meter off a terminal (emq_kit/cli/progress.py)."""
+
+
+def kit_lines(stderr: str) -> list[str]:
+    """What a command said on stderr, its progress meter's plain lines left out."""
+    return [line for line in stderr.strip().splitlines() if not METER.match(line)]
 
 
 def check(driver_cmd: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,27 +8,23 @@ tests/drivers/faulty.py on the session's Valkey."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 from broken import Broken, broken_dir
-from test_driver import check, emq, faulty
+from test_driver import check, emq, faulty, kit_lines
 
 from emq_kit.check.run import Profile, run_check
 from emq_kit.check.target import open_target
 from emq_kit.ports.driver_client import STARTUP, DriverTarget
 from emq_kit.trace.replay import write_trace
 
-METER = re.compile(r"emq check: (searching|sweeping|shrinking a difference|checking the server clock|minimizing"
-                   r"|reproducing|replaying the corpus)\b")
-
 
 def test_an_old_driver_that_refuses_protocol_2_is_offered_1_in_one_line(valkey) -> None:
     done = check(faulty("strict1", "init"), "--url", valkey.url, "--profile", "dev", "--examples", "3")
     assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
     # one line of its own among the progress meter's plain lines (emq_kit/cli/progress.py)
-    (line,) = [n for n in done.stderr.strip().splitlines() if not METER.match(n)]
+    (line,) = kit_lines(done.stderr)
     assert "answered init offering protocol 2 with an error (EPROTO protocol 2; this driver speaks 1)" in line, line
     assert line.endswith("started it again offering protocol 1 (DP-9)"), line
     target = DriverTarget(faulty("strict1", "init"), valkey.url)
