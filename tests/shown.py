@@ -20,6 +20,7 @@ MASKS = [
     (re.compile(r"\b\d+ checked steps/s"), "N checked steps/s"),
     (re.compile(r"seconds \d+(?:\.\d+)?"), "seconds T"),
     (re.compile(r"-[0-9a-f]{8}'"), "-SUFFIX'"),  # the run's own queue names (OWN-2)
+    (re.compile(r" object at 0x[0-9a-f]+>"), " object at ADDRESS>"),  # a repr in a difference's evidence
     (re.compile(r"\b(fakeredis|valkey|redis) \d+(?:\.\d+)*\)"), r"\1 VERSION)"),
 ]
 

@@ -67,12 +67,14 @@ def test_the_embedded_search_names_a_script_that_never_returns(tmp_path: Path, m
     out = capsys.readouterr().out
     document = json.loads(report.read_text("utf-8"))
     validate(document)
-    (d,) = document["check"]["differences"]
-    assert d["signature"]["rule"] == "CC-9" and d["signature"]["cell"].startswith("claim/"), d["signature"]
+    found = document["check"]["differences"]  # the stalled walk may break more than the claim (INV-*)
+    hangs = [x for x in found if x["signature"]["rule"] == "CC-9"]
+    d = next((x for x in hangs if x["signature"]["cell"].startswith("claim/")), None)
+    assert d is not None, [x["signature"] for x in found]
     trace = Trace.load(d["trace"])
     assert [s.op for s in trace.steps][-2:] == ["forget_row", "claim"], trace.steps
     assert "raised ScriptHang: hang: the script ran past 1 s of CPU" in out, out
-    assert document["check"]["phases"]["reproduce"]["reproduced"] == 1
+    assert document["check"]["phases"]["reproduce"]["reproduced"] == len(found)
 
 
 def test_the_orphan_met_forever_by_lane_claim_is_a_hang_on_fakeredis(tmp_path: Path) -> None:

@@ -294,7 +294,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         timed = self.target.time_calls(self.clock.mode == "server")
         self.bracket = self.target.bracket if timed else None
         if self.run.progress:
-            self.run.progress(self.run)
+            try:
+                self.run.progress(self.run)
+            except Exception as exc:  # the caller's callback: never the target's crash (FLT-1)
+                raise KitBug(f"{type(exc).__name__}: {exc}") from exc
 
     @classmethod
     def factory(cls, target: Target, run: Run, clock: Clock | None = None, *,
