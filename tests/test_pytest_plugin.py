@@ -185,7 +185,9 @@ def test_a_failing_fixture_shows_the_step_table_not_a_dict(pytester: pytest.Pyte
         def test_helper(emq_check):
             emq_check(driver={DEVIATING!r}, profile="dev", seed=4).assert_conforms()
     """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    # -rN: under CI=true pytest prints each failure's whole message again in
+    # the short summary; the count is of the failure sections alone.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rN")
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert out.count("<- diverges (queue/EMQARG KS-3)") == 2 and "{'format'" not in out
