@@ -2,7 +2,7 @@
 "Bounds", rule BD-1): the argparse types here read it (the command line's options and the
 pytest plugin's), each option's ``--help`` prints it, the library checks its own
 arguments against it (``CheckOptions``, ``SoakConfig``), and docs/commands.md's table is
-checked against it (tests/test_harm.py).
+checked against it (tests/e2e/test_harm.py).
 
 An upper bound is one a real user never reaches but that keeps a run finite: a typo such
 as ``--examples 10^23`` or ``--workers 100000`` is refused in one line, exit 2, before

@@ -5,7 +5,7 @@ Every line on stdout and stderr passes ``scrub`` while a command runs (``shown``
 both streams around ``emq_kit.cli.main``, which ``pytest --emq`` runs too), and every
 file the kit writes for a reader — reports, traces, HTML pages, regression tests,
 expectations, a soak's history — is written by ``write_text`` or ``open_text``. The
-rest of the kit never opens a file for writing (tests/test_harm.py reads the source to
+rest of the kit never opens a file for writing (tests/e2e/test_harm.py reads the source to
 hold it there), so a new output cannot forget the redaction.
 
 ``scrub`` takes out of any text:

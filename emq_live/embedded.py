@@ -14,7 +14,7 @@ the globals check) is fakeredis's own, untouched.
 
 The stand-in reaches one private attribute of fakeredis (``FakeServer._lua_runtime``,
 which ``_get_server_runtime`` creates on a server's first script and reuses after);
-tests/test_embedded.py fails if a fakeredis within pyproject.toml's range stops using
+tests/live/test_embedded.py fails if a fakeredis within pyproject.toml's range stops using
 it, so the speed-up cannot silently vanish or change what a script does.
 """
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Node.js port's dependencies (ports/node) from its lockfile, for the
-# driver tests (tests/test_driver.py, tests/test_clock.py). Needs node >= 20 and npm;
+# driver tests (tests/kit/test_driver.py, tests/kit/test_clock.py). Needs node >= 20 and npm;
 # installs Debian's nodejs/npm only when node is missing altogether. `npm ci` installs
 # exactly the lockfile's tree (a few seconds once npm's cache is warm).
 set -euo pipefail

@@ -3,7 +3,7 @@
 #   valkey-server + valkey-tools (Valkey 8, from bookworm-backports),
 #   redis-server (Debian's Redis 7.0, the second server under test),
 #   lua-check (luacheck, lints emq_live/lua),
-#   chromium (headless: tests/test_html.py renders the HTML report in it).
+#   chromium (headless: tests/kit/test_html.py renders the HTML report in it).
 # Idempotent: installs only what is missing; adds the bookworm-backports apt source
 # (deb822, same mirror and keyring as the Debian entry) only if none exists.
 # Runs as root with no tty (uses sudo when not root). The Debian services of packages

@@ -14,7 +14,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-FLOOR_TESTS=(tests/test_check.py tests/test_live.py tests/test_scripts.py tests/test_spec.py tests/test_model.py)
+FLOOR_TESTS=(tests/e2e/test_check.py tests/live/test_live.py tests/live/test_scripts.py tests/model/test_spec.py tests/model/test_model.py)
 
 venv=.venv
 floors=0

@@ -1,4 +1,4 @@
-"""Harness of the live tests (tests/test_live.py, tests/test_scripts.py).
+"""Harness of the live tests (tests/live/test_live.py, tests/live/test_scripts.py).
 
 - Backends: ``model`` (QueueModel alone), ``fakeredis`` (in-process, a fresh server per
   test), ``valkey`` (the session's throwaway valkey-server, database ``DB`` flushed per

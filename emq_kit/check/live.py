@@ -109,7 +109,7 @@ class LiveTarget:
     fakeredis, from the server's memory (``emq_kit/check/memory.py``); on a server with
     ``observe``, every script call of a queue brings back the queue's snapshot in the
     same round trip (``ObservedQueue``), handed out by the next ``snapshot``; otherwise
-    with one snapshot.lua call. All three read the same keyspace (tests/test_memory.py).
+    with one snapshot.lua call. All three read the same keyspace (tests/kit/test_memory.py).
 
     On a server with ``observe`` it also takes a window of steps at once (``batch``,
     ``batch_max``): deferred verification, emq_kit/check/window.py."""

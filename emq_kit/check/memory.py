@@ -6,7 +6,7 @@ The embedded server's keyspace is right here: this module builds, from its memor
 reply snapshot.lua would give (same keys, same order, same stray rules) and
 hands it to the client's one reply parser (``Queue.snapshot_answer``), so the rules of
 what a keyspace means live once. On every real server the machine reads with
-snapshot.lua; tests/test_memory.py asserts the two readers agree on every keyspace the
+snapshot.lua; tests/kit/test_memory.py asserts the two readers agree on every keyspace the
 tests build, hostile ones included (stray keys, wrong types, foreign counters).
 
 It reads fakeredis's storage through its mapping interface (a database maps key bytes

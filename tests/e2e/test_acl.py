@@ -1,0 +1,230 @@
+"""Least privilege: a Valkey user with the rules of specs/acl.json runs
+the whole conformance suite; without any one rule it cannot; and it can do nothing else.
+
+An administrator connection creates the user, writes the fence once (the user may only
+read it) and reads the server's ACL LOG, which names every command or key refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import emq_live
+from emq_kit import cli
+from emq_kit.check import raw
+from emq_kit.check.lanes import CELLS as LANE_CELLS
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.pools import QUEUES
+from emq_kit.claim import Claim
+from emq_kit.errors import TargetUnavailable
+from emq_kit.server import ServerProcess
+from emq_live import acl
+from emq_live.urls import ConnectError
+from emq_model import keyspace, spec
+from tests.livekit import J
+
+PASSWORD = "s3cret-emq"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    """A private Valkey: ACL users are server-wide."""
+    with ServerProcess() as s:
+        yield s
+
+
+@pytest.fixture
+def admin(server: ServerProcess) -> Iterator[redis.Redis]:
+    with server.client() as r:
+        r.flushall()
+        r.set(keyspace.VERSION_KEY, spec.WIRE_VERSION)
+        r.acl_log_reset()
+        yield r
+
+
+def make_user(admin: Any, user: str, rules: list[str]) -> None:
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">" + PASSWORD, *rules)
+
+
+def url(server: ServerProcess, user: str) -> str:
+    return f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}"
+
+
+def refused(admin: Any) -> set[tuple[str, str]]:
+    """(reason, object) of every ACL LOG entry but redis-py's CLIENT SETINFO on connect,
+    which it sends, sees refused and ignores."""
+    return {(e["reason"], e["object"]) for e in admin.acl_log()} - {("command", "client|setinfo")}
+
+
+def workload(target_url: str, admin: Any) -> None:
+    """Everything the client and ``emq check`` do, once each: the run's claim (its record
+    and lease, specs/ownership.md), connect (fence, script loads), a target's reset and
+    its forget_row fault, every transition on the server clock, the batch ops, the lane
+    ops, every read, a NOSCRIPT reload."""
+    with Claim(target_url, ["acl"], command="acl workload"):
+        _workload(target_url, admin)
+
+
+def _workload(target_url: str, admin: Any) -> None:
+    target = LiveTarget(target_url)
+    try:
+        q = target.queue("acl")
+        q.enqueue(J(9), b"x")
+        target.reset()
+        q = target.queue("acl")  # deletes J9's keys
+        assert q.enqueue(J(1), b"a") == "enqueued"
+        # emq check's raw calls: a refused call is judged on every key's DUMP and PTTL
+        judge = raw.RawJudge(target.conn, match="emq:*")
+        assert judge.send(raw.calls("keys-count", "enqueue", raw.QueueModel("acl"))[0]) is None
+        assert q.schedule(J(2), b"b", delay_ms=0) == "scheduled"
+        assert q.promote() == 1
+        c = q.claim(60_000)
+        assert q.extend(c.id, c.token, 60_000) == "ok"
+        assert q.retry(c.id, c.token, delay_ms=0, max_attempts=1, error="e") == "dead"
+        assert q.reprocess(c.id) == "ok"
+        c = q.claim(1, now=0)
+        assert q.reap(now=1) == 1
+        assert q.complete(c.id, c.token) == "ok"
+        assert q.remove(J(2)) == "ok"
+        assert q.browse(5) == [] and q.job(J(1)) is None
+        assert q.counts() == dict.fromkeys(spec.LOCATIONS, 0) and q.state(J(1)) == "absent"
+        assert q.enqueue_many([(J(4), b"d"), (J(5), b"e")]) == ["enqueued", "enqueued"]
+        got = q.claim_many(2, 60_000)
+        assert q.complete_many([(c.id, c.token) for c in got]) == ["ok", "ok"]
+        assert [q.lane_enqueue(J(n), b"l", "p") for n in (6, 7)] == ["enqueued", "enqueued"]
+        assert q.lane_pause("p") == "ok" and q.snapshot().paused == ("p",)
+        assert q.lane_resume("p") == "ok" and q.snapshot().ring == ("p",)
+        assert q.lane_weight("p", 2) == "ok" and q.lane_limit("p", 3) == "ok"
+        lane = q.lane_wclaim(60_000)
+        assert q.lane_enqueue(J(8), b"l", "p") == "enqueued"
+        lane.append(q.lane_claim(60_000))
+        assert q.complete_many([(c.id, c.token) for c in lane]) == ["ok"] * 3
+        assert q.lane_limit("p", 0) == "ok" and q.lane_weight("p", 1) == "ok"
+        q.enqueue(J(3), b"c")
+        target.forget_row("acl", J(3))
+        for kind in ("string", "stream"):  # emq check's spoil_key fault, and mend_key
+            target.spoil_key("acl", "pending", kind)
+            target.mend_key("acl", "pending")
+        assert q.snapshot().pending == ((J(3), 0),)
+        admin.script_flush()
+        assert q.claim(5) is None and q.last_dropped == (J(3),)
+        assert target.describe()["server"].startswith("valkey ")
+    finally:
+        target.close()
+
+
+def test_the_restricted_user_runs_the_whole_workload_with_nothing_refused(server, admin) -> None:
+    make_user(admin, "emq", acl.rules())
+    workload(url(server, "emq"), admin)
+    assert refused(admin) == set()
+
+
+@pytest.mark.parametrize("rule", acl.rules())
+def test_every_rule_is_needed(server, admin, rule: str) -> None:
+    """Without any one rule the workload fails, and the server says it refused exactly
+    what that rule grants. A refusal while connecting (the fence, the script loads) is the
+    client's one-line ``ConnectError``; one inside the workload, the server's own error."""
+    make_user(admin, "lesser", [r for r in acl.rules() if r != rule])
+    with pytest.raises((redis.exceptions.ResponseError, ConnectError, TargetUnavailable)):
+        workload(url(server, "lesser"), admin)
+    seen = refused(admin)
+    if rule.startswith("+"):
+        assert ("command", rule[1:]) in seen
+    else:
+        pattern = rule.split("~", 1)[1]
+        assert any(reason == "key" and _glob(pattern, obj) for reason, obj in seen), seen
+
+
+def _glob(pattern: str, key: str) -> bool:
+    """The ACL's glob for our two patterns: ``*`` matches anything, the rest is literal."""
+    import fnmatch
+
+    return fnmatch.fnmatchcase(key, pattern.replace("[", "[[]"))
+
+
+def test_the_restricted_user_can_do_nothing_else(server, admin) -> None:
+    make_user(admin, "emq", acl.rules())
+    admin.set("other-app:secret", "x")
+    with redis.Redis.from_url(url(server, "emq")) as r:
+        for call in (
+            lambda: r.flushall(),
+            lambda: r.flushdb(),
+            lambda: r.config_get("*"),
+            lambda: r.keys("*"),
+            lambda: r.get("other-app:secret"),
+            lambda: r.set("other-app:secret", "mine"),
+            lambda: r.set(keyspace.VERSION_KEY, "2"),  # the fence is read-only
+            lambda: r.delete(keyspace.VERSION_KEY),
+            lambda: r.eval("return 1", 0),  # no ad-hoc Lua: only EVALSHA
+            lambda: r.info(),
+            lambda: r.acl_list(),
+        ):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                call()
+        # SCRIPT LOAD does not widen the rights: a loaded script's commands are checked too
+        sha = r.script_load("return redis.call('GET', KEYS[1])")
+        with pytest.raises(redis.exceptions.ResponseError, match="(?i)permission|can't"):
+            r.evalsha(sha, 1, "other-app:secret")
+        sha = r.script_load("return redis.call('FLUSHALL')")
+        with pytest.raises(redis.exceptions.ResponseError, match="(?i)permission|can't"):
+            r.evalsha(sha, 0)
+    assert admin.get("other-app:secret") == b"x"
+    assert admin.get(keyspace.VERSION_KEY) == spec.WIRE_VERSION.encode()
+
+
+def test_the_fence_is_written_by_an_administrator(server, admin) -> None:
+    """The user may only read ``{emq}:version``: on a server without it, connecting is
+    refused until an administrator writes it (docs/server.md, Least privilege)."""
+    make_user(admin, "emq", acl.rules())
+    admin.delete(keyspace.VERSION_KEY)
+    # the user may run SET (emq check's spoil_key) but not on the fence: %R~{emq}:version
+    with pytest.raises(ConnectError, match="(?i)no permissions to access a key"):
+        LiveTarget(url(server, "emq"))
+    admin.set(keyspace.VERSION_KEY, spec.WIRE_VERSION, nx=True)
+    LiveTarget(url(server, "emq")).close()
+
+
+def test_a_user_of_one_queue_reaches_no_other(server, admin) -> None:
+    """docs/server.md: ``~`` + the queue's escaped glob (``keyspace.pattern``) instead of
+    ``~emq:{*}:*`` confines a user to one queue, even one named with glob characters."""
+    own, other = "β*[x]", "βyx"  # the unescaped glob of the first matches the second
+    rules = [r for r in acl.rules() if r != "~emq:{*}:*"] + ["~" + keyspace.pattern(own)]
+    make_user(admin, "one", rules)
+    with emq_live.connect(url(server, "one")) as conn:
+        assert conn.queue(own).enqueue(J(1), b"mine") == "enqueued"
+        with pytest.raises(redis.exceptions.ResponseError, match="(?i)permission"):
+            conn.queue(other).enqueue(J(1), b"not mine")
+    assert admin.exists(keyspace.job_key(own, J(1))) and not admin.exists(keyspace.job_key(other, J(1)))
+
+
+def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> None:
+    """The whole conformance suite (profile ci, coverage-gated) as the restricted user:
+    its reset deletes only the keys of its own queues (no FLUSHALL), and the server
+    refused nothing along the way. Raw calls and their sweep run beside the windows of
+    deferred verification: a raw call once went before a window's steps, and seed 7
+    then reported 11 differences on correct scripts (tests/e2e/test_trust.py has the run
+    under suffixed names). The machine's queues go under the user's names (``--queue``),
+    the raw calls' own under the run's: when it ends the server holds what it held."""
+    make_user(admin, "emq", acl.rules())
+    admin.set("other-app:keep", "1")
+    admin.set("emq:{βyx}:pending", "a queue whose name the unescaped glob of 'β*[x]' matches")
+    before = sorted(admin.keys())
+    assert cli.main(["check", "--url", url(server, "emq"), "--seed", "7", "--queue", QUEUES[0],
+                     "--queue", QUEUES[1]]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    cells = len(spec.cells()) + len(LANE_CELLS) + len(raw.KINDS)  # lanes, and a cell per raw kind
+    assert "CONFORMS" in out and f"cells {cells}/{cells}" in out and "sweep phase: calls" in out
+    assert refused(admin) == set()
+    assert sorted(admin.keys()) == before  # the run's record and keys are gone, the others' intact
+
+
+def test_the_docs_give_the_acl_lines() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text("utf-8")
+    assert acl.setuser() in doc
+    assert acl.setuser(cluster=True) in doc

@@ -1,0 +1,248 @@
+"""The driver protocol (specs/driver-protocol.md): ``emq check --driver`` against the
+reference drivers (model, Python client, Node.js port) and against drivers that are wrong
+or fail on purpose (tests/drivers/); the codec; the JSON schema against real traffic.
+
+Every check runs the real ``emq`` command in a subprocess, so a traceback of the kit
+would show; servers are the session's throwaway Valkey."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from emq_kit.check.lanes import CELLS as LANE_CELLS
+from emq_kit.ports import protocol
+from emq_live.scripts import ScriptSet
+from emq_model import spec
+from emq_model.lanes import LaneClaimed
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVERS = ROOT / "tests" / "drivers"
+NODE = ROOT / "ports" / "node"
+PY = shlex.quote(sys.executable)
+EMQ = Path(sys.executable).with_name("emq")  # the console script, as a user runs it
+
+
+def emq(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``emq ARGS`` as a user runs it, in ``cwd`` (a scratch directory by default: it
+    writes traces there); never a traceback on stderr."""
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run([str(EMQ), *args], capture_output=True, text=True, timeout=timeout,
+                              cwd=cwd or scratch)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr + done.stdout
+    return done
+
+
+METER = re.compile(r"emq check: (searching|sweeping|shrinking a difference|checking the server clock|minimizing"
+                   r"|reproducing|replaying the corpus)\b")
+"""A line of ``emq check``'s progress meter off a terminal (emq_kit/cli/progress.py)."""
+
+
+def kit_lines(stderr: str) -> list[str]:
+    """What a command said on stderr, its progress meter's plain lines left out."""
+    return [line for line in stderr.strip().splitlines() if not METER.match(line)]
+
+
+def check(driver_cmd: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return emq("check", "--driver", driver_cmd, "--seed", "1", *args, cwd=cwd)
+
+
+def verdict(done: subprocess.CompletedProcess[str]) -> dict:
+    """The difference in the ``--json`` report of a check that found a counterexample (exit 1)."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "counterexample"
+    return report["check"]["differences"][0]
+
+
+def faulty(mode: str, op: str) -> str:
+    return f"{PY} {DRIVERS / 'faulty.py'} {mode} {op}"
+
+
+# -- the codec --------------------------------------------------------------------------
+
+
+def test_bytes_travel_as_base64_and_back() -> None:
+    value = {"payload": b"\x00\xff\xfe", "error": "ü", "ids": ["JOB0KHTOWnGLuC"], "n": 7, "none": None}
+    wire = json.loads(json.dumps(protocol.encode(value)))
+    assert wire["payload"] == {"b64": "AP/+"}
+    assert wire["error"] == "ü"  # text stays text: the driver encodes it as UTF-8
+    assert protocol.decode(wire) == value
+
+
+def test_lane_claims_travel_with_their_group_and_dropped_orphans() -> None:
+    job = LaneClaimed("JOB0KHTOWnGLuC", b"\x00p", 3, "a.b-c_9")
+    for op, answer in (("lane_claim", job), ("lane_claim", None), ("lane_wclaim", [job, job._replace(token=4)]),
+                       ("lane_wclaim", [])):
+        wire = json.loads(json.dumps(protocol.encode_answer(op, answer, ("JOB0KHTOWnGLuD",))))
+        assert protocol.decode_answer(op, wire) == (answer, ("JOB0KHTOWnGLuD",))
+    assert protocol.decode_answer("lane_limit", "ok") == ("ok", ())
+
+
+def test_bad_base64_is_a_protocol_error() -> None:
+    with pytest.raises(protocol.ProtocolError, match="bad base64"):
+        protocol.decode({"b64": "not base64!"})
+
+
+@pytest.mark.parametrize("op, ok", [
+    ("claim", "ok"),
+    ("claim", {"job": {"id": "JOB0KHTOWnGLuC", "payload": "p", "token": 1}, "dropped": []}),
+    ("promote", "3"),
+    ("counts", [1, 2, 3, 4]),
+    ("job", {"payload": "not bytes"}),
+    ("enqueue", 1),
+    ("lane_claim", {"job": {"id": "JOB0KHTOWnGLuC", "payload": {"b64": ""}, "token": 1}, "dropped": []}),
+    ("lane_claim", {"job": {"id": "JOB0KHTOWnGLuC", "payload": {"b64": ""}, "token": 1, "group": 7}, "dropped": []}),
+    ("lane_wclaim", {"job": None, "dropped": []}),
+    ("lane_wclaim", {"jobs": {}, "dropped": []}),
+    ("lane_pause", None),
+])
+def test_a_result_of_the_wrong_shape_is_refused(op: str, ok: object) -> None:
+    with pytest.raises(protocol.ProtocolError, match=f"^{op} answered"):
+        protocol.decode_answer(op, ok)
+
+
+# -- the schema -------------------------------------------------------------------------
+
+
+def schema() -> dict:
+    return json.loads(spec.text("schemas/driver.json"))
+
+
+def test_schema_names_every_op_and_argument_of_the_table() -> None:
+    defs = schema()["$defs"]
+    assert set(defs["args"]) == set(protocol.REQUIRED_OPS + protocol.LANE_OPS + protocol.SERVERLESS_OPS
+                                    + (protocol.BATCH,))
+    assert set(defs["results"]) == set(defs["args"])
+    for op, d in {**spec.OPS, **spec.LANE_OPS}.items():
+        want = [a["name"] for a in d["args"]] + (["now"] if d["clock"] else [])
+        assert list(defs["args"][op]["properties"]) == want, op
+
+
+def test_every_message_of_a_run_fits_the_schema(tmp_path: Path) -> None:
+    log = tmp_path / "wire.jsonl"
+    done = check(f"{PY} {DRIVERS / 'recording.py'} {log}", "--profile", "dev", "--examples", "10")
+    assert done.returncode == 0, done.stdout + done.stderr
+    s = schema()
+    message = jsonschema.Draft202012Validator(s)
+    result = {op: jsonschema.Draft202012Validator({"$defs": s["$defs"], "$ref": f"#/$defs/results/{op}"})
+              for op in s["$defs"]["results"]}
+    lines = log.read_text("utf-8").splitlines()
+    assert len(lines) > 100
+    ops = set()
+    for request, reply in zip(lines[0::2], lines[1::2]):
+        request, reply = json.loads(request), json.loads(reply)
+        message.validate(request)
+        message.validate(reply)
+        assert reply["id"] == request["id"]
+        if "ok" in reply:
+            result[request["op"]].validate(reply["ok"])
+        ops.add(request["op"])
+        ops.update(call["op"] for call in request.get("args", {}).get("calls", []))  # a window's batch (DP-20)
+    assert {"init", "reset", "claim", "snapshot", "shutdown", "lane_claim", "lane_wclaim"} <= ops
+
+
+# -- reference drivers conform ----------------------------------------------------------
+
+
+def test_the_model_driver_conforms() -> None:
+    done = check(f"{shlex.quote(str(EMQ))} driver --model", "--profile", "dev")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "NO-DIVERGENCE" in done.stdout and "driver" in done.stdout
+
+
+def test_the_python_driver_conforms_on_valkey(valkey) -> None:
+    done = check(f"{shlex.quote(str(EMQ))} driver --live", "--url", valkey.url, "--profile", "dev")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "NO-DIVERGENCE" in done.stdout and "valkey" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def node_scripts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundle the Node port loads, written by ``emq scripts --out``."""
+    assert (NODE / "node_modules" / "iovalkey").is_dir(), "run `npm ci --prefix ports/node` (scripts/test.sh does)"
+    out = tmp_path_factory.mktemp("node") / "lua"
+    done = emq("scripts", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_emq_scripts_writes_the_scripts_as_the_python_client_loads_them(node_scripts: Path) -> None:
+    for name, script in ScriptSet().scripts.items():
+        assert (node_scripts / f"{name}.lua").read_bytes() == script.source.encode("utf-8"), name
+    assert (node_scripts / "transitions.json").read_text("utf-8") == spec.text("transitions.json")
+
+
+def test_the_node_port_conforms_on_valkey(valkey, node_scripts: Path) -> None:
+    done = check(f"node {NODE / 'driver.js'} --scripts {node_scripts}", "--url", valkey.url, "--profile", "ci")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CONFORMS" in done.stdout and "emq-node" in done.stdout
+    cells = len(spec.cells()) + len(LANE_CELLS)  # its lane ops are checked like the core
+    assert f"cells {cells}/{cells}" in done.stdout
+
+
+# -- wrong and failing drivers are judged, at the step -----------------------------------
+
+
+def test_a_sloppy_complete_is_rejected_with_a_readable_counterexample(valkey) -> None:
+    d = verdict(check(f"{PY} {DRIVERS / 'sloppy_complete.py'}", "--url", valkey.url, "--profile", "ci", "--steps", "20",
+                      "--first", "--json"))  # its first difference: a search for more cost most of a minute
+    assert d["shrunk_steps"][-1]["op"] == "complete", d
+    # a stale token answered ok, or a late ack that left the id in pending
+    assert (d["signature"]["rule"], d["kind"]) in {("T-complete", "answer"), ("INV-8", "snapshot")}, d
+
+
+@pytest.mark.parametrize("mode, op, kind, words", [
+    ("exit", "claim", "DriverExited", "exited with code 3 before answering"),
+    ("hang", "claim", "DriverTimeout", "within 2 s; driver killed"),
+    ("garbage", "enqueue", "DriverGarbage", "'this is not JSON"),
+    ("shape", "claim", "ProtocolError", 'claim answered "sure"'),
+])
+def test_a_failing_driver_is_reported_at_the_step(mode: str, op: str, kind: str, words: str, valkey) -> None:
+    d = verdict(check(faulty(mode, op), "--url", valkey.url, "--profile", "dev", "--examples", "5", "--steps", "10",
+                      "--timeout", "2", "--json"))
+    assert d["kind"] == "answer" and d["signature"]["rule"] == spec.rule(op), d
+    assert d["evidence"][1].startswith(f"target answered raised {kind}") and words in d["evidence"][1], d
+    if mode == "exit":
+        assert "stderr: faulty: exiting at claim on purpose" in d["evidence"][1]
+    last = d["shrunk_steps"][d["step"] - 1]
+    assert last["op"] == op and kind in json.dumps(last["target"]), d  # named at its step
+
+
+def test_a_trace_records_the_driver_and_replays_through_it(valkey, tmp_path: Path) -> None:
+    cmd = faulty("exit", "reap")
+    d = verdict(check(cmd, "--url", valkey.url, "--profile", "dev", "--steps", "10", "--first", "--json", cwd=tmp_path))
+    trace = json.loads((tmp_path / d["trace"]).read_text("utf-8"))
+    assert trace["target"]["driver"] == cmd
+    refused = emq("replay", d["trace"], cwd=tmp_path)  # a trace is data: its driver runs only when given (TR-9)
+    assert refused.returncode == 2 and f"--driver {shlex.quote(cmd)}" in refused.stderr, refused.stderr
+    again = emq("replay", d["trace"], "--driver", cmd, cwd=tmp_path)  # the server comes from the header
+    assert again.returncode == 1 and "raised DriverExited" in again.stdout, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("cmd, url, words", [
+    ("/nonexistent/driver", None, "cannot start /nonexistent/driver"),
+    (f"{shlex.quote(str(EMQ))} driver --live", None, "needs a server"),
+    (f"{shlex.quote(str(EMQ))} driver --model", "valkey", "has no server"),
+    (f"{PY} -c 'import sys; sys.stdin.readline()'", None, "before answering request 1 (init)"),
+    ("'unbalanced", None, "cannot split"),
+    (faulty("shape", "init"), "valkey", 'init failed: init answered "sure"'),
+])
+def test_a_driver_that_cannot_start_is_one_line_and_exit_2(cmd: str, url: str | None, words: str, request) -> None:
+    extra = ["--url", request.getfixturevalue("valkey").url] if url else []
+    done = check(cmd, *extra, "--profile", "dev")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_driver_lacking_an_op_outside_the_core_is_checked_with_its_cells_not_implemented(valkey) -> None:
+    done = check(faulty("lacking", "init"), "--url", valkey.url, "--profile", "dev")
+    assert done.returncode == 0 and "cells not implemented (ops not sent: reap)" in done.stdout, done.stdout + done.stderr

@@ -1,0 +1,151 @@
+"""A script that never returns is a difference (specs/lifecycle.md CC-9): on the embedded
+fakeredis its Lua is stopped past a bound of CPU (the embedded default never hangs), on a
+server the kit's call times out and ``SCRIPT KILL`` stops it, and either way the verdict
+is a ``hang`` difference at that step, with its trace, and the server answers again. A
+hang that has written cannot be stopped by ``SCRIPT KILL``: it is still the verdict (exit
+1), its answer says the server must be restarted, and no step follows it.
+
+The scripts are real copies of ours with one edit each: claim's walk that never moves
+past an orphan (read-only: a server can stop it), and lane_claim's serve loop without its
+``ZREM`` (the head is never taken, so an orphan is met forever)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from emq_kit import cli
+from emq_kit.check import hang
+from emq_kit.check.signature import signature
+from emq_kit.check.step import Crash, Step
+from emq_kit.check.target import open_target
+from emq_kit.errors import ScriptHang
+from emq_kit.report.document import validate
+from emq_kit.server import ServerProcess
+from emq_kit.trace.format import Trace, header
+from emq_kit.trace.replay import replay
+from emq_live import embedded
+from tests.broken import Broken, broken_dir
+from tests.kit.test_driver import emq
+
+STALL = Broken("claim-walk-stalls", "claim", "  rank = rank + #page\n", "",
+               "claim's walk never moves past an orphan: the script never returns (CC-9)")
+NO_ZREM = Broken("serve-keeps-head", "lane_claim", '    redis.call("ZREM", lane.key, id)\n', "",
+                 "lane_claim's serve loop never takes the head: an orphan is met forever (CC-9)")
+JOB = "JOB00000000001"
+ORPHAN_CLAIM = [Step("alpha", "enqueue", {"id": JOB, "payload": b"p"}), Step("alpha", "forget_row", {"id": JOB}),
+                Step("alpha", "claim", {"lease_ms": 5, "now": 1_750_000_000_000})]
+ORPHAN_LANE_CLAIM = [Step("alpha", "lane_enqueue", {"id": JOB, "payload": b"p", "group": "g"}),
+                     Step("alpha", "forget_row", {"id": JOB}),
+                     Step("alpha", "lane_claim", {"lease_ms": 5, "now": 1_750_000_000_000})]
+
+
+def _hung_at(result, index: int) -> None:
+    """``result`` diverges at step ``index`` as a hang (CC-9), its target answer the hang."""
+    assert result.divergence is not None and result.index == index, result.steps
+    assert signature(result.divergence).rule == hang.RULE == "CC-9", result.divergence
+    answer = result.steps[index - 1].target
+    assert isinstance(answer, Crash) and isinstance(answer.exc, ScriptHang), answer
+    assert str(answer.exc).startswith("hang: "), answer
+
+
+def test_the_embedded_search_names_a_script_that_never_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``emq check --scripts COPY`` on the embedded fakeredis ends (it never ended): a
+    counterexample at the claim that met the orphan, the steps before it its trace, and
+    its cause says the script never returned. The bound is made 1 s of CPU here: the
+    minimizer replays the hang several times, each waiting out the bound (the default's
+    own test is the replay below)."""
+    monkeypatch.setattr(embedded, "CPU_SECONDS", 1.0)
+    scripts = str(broken_dir(STALL, tmp_path))
+    report = tmp_path / "check.json"
+    assert cli.main(["check", "--scripts", scripts, "--profile", "dev", "--seed", "1", "--traces",
+                     str(tmp_path / "traces"), "--report", str(report)]) == cli.EXIT_FAIL
+    out = capsys.readouterr().out
+    document = json.loads(report.read_text("utf-8"))
+    validate(document)
+    found = document["check"]["differences"]  # the stalled walk may break more than the claim (INV-*)
+    hangs = [x for x in found if x["signature"]["rule"] == "CC-9"]
+    d = next((x for x in hangs if x["signature"]["cell"].startswith("claim/")), None)
+    assert d is not None, [x["signature"] for x in found]
+    trace = Trace.load(d["trace"])
+    assert [s.op for s in trace.steps][-2:] == ["forget_row", "claim"], trace.steps
+    assert "raised ScriptHang: hang: the script ran past 1 s of CPU" in out, out
+    assert document["check"]["phases"]["reproduce"]["reproduced"] == len(found)
+
+
+def test_the_orphan_met_forever_by_lane_claim_is_a_hang_on_fakeredis(tmp_path: Path) -> None:
+    """The edit of the issue that once left ``emq check`` running forever: the replay of
+    its three steps diverges at the grouped claim as a hang, bounded by the embedded
+    runtime's CPU bound."""
+    target = open_target(scripts=str(broken_dir(NO_ZREM, tmp_path)))
+    try:
+        _hung_at(replay(ORPHAN_LANE_CLAIM, target), 3)
+        assert target.conn.redis.ping()
+    finally:
+        target.close()
+
+
+def test_the_embedded_bound_stops_a_loop_and_spares_the_largest_call() -> None:
+    """The bound is CPU of one call (``embedded.CPU_SECONDS``): an endless loop is stopped
+    with its word; the largest batch the contract allows is not."""
+    from emq_live.client import connect
+
+    with connect() as conn:
+        with pytest.raises(redis.exceptions.ResponseError, match=embedded.HANG):
+            conn.redis.eval("while true do end", 0)
+        assert conn.redis.eval("return 7", 0) == 7  # the hook went with the call
+        q = conn.queue("big")
+        jobs = [(f"JOB{i:011d}", b"x") for i in range(1, 10_001)]
+        assert q.enqueue_many(jobs)[:1] == ["enqueued"]
+
+
+def test_a_server_stops_the_hung_script_and_answers_again(valkey, tmp_path: Path) -> None:
+    """On Valkey the call times out after ``hang.SERVER_SECONDS``, the kit sends ``SCRIPT
+    KILL``, the step is a hang difference (it was ``emq bug: ResponseError: BUSY``) and
+    the server is usable: nothing runs, the next replay conforms."""
+    target = open_target(url=valkey.url, scripts=str(broken_dir(STALL, tmp_path)))
+    try:
+        _hung_at(replay(ORPHAN_CLAIM, target), 3)
+        with valkey.client() as r:
+            assert r.ping()
+            with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+                r.execute_command("SCRIPT", "KILL")
+        assert replay(ORPHAN_CLAIM[:1], target).conforms
+    finally:
+        target.close()
+
+
+def test_a_hang_that_has_written_is_the_verdict_and_says_restart(tmp_path: Path) -> None:
+    """lane_claim without its ``ZREM`` loops after the ring's ``LMOVE``: ``SCRIPT KILL``
+    cannot stop it. ``emq replay`` still ends on the hang difference (exit 1) and says
+    the server must be restarted; a private server, since it is lost to everything else."""
+    scripts = broken_dir(NO_ZREM, tmp_path)
+    with ServerProcess("valkey-server") as server:
+        head = header({"target": server.url, "scripts": str(scripts)}, seed=0, profile="dev", clock="virtual")
+        path = Trace({**head, "renamed": {}}, ORPHAN_LANE_CLAIM).write(tmp_path / "t.json")
+        done = emq("replay", str(path), "--scripts", str(scripts), "--url", server.url, timeout=120)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "CC-9" in done.stdout and "SCRIPT KILL cannot stop it" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_search_on_a_server_names_the_hang_and_leaves_the_server_usable(tmp_path: Path) -> None:
+    """``emq check --url`` with the stalling claim: its windows send many calls in one
+    pipeline, so after the first hang the server runs the next hung calls the pipeline
+    held (it answered the run's next command ``BUSY``: ``emq bug``). The kit stops each
+    until the server answers: the verdict is the hang, and the server is free after it.
+    A private server: a failure here would leave it busy."""
+    scripts = str(broken_dir(STALL, tmp_path))
+    with ServerProcess("valkey-server") as server:
+        done = emq("check", "--scripts", scripts, "--url", server.url, "--profile", "dev", "--seed", "1",
+                   "--json", timeout=900)
+        assert done.returncode == 1, done.stdout + done.stderr
+        report = json.loads(done.stdout)
+        assert any(d["signature"]["rule"] == "CC-9" for d in report["check"]["differences"]), report["check"]
+        with server.client() as r:
+            assert r.ping()
+            with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+                r.execute_command("SCRIPT", "KILL")

@@ -1,0 +1,213 @@
+"""`emq selftest`: the six mutation operators make the edits specs/selftest.md says, every
+mutant applies to our scripts, the machine kills a real mutant and cannot kill an
+equivalent one, and the list of equivalent mutants names only mutants that exist."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from emq_kit.selftest.mutation import CHECK_OPERATOR, HANG, LANE_SCRIPTS, OBSERVER, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
+from tests.kit.test_driver import emq
+
+SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
+if redis.call("EXISTS", k.row) == 0 then
+  return "gone"
+end
+if attempts < a.max_attempts then
+  redis.call("ZADD", k.schedule, emq.int(a.now), id)
+end
+redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "0")
+local due = redis.call("ZRANGE", k.active, "-inf", emq.int(a.now), "BYSCORE")
+"""
+
+
+def edits(operator: str) -> list[tuple[int, str]]:
+    return [(m.line, m.after.strip()) for m in mutants_of("demo", SCRIPT) if m.operator == operator]
+
+
+def test_delete_write_removes_each_write_and_skips_comments() -> None:
+    assert edits("delete-write") == [(6, ""), (8, "")]
+
+
+def test_no_operator_edits_a_trailing_comment() -> None:
+    """A mutant that only edits a comment is the same script: it would survive as a
+    false "survived" (promote.lua's `-- ... (LANE-1)` became `(LANE-0)`)."""
+    line = 'local lane = emq.lane_route(a, row) -- returns to its lane (LANE-1): 0 or 1 < 2'
+    assert mutants_of("x", line + "\n") == []
+    for m in all_mutants():
+        if "--" in m.before:
+            comment = m.before[m.before.index("--"):]
+            assert m.after == "" or m.after.endswith(comment), m.key
+
+
+def test_swap_compare_swaps_operators_and_range_bounds() -> None:
+    assert (5, "if attempts <= a.max_attempts then") in edits("swap-compare")
+    assert (9, 'local due = redis.call("ZRANGE", k.active, "-inf", "(" .. emq.int(a.now), "BYSCORE")') in \
+        edits("swap-compare")
+
+
+def test_flip_constant_flips_zero_and_one() -> None:
+    assert (2, 'if redis.call("EXISTS", k.row) == 1 then') in edits("flip-constant")
+    assert (8, 'redis.call("HSET", k.row, "state", emq.states.pending, "attempts", "1")') in edits("flip-constant")
+
+
+def test_drop_precondition_disables_guards_that_return() -> None:
+    assert edits("drop-precondition") == [(2, "if false then")]
+
+
+def test_misroute_zadd_sends_the_id_to_the_next_location() -> None:
+    assert edits("misroute-zadd") == [(6, 'redis.call("ZADD", k.dead, emq.int(a.now), id)')]
+
+
+def test_drop_state_write_keeps_the_other_fields() -> None:
+    assert edits("drop-state-write") == [(8, 'redis.call("HSET", k.row, "attempts", "0")')]
+
+
+def test_every_mutant_of_our_scripts_applies_and_has_a_unique_key() -> None:
+    mutants = all_mutants()
+    assert {m.operator for m in mutants} == {"delete-write", "swap-compare", "flip-constant", "drop-precondition",
+                                             "misroute-zadd", "drop-state-write", CHECK_OPERATOR}
+    assert len({m.key for m in mutants}) == len(mutants)
+    assert all(m.after != m.before for m in mutants)
+
+
+def test_the_operators_reach_every_lane_script() -> None:
+    mutants = all_mutants()
+    assert set(LANE_SCRIPTS) == {"lane_enqueue", "lane_claim", "lane_config"}
+    for script in LANE_SCRIPTS:
+        assert {m.operator for m in mutants if m.script == script} >= {"delete-write", "flip-constant"}, script
+    ring_writes = {m.before.strip().split(",")[0] for m in mutants if m.script == "lib" and m.operator == "delete-write"}
+    assert {'redis.call("RPUSH"', 'redis.call("RPOP"', 'redis.call("LREM"'} <= ring_writes
+
+
+def test_a_lane_mutant_is_killed_by_emq_check_on_the_copy(tmp_path: Path) -> None:
+    """A lane_pause that writes nothing to the paused set: ``emq check --scripts COPY``
+    (the lane rules on fakeredis) finds it, at the lane_pause, by INV-8's keyspace."""
+    mutant = next(m for m in all_mutants() if m.script == "lane_config" and m.operator == "delete-write"
+                  and "SADD" in m.before)
+    copy = tmp_path / "lua"
+    copy.mkdir()
+    copy_scripts(copy, mutant.script, mutant.apply)
+    done = emq("check", "--scripts", str(copy), "--profile", "dev", "--seed", "1", "--first", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    signature = report["check"]["differences"][0]["signature"]
+    assert report["verdict"] == "counterexample" and signature == {"cell": "lane_pause/ok", "rule": "INV-8"}, signature
+
+
+def test_the_equivalent_list_names_only_existing_mutants_with_reasons() -> None:
+    keys = {m.key for m in all_mutants(observer=True)}
+    for key, reason in equivalents().items():
+        assert key in keys, f"stale entry in equivalent_mutants.json: {key}"
+        assert len(reason) > 20
+
+
+def test_a_real_mutant_is_killed_with_a_short_trace() -> None:
+    mutant = next(m for m in all_mutants() if m.operator == "delete-write" and m.script == "complete"
+                  and "DEL" in m.before and "ZREM" not in m.before)
+    verdict = judge(mutant, None, budget=120, seed=0)
+    assert verdict.status == "killed" and 1 <= verdict.shrunk <= 6 and verdict.rule
+    assert verdict.shrink_seconds is not None and verdict.shrink_seconds > 0
+    s = summary([verdict])
+    assert s["median_shrink_seconds"] == s["max_shrink_seconds"] == round(verdict.shrink_seconds, 3)
+
+
+def test_an_equivalent_mutant_survives_its_budget() -> None:
+    """lib.lua's byte comparison starts at byte 0 instead of 1: string.byte(s, 0) is no
+    value on both sides, equal, so the loop goes on as before; nothing can tell them
+    apart, so no search may kill it."""
+    mutant = next(m for m in all_mutants() if m.script == "lib" and m.before.strip() == "for i = 1, #a do")
+    verdict = judge(mutant, None, budget=5, seed=0)
+    assert verdict.status == "survived"
+    assert summary([verdict])["survived"] == 1
+
+
+@pytest.mark.parametrize("key", sorted(equivalents()))
+def test_listed_equivalents_are_not_killed_quickly(key: str, request: Any) -> None:
+    mutant = next(m for m in all_mutants(observer=True) if m.key == key)
+    # snapshot.lua runs on a server only (on fakeredis the snapshot is read from memory)
+    url = request.getfixturevalue("valkey").url if mutant.script in OBSERVER else None
+    assert judge(mutant, url, budget=3, seed=0).status == "survived"
+
+
+def test_snapshot_lua_is_mutated_on_a_server_only() -> None:
+    """On fakeredis the kit reads the snapshot from memory: snapshot.lua never runs there."""
+    assert not [m for m in all_mutants() if m.script == "snapshot"]
+    assert len([m for m in all_mutants(observer=True) if m.script == "snapshot"]) > 20
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_snapshot_mutant_that_never_returns_is_killed_and_its_server_freed(where: str, request: Any) -> None:
+    """``until cursor == "1"``: snapshot.lua's SCAN loop never ends and blocks the server;
+    the kit stops the script (SCRIPT KILL) once the budget is spent and calls it a kill,
+    and the server answers again (the next mutant would otherwise fail on BUSY)."""
+    server = request.getfixturevalue(where)
+    mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot" and m.after.strip() == 'until cursor == "1"')
+    # the budget must cover the child's start and the sweep before its first snapshot
+    # (3 s did not on a loaded machine: no script was running yet when it was spent)
+    verdict = judge(mutant, server.url, budget=10, seed=0)
+    assert verdict.status == "killed" and verdict.rule == HANG, verdict
+    with server.client() as r:
+        assert r.ping()
+        with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+            r.execute_command("SCRIPT", "KILL")
+
+
+def test_selftest_on_fakeredis_says_snapshot_lua_is_not_exercised(capsys: pytest.CaptureFixture[str]) -> None:
+    from emq_kit import cli
+
+    assert cli.main(["selftest", "--only", "delete-write|enqueue|", "--budget", "20"]) == cli.EXIT_OK
+    out, err = capsys.readouterr()
+    assert "snapshot.lua is not mutated on the embedded fakeredis" in err
+    assert "|snapshot|" not in out and "snapshot.lua:" not in out
+
+
+def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang(tmp_path: Path, monkeypatch: Any) -> None:
+    """lane_claim's ``ZRANGE lane.key, 0, 0`` made ``1, 0``: the lane looks empty yet stays
+    on the ring, so the turn loop never ends. On fakeredis the script runs in the kit's
+    child process (no SCRIPT KILL): a command that has not returned is the hang. The
+    child is killed, and the mutant's scripts go with it (they were left in the temp
+    directory, one directory a killed mutant)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the child's temp directory is the test's
+    mutant = next(m for m in all_mutants() if m.script == "lane_claim"
+                  and 'redis.call("ZRANGE", lane.key, 1, 0)' in m.after)
+    verdict = judge(mutant, None, budget=60, seed=0)
+    assert verdict.status == "killed" and verdict.rule == HANG, verdict
+    # the hang ends the wait (HANG_AFTER after the call was sent), not the spent budget
+    assert verdict.seconds < 60, verdict
+    assert not list(tmp_path.glob("emq-mutant-*"))
+
+
+@pytest.mark.parametrize("where", ["valkey", "redis_server"])
+def test_a_snapshot_mutant_whose_reply_cannot_be_read_is_killed(where: str, request: Any) -> None:
+    """``reply[#reply + 0] = rows``: snapshot.lua's rows overwrite the dead location. The
+    client cannot read that reply; it is the step's snapshot divergence (the check process
+    died on it and the mutant was reported survived before)."""
+    mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot"
+                  and m.after.strip() == "reply[#reply + 0] = rows")
+    verdict = judge(mutant, request.getfixturevalue(where).url, budget=60, seed=0)
+    assert verdict.status == "killed" and verdict.rule == "INV-8", verdict
+
+
+def test_a_check_that_fails_in_the_kit_stops_the_selftest_as_an_emq_bug(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A mutant whose check raised in the kit's own code (or whose check process died) has
+    no verdict: the run stops with 'emq bug' and names the mutant, never 'survived'."""
+    from emq_kit import cli
+    from emq_kit.selftest import mutation
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("our own mistake")
+
+    monkeypatch.setattr(mutation, "run_check", broken)  # the judging child is forked: it has it too
+    assert cli.main(["selftest", "--only", "delete-write|enqueue|", "--budget", "20"]) == cli.EXIT_ENV
+    out, err = capsys.readouterr()
+    assert "| survived |" not in out and "survived 0" not in out
+    assert "emq bug in mutant 1 of" in err and "TypeError: our own mistake" in err
