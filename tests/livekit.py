@@ -1,4 +1,5 @@
-"""Harness of the live tests (tests/live/test_live.py, tests/live/test_scripts.py).
+"""Harness of the live tests (tests/live/); its fixtures ``backend`` and ``live`` are in
+tests/live/conftest.py, the rest is imported by name.
 
 - Backends: ``model`` (QueueModel alone), ``fakeredis`` (in-process, a fresh server per
   test), ``valkey`` (the session's throwaway valkey-server, database ``DB`` flushed per
@@ -58,23 +59,6 @@ def make_backend(kind: str, request: pytest.FixtureRequest) -> "Backend":
         return Backend(kind, emq_live.connect())
     url = flush_url(request.getfixturevalue("valkey" if kind == "valkey" else "redis_server"))
     return Backend(kind, emq_live.connect(url), url)
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> Iterator["Backend"]:
-    """Each of the three backends in turn."""
-    b = make_backend(request.param, request)
-    yield b
-    if b.conn is not None:
-        b.conn.close()
-
-
-@pytest.fixture(params=LIVE)
-def live(request: pytest.FixtureRequest) -> Iterator["Backend"]:
-    """Each live backend in turn (fakeredis, Valkey, Redis)."""
-    b = make_backend(request.param, request)
-    yield b
-    b.conn.close()
 
 
 class Backend:

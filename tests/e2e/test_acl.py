@@ -7,7 +7,6 @@ read it) and reads the server's ACL LOG, which names every command or key refuse
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,22 +27,6 @@ from emq_model import keyspace, spec
 from tests.livekit import J
 
 PASSWORD = "s3cret-emq"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    """A private Valkey: ACL users are server-wide."""
-    with ServerProcess() as s:
-        yield s
-
-
-@pytest.fixture
-def admin(server: ServerProcess) -> Iterator[redis.Redis]:
-    with server.client() as r:
-        r.flushall()
-        r.set(keyspace.VERSION_KEY, spec.WIRE_VERSION)
-        r.acl_log_reset()
-        yield r
 
 
 def make_user(admin: Any, user: str, rules: list[str]) -> None:

@@ -21,7 +21,7 @@ from emq_kit.audit import AuditError, Progress, audit
 from emq_kit.server import ClusterProcess
 from emq_live import acl
 from emq_model import errors, invariants, keyspace, spec
-from tests.e2e.test_acl import PASSWORD, admin, make_user, refused, server, url  # noqa: F401 (fixtures)
+from tests.e2e.test_acl import PASSWORD, make_user, refused, url
 from tests.livekit import J
 
 

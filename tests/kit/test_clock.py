@@ -18,7 +18,7 @@ from emq_model import spec
 from emq_model.branded_id import JOB, encode
 from emq_model.errors import ArgError
 from emq_model.model import Claimed, QueueModel
-from tests.kit.test_driver import DRIVERS, NODE, check, emq, kit_lines, node_scripts, verdict  # noqa: F401 - node_scripts is a fixture
+from tests.kit.processes import DRIVERS, NODE, check, emq, kit_lines, verdict
 
 A, B = encode(JOB, 1 << 22), encode(JOB, 2 << 22)
 

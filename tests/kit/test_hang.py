@@ -29,7 +29,7 @@ from emq_kit.trace.format import Trace, header
 from emq_kit.trace.replay import replay
 from emq_live import embedded
 from tests.broken import Broken, broken_dir
-from tests.kit.test_driver import emq
+from tests.kit.processes import emq
 
 STALL = Broken("claim-walk-stalls", "claim", "  rank = rank + #page\n", "",
                "claim's walk never moves past an orphan: the script never returns (CC-9)")

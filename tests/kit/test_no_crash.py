@@ -11,7 +11,7 @@ import pytest
 from emq_kit.check.clock import ServerClock
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.ports.driver_client import DriverTarget
-from tests.kit.test_driver import EMQ, check, faulty, kit_lines
+from tests.kit.processes import EMQ, check, faulty, kit_lines
 
 
 def test_a_driver_that_times_out_on_its_third_reset_is_one_line_and_exit_2(valkey) -> None:

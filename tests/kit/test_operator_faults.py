@@ -26,7 +26,7 @@ from emq_kit.errors import KitBug
 from emq_kit.trace.replay import replay
 from emq_model.invariants import beyond, check_invariants
 from emq_model.model import QueueModel
-from tests.kit.test_driver import EMQ
+from tests.kit.processes import EMQ
 from tests.livekit import flush_url
 
 A, B = POOL[0], POOL[1]

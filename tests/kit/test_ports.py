@@ -16,7 +16,8 @@ from emq_kit.errors import DriverError, DriverUnavailable
 from emq_kit.ports import protocol as driver
 from emq_kit.ports.driver_client import DriverProcess, DriverTarget
 from emq_model import errors, spec
-from tests.kit.test_driver import DRIVERS, EMQ, NODE, PY, check, node_scripts, schema  # noqa: F401 - node_scripts is a fixture
+from tests.kit.processes import DRIVERS, EMQ, NODE, PY, check
+from tests.kit.test_driver import schema
 
 MODEL = f"{shlex.quote(str(EMQ))} driver --model"
 FOREIGN = f"{PY} {DRIVERS / 'foreign.py'}"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit.test_driver import DRIVERS, check, emq
+from tests.kit.processes import DRIVERS, check, emq
 
 FOREIGN = f"{shlex.quote(sys.executable)} {DRIVERS / 'foreign.py'}"
 

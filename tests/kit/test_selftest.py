@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from emq_kit.selftest.mutation import CHECK_OPERATOR, HANG, LANE_SCRIPTS, OBSERVER, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
-from tests.kit.test_driver import emq
+from tests.kit.processes import emq
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
 if redis.call("EXISTS", k.row) == 0 then

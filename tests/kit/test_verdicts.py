@@ -17,7 +17,7 @@ from emq_kit.check.target import open_target
 from emq_kit.ports.driver_client import STARTUP, DriverTarget
 from emq_kit.trace.replay import write_trace
 from tests.broken import Broken, broken_dir
-from tests.kit.test_driver import check, emq, faulty, kit_lines
+from tests.kit.processes import check, emq, faulty, kit_lines
 
 
 def test_an_old_driver_that_refuses_protocol_2_is_offered_1_in_one_line(valkey) -> None:

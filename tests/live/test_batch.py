@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.model import QueueModel
-from tests.livekit import J, dump, live, lockstep  # noqa: F401  (fixture)
+from tests.livekit import J, dump, lockstep
 
 NOW = 1_000
 MOST = spec.LIMITS["limit_max"]

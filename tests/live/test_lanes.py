@@ -23,7 +23,7 @@ from emq_model import errors, invariants, keyspace, spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
-from tests.livekit import J, dump, forget_row, live, lockstep  # noqa: F401  (fixture)
+from tests.livekit import J, dump, forget_row, lockstep
 
 NOW = 1_000
 GROUPS = ("a", "b", "c", "d")

@@ -17,7 +17,7 @@ from emq_live.scripts import ScriptSet, prelude
 from emq_model import errors, keyspace, spec
 from emq_model.branded_id import MAX_VALUE, encode
 from emq_model.model import Claimed
-from tests.livekit import DB, Backend, J, Monitor, backend, flush_url, live  # noqa: F401  (fixtures)
+from tests.livekit import DB, Backend, J, Monitor, flush_url
 
 MS_MAX = spec.LIMITS["ms_max"]
 T0 = 1_000_000

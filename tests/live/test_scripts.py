@@ -13,7 +13,7 @@ import pytest
 from emq_live.scripts import READ_SCRIPTS
 from emq_model import errors, keyspace, spec
 from emq_model.branded_id import MAX_VALUE, encode
-from tests.livekit import J, dump, live  # noqa: F401  (fixture)
+from tests.livekit import J, dump
 
 Q = "d"
 NOW = "1000"

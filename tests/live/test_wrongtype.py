@@ -13,7 +13,7 @@ import pytest
 
 from emq_model import errors, keyspace, spec
 from emq_model.model import QueueModel
-from tests.livekit import J, dump, live  # noqa: F401  (fixture)
+from tests.livekit import J, dump
 
 Q = "t"
 NOW = 1000
