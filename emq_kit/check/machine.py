@@ -272,7 +272,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             raise
         self.run.examples += 1
         self.steps: list[Step] = []
-        with self._lost_ends_the_run():
+        with self._ends_the_run():
             self.now = self.clock.start(START)
         self.models = {q: QueueModel(q) for q in QUEUES}
         self.impls = {q: self.target.queue(q) for q in QUEUES}
@@ -297,7 +297,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             try:
                 self.run.progress(self.run)
             except Exception as exc:  # the caller's callback: never the target's crash (FLT-1)
-                raise KitBug(f"{type(exc).__name__}: {exc}") from exc
+                self.run.fatal = self.run.fatal or KitBug(exc, "the progress callback")
+                raise self.run.fatal from exc
 
     @classmethod
     def factory(cls, target: Target, run: Run, clock: Clock | None = None, *,
@@ -346,21 +347,22 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         return (victim, a.bad)
 
     @contextlib.contextmanager
-    def _lost_ends_the_run(self) -> Iterator[None]:
-        """A lost connection (the server went away) ends the run as itself (``run.fatal``),
-        whatever Hypothesis makes of the failure: it replays a failing example, and under
-        the server clock a replay draws otherwise (the draws follow the server's timing),
-        which it would report as a flaky search instead of the lost server."""
+    def _ends_the_run(self) -> Iterator[None]:
+        """A lost connection (the server went away) or a kit bug ends the run as itself
+        (``run.fatal``), whatever Hypothesis makes of the failure: it replays a failing
+        example, and a replay may draw otherwise (under the server clock the draws follow
+        the server's timing; a kit bug need not recur), which it would report as a flaky
+        search or shrink into another example's divergence (OWN-5: no verdict then)."""
         try:
             yield
-        except (ConnectionError, OSError, *connection_errors()) as exc:
+        except (ConnectionError, OSError, KitBug, *connection_errors()) as exc:
             self.run.fatal = self.run.fatal or exc
             raise
 
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
         argument spoiled if asked), then check answers, snapshots and invariants."""
-        with self._lost_ends_the_run():
+        with self._ends_the_run():
             return self._step(queue, op, args, spoil)
 
     def _step(self, queue: str, op: str, args: dict[str, Any], spoil: Spoil) -> Any:
@@ -504,7 +506,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         """The example ended: judge what its window still holds (unless it already
         diverged)."""
         if not self._diverged:
-            with self._lost_ends_the_run():
+            with self._ends_the_run():
                 self.drain()
 
     def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
@@ -551,8 +553,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         """The invariants (or LANE-F) broken in a keyspace the target shares with the
         model, and no fault explains it: the model's defect, never the target's
         (FLT-2)."""
-        return KitBug(ModelBroken(f"after step {step.index} {step.call()}, in the keyspace the target shares "
-                                  f"with the model: {'; '.join(lines)}"), "the model")
+        bug = KitBug(ModelBroken(f"after step {step.index} {step.call()}, in the keyspace the target shares "
+                                 f"with the model: {'; '.join(lines)}"), "the model")
+        self.run.fatal = self.run.fatal or bug  # raised from invariants too, outside _ends_the_run
+        return bug
 
     def _theirs(self, queue: str, step: Step, given: Any = None) -> Snapshot:
         """The target's snapshot of ``queue`` after ``step`` (``given``: the one a window
@@ -724,7 +728,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             return
         self.drain()
         self._record("", SLEEP, {"ms": ms})
-        with self._lost_ends_the_run():
+        with self._ends_the_run():
             self.now = self.clock.sleep(self.now, ms)
 
     # -- rules: the clock ----------------------------------------------------------------
@@ -733,7 +737,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
     def tick(self, delta: int) -> None:
         if self.stopped:
             return
-        with self._lost_ends_the_run():  # the server clock waits on TIME
+        with self._ends_the_run():  # the server clock waits on TIME
             self.now = self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"]))
 
     # -- rules: hostile callers ----------------------------------------------------------
@@ -794,7 +798,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             pick, offset = at
             # a raw call's edge may leave a score at the clock's last ms: never step past it
             to = min(marks[pick % len(marks)] + offset, spec.LIMITS["ms_max"])
-            with self._lost_ends_the_run():
+            with self._ends_the_run():
                 self.now = self.clock.advance(max(self.now, to))
 
     def _kept(self, pick: int) -> Kept:

@@ -31,11 +31,13 @@ import pytest
 from emq_kit import bounds, cli, interrupts, redaction
 from emq_kit.check.names import vocabulary
 from emq_kit.claim import RUN
+from emq_kit.errors import KitBug
 from emq_kit.server import ServerProcess
 from emq_kit.trace import validate
 from emq_kit.trace.format import Trace
 from emq_model import spec
 from tests.broken import broken_dir, variant
+from tests.kit.processes import kit_lines
 from tests.shown import block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,31 +317,48 @@ class Planted(RuntimeError):
     """An exception of the kit's own, planted mid-run."""
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: a kit exception raised from the progress callback "
-                   "mid-search ends as a counterexample (exit 1), not emq bug (exit 2); to be fixed")
-def test_a_run_that_crashes_in_the_kit_leaves_nothing(server: ServerProcess, monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("where", ["progress", "step"])
+def test_a_run_that_crashes_in_the_kit_leaves_nothing(where: str, server: ServerProcess,
+                                                      monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """OWN-5: an exception of the kit mid-run (here, the progress callback's at the third
-    example, when the run's queues hold keys) is one ``emq bug`` line, and the server holds
-    what it held."""
+    """OWN-5: an exception of the kit mid-run — the caller's progress callback at an
+    example's start, or the kit's own code inside a step while the run's queues hold keys —
+    is one ``emq bug`` line and no verdict, however Hypothesis replays the example (the
+    planted fault happens once), and the server holds what it held."""
+    from emq_kit.check import coverage
     from emq_kit.cli import check
 
-    class Crashing(check.CheckProgress):
-        calls = 0
+    planted: list[int] = []
 
+    class Crashing(check.CheckProgress):
         def __call__(self, run: Any) -> None:
-            Crashing.calls += 1
-            if Crashing.calls == 3:
-                with server.client() as r:
-                    assert any(k.startswith(b"emq:{alpha-") for k in r.scan_iter(match="emq:*"))  # mid-run
+            if run.examples == 2 and not planted:
+                planted.append(run.examples)
                 raise Planted("planted")
             super().__call__(run)
 
-    monkeypatch.setattr(check, "CheckProgress", Crashing)
+    add = coverage.Coverage.add
+
+    def crashing_add(self: coverage.Coverage, op: str, outcome: str) -> None:
+        if not planted and op == "enqueue":
+            with server.client() as r:
+                if any(k.startswith(b"emq:{alpha-") for k in r.scan_iter(match="emq:*")):  # mid-run
+                    planted.append(1)
+                    raise Planted("planted")
+        add(self, op, outcome)
+
+    if where == "progress":
+        monkeypatch.setattr(check, "CheckProgress", Crashing)
+    else:
+        monkeypatch.setattr(coverage.Coverage, "add", crashing_add)
     with server.client() as r:
         before = image(r)
         code, out, err = run(["check", *_quick(server.url)], capsys)
+        assert planted, "the planted fault never ran"
         assert code == cli.EXIT_ENV and out == "", err  # the kit's failure: no verdict
+        assert [line for line in kit_lines(err) if line.strip()] == [
+            f"emq check: emq bug{' in the progress callback' * (where == 'progress')}: Planted: planted "
+            f"({KitBug.REPORT})"], err
         assert_intact(before, image(r), "a crash of the kit")
 
 
