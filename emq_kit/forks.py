@@ -12,7 +12,8 @@ A child forked meanwhile ignores SIGINT (an at-fork handler of this module): a C
 the terminal reaches the whole process group, and the parent stops its children itself
 (INT-2, specs/safety.md); a child that took it would end in the middle of whatever it
 held (a worker inside the shared stop event's lock left the parent waiting on it for
-good). ``die_with_parent`` makes a child end with its parent, SIGKILL included.
+good). ``die_with_parent`` makes a child end with its parent, SIGKILL included;
+``cpu_seconds`` reads how much CPU a child has used while it runs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, Iterator
 
 _before: list[Any] = []
@@ -78,3 +80,17 @@ def _deliver(handler: Any) -> None:
         os.kill(os.getpid(), signal.SIGINT)  # the default action: this process ends
         return
     handler(signal.SIGINT, None)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time process ``pid`` (a child of this one) has used so far: its process
+    CPU clock, the one ``time.process_time()`` reads inside it; None where that clock
+    cannot be read (``clock_getcpuclockid`` missing, the process gone)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        clock = ctypes.c_int()
+        if libc.clock_getcpuclockid(pid, ctypes.byref(clock)) != 0:
+            return None
+        return time.clock_gettime(clock.value)
+    except (AttributeError, OSError):  # no such function here; the process ended meanwhile
+        return None

@@ -28,9 +28,10 @@ from emq_kit.check.hang import stop_script
 from emq_kit.check.names import Names
 from emq_kit.check.run import Profile, run_check
 from emq_kit.errors import BadArgument, CheckFailed, KitBug, KitError, ServerUnreachable
-from emq_kit.forks import die_with_parent, interrupts_deferred
+from emq_kit.forks import cpu_seconds, die_with_parent, interrupts_deferred
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
+from emq_live import embedded
 from emq_model import spec
 
 WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET", "INCR",
@@ -304,7 +305,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
-    calling = ctx.Value("d", 0.0)  # when the child's command now running was sent (0: none)
+    calling = ctx.Value("d", 0.0)  # the child's CPU time when its command now running was sent (0: none)
     started = time.perf_counter()
 
     parent_pid = os.getpid()
@@ -313,8 +314,11 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
         die_with_parent(parent_pid)  # a SIGKILLed selftest leaves no mutant running (INT-2)
         _time_commands(calling)
         # On a server the judge stops a hung script itself once the budget is spent: a
-        # bound of the child's own would race it (CC-9's hang is the same kill)
+        # bound of the child's own would race it (CC-9's hang is the same kill). On
+        # fakeredis the judge's watch of the child's CPU (HANG_AFTER) comes first; the
+        # runtime's own bound, twice that, stops a hang met once the watch is off (shrinking)
         hang.SERVER_SECONDS = 0.0
+        embedded.CPU_SECONDS = 2 * HANG_AFTER
         child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names))
 
     proc = ctx.Process(target=work, daemon=True)
@@ -328,22 +332,22 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
         raise
     child.close()
 
-    # On fakeredis the script runs in the child: one command that has not returned for
-    # HANG_AFTER seconds is a script that never returns (a server's would be SCRIPT
-    # KILLed). It ends the wait at once, not when the budget is spent; a command still in
-    # flight when the budget runs out is given the rest of its HANG_AFTER to return.
+    # On fakeredis the script runs in the child: one command that has used HANG_AFTER
+    # seconds of the child's CPU without returning is a script that never returns (a
+    # server's would be SCRIPT KILLed). It ends the wait at once, not when the budget is
+    # spent; a command still in flight when the budget runs out is given the rest of its
+    # HANG_AFTER to return.
     def hung() -> bool:
-        return url is None and not found.value and bool(calling.value) \
-            and time.perf_counter() - calling.value > HANG_AFTER
+        return url is None and not found.value and _past_bound(proc.pid, calling.value)
 
     try:
         if _answered(parent, started + budget, hung) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
             verdict: MutantVerdict = parent.recv()
         elif found.value:  # killed; only the shrinking did not finish in time
             verdict = MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
-        elif url is None and _never_returns(calling):
+        elif url is None and _never_returns(proc.pid, calling):
             verdict = MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
-                                    f"a script had not returned for {HANG_AFTER:g} s")
+                                    f"a script had not returned after {HANG_AFTER:g} s of CPU")
         else:
             verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1,
                                     reason=f"budget of {budget:g} s spent")
@@ -384,33 +388,56 @@ def _answered(parent: Any, until: float, hung: Callable[[], bool]) -> bool:
     return bool(parent.poll(0))
 
 
-def _never_returns(calling: Any) -> bool:
-    """Whether the child's command in flight (``calling``: when it was sent, 0 for none)
-    is still running ``HANG_AFTER`` seconds after it was sent."""
+def _never_returns(pid: int | None, calling: Any) -> bool:
+    """Whether the child ``pid``'s command in flight (``calling``: the child's CPU time
+    when it was sent, 0 for none) goes on past ``HANG_AFTER`` seconds of its CPU, waited
+    for as long as the child runs: however loaded the machine, a script that never
+    returns gets there. A child whose CPU stands still for ``HANG_AFTER`` seconds is not
+    running a script (a script runs on its CPU): no hang."""
     sent = calling.value
-    while sent and calling.value == sent and time.perf_counter() - sent <= HANG_AFTER:
+    last, since = None, time.perf_counter()
+    while sent and calling.value == sent:
+        used = cpu_seconds(pid) if pid is not None else None
+        if used is None:  # the child is gone, or its clock cannot be read here
+            return False
+        if used - sent > HANG_AFTER:
+            return calling.value == sent
+        if used != last:
+            last, since = used, time.perf_counter()
+        elif time.perf_counter() - since > HANG_AFTER:
+            return False
         time.sleep(0.05)
-    return bool(sent) and calling.value == sent
+    return False
+
+
+def _past_bound(pid: int | None, sent: float) -> bool:
+    """Whether the child ``pid`` has used more than ``HANG_AFTER`` seconds of CPU since
+    its command in flight was sent at ``sent`` of its CPU time (0: none in flight). CPU,
+    not wall time (CC-9): on a loaded machine, or beside other children on few cores, a
+    large call takes several times its CPU in wall time and is no hang."""
+    used = cpu_seconds(pid) if pid is not None and sent else None
+    return used is not None and used - sent > HANG_AFTER
 
 
 HANG = hang.RULE
 """The rule of a mutant killed because one of its scripts never returned (CC-9)."""
-HANG_AFTER = hang.SERVER_SECONDS
-"""Seconds one command of the child may run before it counts as a script that never
-returns, whatever stopped it or not (the embedded fakeredis stops its own at
-``emq_live.embedded.CPU_SECONDS`` of CPU: this is the wall-clock backstop)."""
+HANG_AFTER = embedded.CPU_SECONDS
+"""Seconds of the child's CPU one command may use before it counts as a script that
+never returns: the embedded fakeredis's bound (``emq_live.embedded.CPU_SECONDS``, CC-9),
+kept by the judge from outside the child, which stops it at once (the runtime's own stop
+would have the child shrink a hang, waiting out the bound at each replay)."""
 
 
 def _time_commands(calling: Any) -> None:
-    """In ``judge``'s child only: every command the child sends notes when it was sent in
-    ``calling`` (0 once it returned), so the parent can tell a hung script from a slow
-    search."""
+    """In ``judge``'s child only: every command the child sends notes the child's CPU time
+    when it was sent in ``calling`` (0 once it returned), so the parent can tell a hung
+    script from a slow search."""
     import redis
 
     send = redis.Redis.execute_command
 
     def timed(self: Any, *args: Any, **options: Any) -> Any:
-        calling.value = time.perf_counter()
+        calling.value = time.process_time()
         try:
             return send(self, *args, **options)
         finally:

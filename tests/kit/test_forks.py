@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from emq_kit.forks import interrupts_deferred
+from emq_kit.forks import cpu_seconds, interrupts_deferred
 
 ARMED: list[bool] = []
 
@@ -89,3 +89,27 @@ def test_a_soak_interrupted_while_it_forks_a_child_stops(armed: None) -> None:
         run_soak(None, SoakConfig(workers=1, jobs=50, seconds=10))
     assert not ARMED, "no child was forked"
     assert multiprocessing.active_children() == []
+
+
+def test_a_childs_cpu_clock_is_the_one_it_reads_itself() -> None:
+    """``cpu_seconds(pid)`` reads the clock the process's own ``time.process_time()``
+    reads (the selftest's hang watch compares the two, CC-9): after a child has said its
+    own CPU time and then only waits, the parent reads that much, give or take the wait;
+    once the child is gone, None."""
+    ctx = multiprocessing.get_context("fork")
+    said, say = ctx.Pipe(duplex=False)
+    go = ctx.Event()
+
+    def work() -> None:
+        sum(range(3_000_000))
+        say.send(time.process_time())
+        go.wait()
+
+    proc = ctx.Process(target=work)
+    proc.start()
+    own = said.recv()
+    read = cpu_seconds(proc.pid) if proc.pid is not None else None
+    go.set()
+    proc.join()
+    assert read is not None and own <= read < own + 1.0, (own, read)
+    assert proc.pid is not None and cpu_seconds(proc.pid) is None
