@@ -31,6 +31,15 @@ DEFAULT = "local:2"
 CONNECT_SECONDS = 10.0
 """How long a scheduler, and its first worker, may take to answer."""
 INSTALL = "pip install 'emq[campaign]'"
+LOCAL_CONFIG: dict[str, Any] = {
+    "distributed.worker.daemon": False,  # the selftest forks a child per mutant (CMP-5)
+    # The nanny's default MALLOC_TRIM_THRESHOLD_ (64 KiB) makes glibc hand freed memory
+    # back at once; a check allocates and frees without end, so it page-faulted 25 times
+    # as often and used a third more CPU than the same child of a plain process (CMP-5).
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+}
+"""The configuration a ``local:N`` cluster is started with; docs/campaigns.md gives the
+same to a ``dask worker`` on another host."""
 
 
 @dataclass(frozen=True)
@@ -72,14 +81,14 @@ def _distributed() -> Any:
 def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Client]:
     """A client of the cluster ``spec`` names, its workers probed (``checked``; each
     waited for ``timeout`` seconds, default ``CONNECT_SECONDS``); the
-    ``LocalCluster`` of ``local:N`` is started here, its workers allowed children (the
-    selftest forks one per mutant), and stopped after."""
+    ``LocalCluster`` of ``local:N`` is started here with ``LOCAL_CONFIG`` (its workers
+    allowed children, glibc's own trimming), and stopped after."""
     distributed = _distributed()
     import dask
 
     timeout = CONNECT_SECONDS if timeout is None else timeout
     if spec.workers is not None:
-        with dask.config.set({"distributed.worker.daemon": False}):
+        with dask.config.set(LOCAL_CONFIG):
             cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
                                                dashboard_address=":0", silence_logs=logging.ERROR)
         try:

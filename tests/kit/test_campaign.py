@@ -146,6 +146,15 @@ def test_the_selftest_on_two_workers_judges_the_serial_runs_mutants_alike(
     assert [(m["key"], m["status"], m["rule"]) for m in serial] == [(m["key"], m["status"], m["rule"]) for m in spread]
 
 
+def test_a_local_clusters_workers_keep_glibcs_own_trimming() -> None:
+    """CMP-5: the workers of ``local:N`` run without the nanny's MALLOC_TRIM_THRESHOLD_,
+    so a selftest child forked from one allocates as a child of the serial run does; and
+    they may start children."""
+    with dask_cluster.connected(dask_cluster.cluster_of("local:1")) as client:
+        said = client.run(lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("OMP_NUM_THREADS")))
+    assert list(said.values()) == [(None, "1")], said
+
+
 @pytest.fixture
 def kitless_worker(tmp_path: Path) -> Iterator[str]:
     """A dask scheduler and one worker whose Python cannot import the kit (no site
