@@ -197,7 +197,7 @@ def _keep_interrupted(steps: list[Any], target: Target, options: CheckOptions, s
 def focus_of(options: CheckOptions, target: Any) -> Focus:
     """What the machine generates: the ops the target offers (a driver's ``init``
     list, with the faults when the kit injects them itself), narrowed by ``ops`` and
-    ``skip_ops``; the arguments it declared absent; ``hostile``; ``first``. A run that
+    ``skip_ops``; the arguments it declared absent; ``hostile``; ``first``; ``depth``. A run that
     would lack the core ops is ``BadArgument``."""
     from emq_kit.check.focus import Focus
     from emq_kit.check.options import CORE, EVERY_OP, KITSIDE
@@ -217,7 +217,7 @@ def focus_of(options: CheckOptions, target: Any) -> Focus:
             raise BadArgument(f"the run would lack the core ops {', '.join(lacking)}: the kit cannot check "
                               f"without {', '.join(CORE)}")
     return Focus(ops=None if ops is None else frozenset(ops), absent=dict(can.absent_args),
-                 hostile=options.hostile, report=not options.first)
+                 hostile=options.hostile, report=not options.first, depth=options.depth)
 
 
 @dataclass

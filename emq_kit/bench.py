@@ -20,6 +20,10 @@ the value or for the ratio):
   a ratio to it (``goal_ratio``). ``check.valkey.server_clock``: the same on Valkey
   under ``--clock server``; ``check.node.valkey``: the Node port through its driver
   (batches on), held against the built-in client on the same server.
+  ``check.valkey.depth``: the same on Valkey with ``--depth`` background jobs in each
+  queue (10,000 by default; ``--depth-examples`` examples, the fill's steps counted as
+  the run counts them), held against the same run at depth 10 (specs/lifecycle.md
+  DEPTH-1): whether a step's cost grows with the jobs already queued.
 - ``lifecycle.*``: jobs per second through enqueue -> claim -> complete from one Python
   process, one call per op (single) or one script call per op per batch (batched).
   Ceiling on Valkey: the server replaying the identical EVALSHA stream with no client
@@ -70,7 +74,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -97,11 +101,15 @@ GOALS = {"check.fakeredis": 1_000, "check.valkey": 1_500, "check.valkey.server_c
 rate, at most that many of a figure in ``AT_MOST``."""
 AT_MOST = frozenset({"shrink.fakeredis.median", "shrink.fakeredis.max", "coverage.ci.examples"})
 """Figures whose goal is a ceiling: seconds to shrink, examples to reach every cell."""
-GOAL_RATIOS = {"check.model": 0.6, "check.fakeredis": 0.6, "check.valkey": 0.7, "check.node.valkey": 0.5}
+GOAL_RATIOS = {"check.model": 0.6, "check.fakeredis": 0.6, "check.valkey": 0.7, "check.node.valkey": 0.5,
+               "check.valkey.depth": 0.8}
 """The project's goals for a figure's ratio to its ceiling, each measured in the same run:
 the machine alone against an empty Hypothesis machine (what the kit's own work costs
 beside Hypothesis's), a live target's checked steps against the machine alone, the Node
-port's against the built-in client on the same server."""
+port's against the built-in client on the same server, a deep queue's against a shallow
+one."""
+SHALLOW = 10
+"""The background jobs of ``check.valkey.depth``'s ceiling run."""
 NODE_DRIVER = Path(__file__).resolve().parent.parent / "ports" / "node" / "driver.js"
 """The Node port's driver (a source checkout with the port installed; ``check.node.valkey`` is left out without it)."""
 
@@ -150,6 +158,8 @@ class Params:
 
     examples: int = 200  # the CI run the goals are stated for: 200 examples x 50 steps
     steps: int = 50
+    depth: int = 10_000
+    depth_examples: int = 10
     jobs: int = 50_000
     single_jobs: int = 3_000
     batch: int = 500
@@ -297,11 +307,13 @@ def hypothesis_floor(params: Params) -> float:
     return done[0] / (time.perf_counter() - started)
 
 
-def bench_check(target: Any, params: Params, clock: Clock | None = None) -> float:
+def bench_check(target: Any, params: Params, clock: Clock | None = None, depth: int = 0) -> float:
     """Checked steps per second of the conformance machine on ``target`` (under
-    ``clock``, the virtual one by default)."""
+    ``clock``, the virtual one by default; ``depth`` background jobs in each queue)."""
+    from emq_kit.check.focus import Focus
+
     report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed,
-                       clock=clock)
+                       clock=clock, focus=Focus(depth=depth))
     if not report.ok:
         raise Wrong(f"the conformance run on {report.target.get('target')} did not conform: {report.verdict}")
     return report.steps_per_second
@@ -634,6 +646,13 @@ def check_figures(url: str, params: Params, names: Names | None = None) -> list[
                           note="--clock server: step by step, TIME read in each clock op's own round trip"))
     finally:
         clock.close()
+    deep = replace(params, examples=params.depth_examples)
+    out.append(Figure("check.valkey.depth",
+                      measure_check(deep, lambda: open_target(url, names=names), depth=params.depth), "steps/s",
+                      measure_check(deep, lambda: open_target(url, names=names), depth=SHALLOW),
+                      f"the same at depth {SHALLOW}",
+                      note=f"--depth {params.depth:,}, {deep.examples} examples x {deep.steps} steps, the fill's "
+                           "steps counted"))
     if (NODE_DRIVER.parent / "node_modules").is_dir() and shutil.which("node"):  # the port installed (scripts/install-node-port.sh)
         with tempfile.TemporaryDirectory() as lua:
             bundle.write(lua)
@@ -645,11 +664,11 @@ def check_figures(url: str, params: Params, names: Names | None = None) -> list[
     return out
 
 
-def measure_check(params: Params, opened: Callable[[], Any], clock: Clock | None = None) -> float:
+def measure_check(params: Params, opened: Callable[[], Any], clock: Clock | None = None, depth: int = 0) -> float:
     """``bench_check`` on the target ``opened`` returns, closed afterwards."""
     target = opened()
     try:
-        return best(params.repeat, lambda: bench_check(target, params, clock))
+        return best(params.repeat, lambda: bench_check(target, params, clock, depth))
     finally:
         target.close()
 

@@ -66,6 +66,7 @@ HOUR = 3_600
 BOUNDS: dict[str, Bound] = {
     "check --examples": _n(1, 10**6, "examples per round"),
     "check --steps": _n(1, 10**4, "steps per example"),
+    "check --depth": _n(0, 10**5, "background jobs per queue"),
     "check --seed": _n(0, SEED_MAX, "a seed"),
     "check --shrink-steps": _n(0, 10**6, "steps per difference"),
     "check --timeout": _s(HOUR),
@@ -82,6 +83,8 @@ BOUNDS: dict[str, Bound] = {
     "soak --seed": _n(0, SEED_MAX, "a seed"),
     "bench --examples": _n(1, 10**6, "examples"),
     "bench --steps": _n(1, 10**4, "steps per example"),
+    "bench --depth": _n(1, 10**5, "background jobs per queue"),
+    "bench --depth-examples": _n(1, 10**6, "examples"),
     "bench --jobs": _n(1, 10**8, "jobs"),
     "bench --single-jobs": _n(1, 10**7, "jobs"),
     "bench --batch": _n(1, spec.LIMITS["limit_max"], "items: limit_max, specs/lifecycle.md"),

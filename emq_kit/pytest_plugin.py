@@ -61,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="stored traces to replay, and where new counterexamples go (default .emq/traces)")
     g.addoption("--emq-seed", type=bounded("pytest --emq-seed"),
                 help=f"the check's seed (default: random, in the report; {within('pytest --emq-seed')})")
-    for name in ("examples", "steps", "shrink-steps"):
+    for name in ("examples", "steps", "depth", "shrink-steps"):
         g.addoption(f"--emq-{name}", type=bounded(f"check --{name}"), metavar="N",
                     help=f"emq check --{name} ({within(f'check --{name}')})")
     g.addoption("--emq-timeout", type=bounded("check --timeout"), metavar="SECONDS",
@@ -303,7 +303,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def _check_options(config: pytest.Config) -> dict[str, Any]:
     """The check's options (``CheckOptions``' names) the ``--emq-*`` options give."""
     get = config.getoption
-    names = ("url", "scripts", "profile", "seed", "examples", "steps", "shrink_steps", "timeout", "clock", "layout",
+    names = ("url", "scripts", "profile", "seed", "examples", "steps", "depth", "shrink_steps", "timeout", "clock", "layout",
              "hostile", "traces", "expect", "strict", "first")
     return {**{name: get(f"emq_{name}") for name in names},
             **{name: tuple(get(f"emq_{name}").split(",")) if get(f"emq_{name}") else ()

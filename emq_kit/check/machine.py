@@ -42,7 +42,7 @@ from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import PREPARES as LANE_PREPARES
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.lanes import LaneRules
-from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, bad_values
+from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, background, bad_values
 from emq_kit.check.rawrule import RawCalls
 from emq_kit.check.signature import signature
 from emq_kit.check.step import SLEEP, Crash, Divergence, ModelBroken, Step, connection_errors, died, outcome, target_outcome
@@ -87,6 +87,7 @@ SPOILS: tuple[tuple[bool, int], ...] = tuple((s, v) for s in (False, False, Fals
 At = tuple[int, int] | None
 ATS: tuple[At, ...] = (None,) * 16 + tuple((i // 3, i % 3 - 1) for i in range(32))
 
+FILL = 500  # background jobs an enqueue_many of a deep run's fill carries (DEPTH-1)
 BACKLOG = Draw("Backlog", n=range(5), first=range(len(POOL)))
 ENQUEUE = Draw("Enqueue", q=QUEUE, job=POOL, payload=PAYLOADS, spoil=SPOILS, bad=BADS)
 SCHEDULE = Draw("Schedule", q=QUEUE, job=POOL, payload=PAYLOADS, when=WHEN, spoil=SPOILS, bad=BADS,
@@ -285,7 +286,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
         self._aside: BaseException | None = None
         # Deferred verification (emq_kit/check/window.py), shrinking included.
-        size = window_size(self.target, self.clock.mode) if self.windowed else 0
+        size = window_size(self.target, self.clock.mode, self.run.focus.depth) if self.windowed else 0
         self.window = Window(self.target, size) if size else None
         self._diverged = False
         self.stopped = False  # a known difference ended this example: no more calls
@@ -575,9 +576,25 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
 
     @initialize(a=BACKLOG.strategy)
     def backlog(self, a: Any) -> None:
-        """Start most examples with work waiting, so claims find jobs early."""
+        """Start most examples with work waiting, so claims find jobs early; a deep run
+        first fills every queue with its background jobs (DEPTH-1), in the same
+        initializer, so a depth draws nothing more."""
+        for queue in QUEUES:
+            self.fill(queue, self.run.focus.depth)
         for i in range(a.n):
             self.step(QUEUES[0], "enqueue", {"id": POOL[(a.first + i) % len(POOL)], "payload": b"backlog"})
+
+    def fill(self, queue: str, depth: int) -> None:
+        """``depth`` background jobs into ``queue`` through the target's own ops, each call
+        a step checked as any other (DEPTH-1): ``enqueue_many`` of ``FILL`` jobs where
+        the target takes batches, else one ``enqueue`` a job."""
+        jobs = [(job, b"") for job in background(depth)]
+        if self.target.capabilities.batches and self.run.focus.allows("enqueue_many"):
+            for at in range(0, depth, FILL):
+                self.step(queue, "enqueue_many", {"jobs": jobs[at:at + FILL]})
+        else:
+            for job, payload in jobs:
+                self.step(queue, "enqueue", {"id": job, "payload": payload})
 
     @rule(a=ENQUEUE.strategy)
     def enqueue(self, a: Any) -> None:

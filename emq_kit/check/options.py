@@ -42,7 +42,7 @@ KITSIDE = frozenset({"forget_row", *KEY_FAULT_OPS})
 EVERY_OP = frozenset(spec.OPS) | frozenset(spec.LANE_OPS) | {"queue"} | KITSIDE
 """What ``ops`` and ``skip_ops`` may name."""
 
-RERUN_FLAGS = ("layout", "url", "queues", "scripts", "driver", "timeout", "clock", "examples", "steps", "ops",
+RERUN_FLAGS = ("layout", "url", "queues", "scripts", "driver", "timeout", "clock", "examples", "steps", "depth", "ops",
                "skip_ops", "hostile", "expect", "traces", "shrink_steps")
 """The options a run's rerun line repeats, in its order, when not at their defaults (a
 URL's password redacted); then the switches ``RERUN_SWITCHES``. ``wipe`` is never
@@ -51,7 +51,7 @@ RERUN_SWITCHES = ("first", "strict", "refence")
 FLAG = {"queues": "queue"}
 """An option's flag where it is not the option's name (``--queue``, once per queue)."""
 
-NUMBERS = {"examples": int, "steps": int, "seed": int, "shrink_steps": int, "timeout": float}
+NUMBERS = {"examples": int, "steps": int, "depth": int, "seed": int, "shrink_steps": int, "timeout": float}
 """The numeric options and their type; each option's range is ``bounds``' ``check --<flag>``."""
 
 
@@ -60,7 +60,8 @@ class CheckOptions:
     """Every option of one check, as ``emq check`` names them (``emq check --help`` says
     what each does). ``None`` is the option not given: the profile's ``examples`` and
     ``steps``; a random ``seed`` (the report has it); a driver's own ``timeout``
-    (DP-14). ``queues`` are the run's names of the machine's queues on the server
+    (DP-14). ``depth``: background jobs in each queue before every example
+    (specs/lifecycle.md DEPTH-1). ``queues`` are the run's names of the machine's queues on the server
     (``--queue``, once per queue); ``ops`` and ``skip_ops`` narrow what is sent."""
 
     url: str | None = None
@@ -72,6 +73,7 @@ class CheckOptions:
     profile: str = "ci"
     examples: int | None = None
     steps: int | None = None
+    depth: int = 0
     seed: int | None = None
     shrink_steps: int = SHRINK_STEPS
     wipe: bool = False
@@ -128,6 +130,8 @@ class CheckOptions:
         if self.refence and (self.url is None or self.layout != "echomq"):
             raise BadArgument("--refence sets {emq}:version on a server for the run: it needs --url (and the "
                               "echomq layout)")
+        if self.depth and self.layout != "echomq":
+            raise BadArgument("--depth fills the four-set layout's queues: it needs the echomq layout")
         if self.queues:
             if self.layout != "echomq" or self.url is None:
                 raise BadArgument("--queue names the run's queues on a server: it needs --url (and the echomq "

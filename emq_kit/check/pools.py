@@ -17,6 +17,15 @@ QUEUES = ("alpha", "β*[x]")
 # A small id pool makes duplicates, foreign tokens and re-enqueues after completion common.
 POOL = tuple(branded_id.encode("JOB", branded_id.snowflake(branded_id.EPOCH_MS + 1000 * i, 1, i)) for i in range(1, 9))
 
+
+
+def background(n: int) -> list[str]:
+    """The ids of a deep queue's ``n`` background jobs (DEPTH-1): apart from ``POOL`` and
+    after it in byte order, so a claim meets the pool's pending jobs first."""
+    base = branded_id.EPOCH_MS + 10**12
+    return [branded_id.encode("JOB", branded_id.snowflake(base + i, 2, 0)) for i in range(n)]
+
+
 # Malformed and foreign ids: each must be refused with EMQKIND before anything else.
 BAD_IDS = (
     "", "JOB", "JOBzzzzzzzzzzz", "ORD0KHTOWnGLuC", "job0KHTOWnGLuC", "J0B0KHTOWnGLuC",

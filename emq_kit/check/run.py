@@ -152,7 +152,7 @@ class Report:
     unreproduced: list[Difference] = field(default_factory=list)  # met, but no replay of its steps showed it
     causes: list[Cause] = field(default_factory=list)  # the differences grouped, lifecycle first
     not_implemented: list[tuple[str, str]] = field(default_factory=list)  # cells of ops not sent
-    out_of_focus: list[tuple[str, str]] = field(default_factory=list)  # cells --hostile leaves out
+    out_of_focus: list[tuple[str, str]] = field(default_factory=list)  # cells --hostile or --depth leaves out
     op_mix: dict[str, int] = field(default_factory=dict)
     focus: Focus = field(default_factory=Focus)
     fixed: list[tuple[Signature, str]] = field(default_factory=list)  # expected, not met
@@ -517,7 +517,7 @@ def implemented(cell: tuple[str, str], focus: Focus) -> bool:
 def _in_focus(cell: tuple[str, str], focus: Focus) -> bool:
     """Whether the focus can reach ``cell`` at all (its op allowed, its outcome one the
     hostile setting sends calls for; raw calls are hostile)."""
-    if not implemented(cell, focus):
+    if not implemented(cell, focus) or not focus.gates(cell):
         return False
     hostile = cell[0] == "raw" or cell[1] in REFUSALS_OF_ARGUMENTS
     return {"both": True, "off": not hostile, "only": hostile}[focus.hostile]

@@ -104,13 +104,19 @@ def run_machine(machine: Any, config: settings) -> None:
         raise  # the failure did not come back step by step: report the windowed one
 
 
-def window_size(target: Target, clock_mode: str) -> int:
+WINDOW_JOBS = 20_000
+"""The jobs a window's snapshots may hold together, about (a deep run's, DEPTH-1): one
+pipeline's reply stays well inside the bound of a call (CC-9, ``hang.SERVER_SECONDS``)."""
+
+
+def window_size(target: Target, clock_mode: str, depth: int = 0) -> int:
     """How many steps one window holds on ``target`` under a clock of ``clock_mode``: 0
     (verify step by step) when the target cannot batch or the clock is the server's
-    (generation then waits on the target's clock)."""
-    if clock_mode != "virtual":
+    (generation then waits on the target's clock); fewer in a queue ``depth`` jobs deep,
+    whose every step brings back a snapshot of them all."""
+    if clock_mode != "virtual" or not target.capabilities.batch_max:
         return 0
-    return target.capabilities.batch_max
+    return max(1, min(target.capabilities.batch_max, WINDOW_JOBS // max(depth, 1)))
 
 
 class Window:

@@ -86,6 +86,9 @@ def register(sub: Any) -> None:
 
     number("--examples", f"conformance examples per target (default {d.examples})")
     number("--steps", f"steps per example (default {d.steps})")
+    number("--depth", f"background jobs in each queue of the deep conformance run on Valkey, held against "
+                      f"depth 10 (default {d.depth:,})")
+    number("--depth-examples", f"examples of each of the two deep-run figures' runs (default {d.depth_examples})")
     number("--jobs", f"jobs of the batched lifecycle on Valkey (default {d.jobs:,}; fakeredis a tenth, the model a fifth)")
     number("--single-jobs", f"jobs of the one-call-per-op lifecycle on Valkey (default {d.single_jobs:,})")
     number("--batch", f"jobs per batch call, at most limit_max (default {d.batch})")

@@ -29,8 +29,8 @@ def options_of(args: argparse.Namespace) -> CheckOptions:
     together, before any work)."""
     return CheckOptions(
         url=args.url, scripts=args.scripts, driver=args.driver, timeout=args.timeout, clock=args.clock,
-        layout=args.layout, profile=args.profile, examples=args.examples, steps=args.steps, seed=args.seed,
-        shrink_steps=args.shrink_steps, wipe=args.wipe, refence=args.refence, queues=tuple(args.queue),
+        layout=args.layout, profile=args.profile, examples=args.examples, steps=args.steps, depth=args.depth,
+        seed=args.seed, shrink_steps=args.shrink_steps, wipe=args.wipe, refence=args.refence, queues=tuple(args.queue),
         traces=args.traces, first=args.first, ops=_names(args.ops), skip_ops=_names(args.skip_ops),
         hostile=args.hostile, expect=args.expect, strict=args.strict, corpus=not args.no_corpus)
 
@@ -96,6 +96,9 @@ def register(sub: Any) -> None:
                    help=f"examples per round (default: the profile's; {within('check --examples')})")
     c.add_argument("--steps", type=bounded("check --steps"),
                    help=f"steps per example (default: the profile's; {within('check --steps')})")
+    c.add_argument("--depth", type=bounded("check --depth"), default=0, metavar="N",
+                   help="fill each queue with N background jobs before every example, through the target's own "
+                        f"ops, so it is checked as deep as it runs (default 0; {within('check --depth')})")
     c.add_argument("--seed", type=bounded("check --seed"),
                    help=f"the run's seed (default: random, printed; {within('check --seed')})")
     c.add_argument("--shrink-steps", type=bounded("check --shrink-steps"), default=SHRINK_STEPS, metavar="N",

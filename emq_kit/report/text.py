@@ -43,8 +43,12 @@ def format_report(report: Report) -> str:
         if not report.focus.allows("spoil_key"):
             why.append("no key faults: EMQTYPE")
         lines.append(f"  {len(report.not_implemented)} cells not implemented ({'; '.join(why)})")
-    if report.out_of_focus:
-        lines.append(f"  {len(report.out_of_focus)} cells left out by --hostile {report.focus.hostile}")
+    deep = [c for c in report.out_of_focus if not report.focus.gates(c)]  # DEPTH-2
+    if len(report.out_of_focus) > len(deep):
+        lines.append(f"  {len(report.out_of_focus) - len(deep)} cells left out by --hostile {report.focus.hostile}")
+    if deep:
+        lines.append(f"  {len(deep)} cells left out by --depth {report.focus.depth} (a deep queue is never empty): "
+                     + ", ".join(f"{op}/{o}" for op, o in deep))
     if report.unreached:
         lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
     if report.verdict == "no-divergence":

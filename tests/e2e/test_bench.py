@@ -15,9 +15,9 @@ from emq_kit.check import run
 from emq_kit.check.live import LiveTarget
 from emq_kit.errors import BadArgument
 
-TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch", "20",
-        "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40", "--probes", "5", "--audit-jobs", "30",
-        "--shrink-mutants", "2", "--shrink-budget", "10"]
+TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--depth", "40", "--depth-examples", "1", "--jobs", "200",
+        "--single-jobs", "30", "--batch", "20", "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40",
+        "--probes", "5", "--audit-jobs", "30", "--shrink-mutants", "2", "--shrink-budget", "10"]
 
 
 @pytest.mark.parametrize("where", ["throwaway", "url"])
@@ -37,7 +37,7 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     assert data["params"]["sizes"] == [10, 100] and data["params"]["batch"] == 20
     figures = {f["key"]: f for f in data["figures"]}
     want = {"model", "rtt.fakeredis", "rtt.valkey", "hypothesis.floor", "check.model", "check.fakeredis", "check.valkey",
-            "check.valkey.server_clock", "check.node.valkey",
+            "check.valkey.server_clock", "check.node.valkey", "check.valkey.depth",
             "lifecycle.fakeredis.single", "lifecycle.fakeredis.batched", "lifecycle.valkey.single",
             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
     for label, sizes in (("valkey", (10, 100)), ("fakeredis", (10, 40))):
@@ -66,6 +66,7 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
             assert f["ratio"] == pytest.approx(f["value"] / f["ceiling"]), key
     with_ceiling = {k for k, f in figures.items() if f["ceiling"] is not None}
     assert with_ceiling == {"rtt.valkey", "check.model", "check.fakeredis", "check.valkey", "check.valkey.server_clock",
+                            "check.valkey.depth",
                             "check.node.valkey", "check.driver.model", "lifecycle.valkey.single",
                             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
     assert {k for k, f in figures.items() if f["goal"]} == set(bench.GOALS) & set(figures)

@@ -1,0 +1,91 @@
+"""A deep run (specs/lifecycle.md DEPTH-1, DEPTH-2): ``emq check --depth N`` fills each
+queue with N background jobs through the target's own ops before every example, so a
+defect that shows only in a deep queue is found, shrunk and replayed like any other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from emq_kit import cli
+from emq_kit.check.focus import Focus
+from emq_kit.check.options import CheckOptions
+from emq_kit.check.pools import POOL, background
+from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.target import open_target
+from emq_kit.errors import BadArgument
+from emq_kit.selftest.mutation import copy_scripts
+
+DEV = PROFILES["dev"]
+# A claim that skips the lowest pending member once pending holds more than 500: right on
+# every queue the machine makes at depth 0, wrong in a deep one.
+SHALLOW = 'local page = redis.call("ZRANGE", k.pending, rank, rank + n - #take - 1)'
+DEEP_ONLY = ('local skip = redis.call("ZCARD", k.pending) > 500 and 1 or 0\n'
+             '  local page = redis.call("ZRANGE", k.pending, rank + skip, rank + skip + n - #take - 1)')
+
+
+@pytest.fixture(scope="module")
+def deep_only(tmp_path_factory: pytest.TempPathFactory) -> str:
+    def edit(text: str) -> str:
+        assert text.count(SHALLOW) == 1
+        return text.replace(SHALLOW, DEEP_ONLY)
+
+    return str(copy_scripts(tmp_path_factory.mktemp("depth"), "claim", edit))
+
+
+def test_background_ids_are_apart_from_the_pool_and_after_it_in_byte_order() -> None:
+    ids = background(1200)
+    assert len(set(ids)) == 1200 and not set(ids) & set(POOL)
+    assert sorted(ids) == ids and max(POOL) < ids[0]
+
+
+def test_a_deep_run_fills_every_queue_through_the_targets_batches_and_conforms() -> None:
+    target = open_target(None, observe=False)
+    try:
+        report = run_check(target, DEV, seed=3, examples=3, steps=15, focus=Focus(depth=501))
+    finally:
+        target.close()
+    assert report.ok and not report.differences
+    # two enqueue_many a queue an example (500, then 1), in every example
+    assert report.op_mix["enqueue_many"] >= 2 * 2 * report.examples
+    assert ("claim", "empty") in report.out_of_focus and ("claim", "empty") not in report.unreached
+
+
+def test_a_defect_only_a_deep_queue_shows_is_found_shrunk_and_replayed(deep_only: str) -> None:
+    target = open_target(None, deep_only, observe=False)
+    try:
+        shallow = run_check(target, DEV, seed=1, examples=10, steps=20, focus=Focus(report=False))
+        deep = run_check(target, DEV, seed=1, examples=10, steps=20, focus=Focus(report=False, depth=501))
+    finally:
+        target.close()
+    assert shallow.divergence is None
+    assert deep.divergence is not None and deep.differences and deep.differences[0].reproduced
+    shrunk = deep.differences[0].shrunk
+    assert any(s.op == "enqueue_many" for s in shrunk)  # the fill is in its trace: the replay is deep too
+    assert shrunk[-1].op == "claim"
+
+
+@pytest.mark.parametrize("bad", [-1, 10**5 + 1, 1.5, True])
+def test_a_bad_depth_is_refused_when_the_options_are_made(bad: object) -> None:
+    with pytest.raises(BadArgument, match="--depth"):
+        CheckOptions(depth=bad)  # type: ignore[arg-type]
+
+
+def test_a_depth_needs_the_four_set_layout() -> None:
+    with pytest.raises(BadArgument, match="--depth .* echomq"):
+        CheckOptions(depth=10, layout="bullmq", url="redis://127.0.0.1:1/0")
+
+
+def test_the_command_refuses_a_bad_depth_in_one_line_and_repeats_a_good_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["check", "--depth", "-3"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "--depth: must be at least 0" in err and len(err.strip().splitlines()) == 1
+    assert CheckOptions(profile="dev", depth=7).command(seed=1) == "emq check --seed 1 --profile dev --depth 7"
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["check", "--profile", "dev", "--seed", "2", "--examples", "2", "--steps", "5", "--depth", "3"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "1 cells left out by --depth 3 (a deep queue is never empty): claim/empty" in out
