@@ -189,7 +189,7 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     its reset deletes only the keys of its own queues (no FLUSHALL), and the server
     refused nothing along the way. Raw calls and their sweep run beside the windows of
     deferred verification: a raw call once went before a window's steps, and seed 7
-    then reported 11 differences on correct scripts (tests/e2e/test_trust.py has the run
+    then reported 11 differences on correct scripts (tests/e2e/test_check.py has the run
     under suffixed names). The machine's queues go under the user's names (``--queue``),
     the raw calls' own under the run's: when it ends the server holds what it held."""
     make_user(admin, "emq", acl.rules())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import emq_kit
 from emq_kit import cli
 from emq_kit.bench import GOALS
 from emq_kit.check import raw
@@ -31,16 +32,27 @@ EVERY = cells() + LANE_CELLS
 @pytest.mark.slow
 @pytest.mark.parametrize("backend, seed", [("fakeredis", 2), ("valkey", 1)])
 def test_a_ci_run_of_our_scripts_conforms_reaches_every_cell_and_mixes_its_calls(
-        backend: str, seed: int, request: pytest.FixtureRequest) -> None:
+        backend: str, seed: int, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """One ci run of our scripts (the built-in client) on each backend, each seed its
     own, judged on everything a ci run promises at once: a ci run costs about a minute,
-    and the suite once made five of them for these checks, one part each."""
-    url = request.getfixturevalue("valkey").url if backend == "valkey" else None
-    target = LiveTarget(url)
-    try:
-        report = run_check(target, PROFILES["ci"], seed=seed)
-    finally:
-        target.close()
+    and the suite once made five of them for these checks, one part each.
+
+    On a server the run is ``emq check --url URL/9 --profile ci --wipe``'s own
+    (``emq_kit.check``): under the run's suffixed names (OWN-2), with the windows of
+    deferred verification on. A window's batch once went to the plain names, and seed 7
+    then reported 19 differences on correct scripts; raw calls go under the run's names
+    too (a raw call once went before the window's steps; tests/e2e/test_acl.py's ci run
+    at seed 7 is that run as a restricted user)."""
+    if backend == "valkey":
+        report = emq_kit.check(url=f"{request.getfixturevalue('valkey').url}/9", profile="ci", seed=seed,
+                               wipe=True, traces=str(tmp_path))
+    else:
+        target = LiveTarget(None)
+        try:
+            report = run_check(target, PROFILES["ci"], seed=seed)
+        finally:
+            target.close()
+    assert report.exit_code == cli.EXIT_OK
     assert report.verdict == "conforms", report.divergence
     assert report.unreached == [] and report.reached == report.total == len(EVERY) + len(raw.KINDS)
     # COV-2: the rounds past the nominal examples aim at what is unreached, so the gate is
@@ -50,7 +62,8 @@ def test_a_ci_run_of_our_scripts_conforms_reaches_every_cell_and_mixes_its_calls
     # unchanged keyspace (emq_kit/check/raw.py), an accepted one as a step
     raw_calls = sum(n for cell, n in report.hits.items() if cell.startswith("raw/"))
     assert report.checks >= 8 * (report.steps - raw_calls)
-    # Raw calls: every kind sent, the sweep and the server-clock phase run
+    # Raw calls: every kind sent (on a server under the run's names, OWN-2), the sweep and
+    # the server-clock phase run
     assert all(report.hits[f"raw/{kind}"] > 0 for kind in raw.KINDS)
     assert report.phases["sweep"]["calls"] > len(raw.SWEPT)
     clocked = report.phases["server_clock"]

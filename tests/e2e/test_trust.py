@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from emq_kit import cli
-from emq_kit.check import raw
 from emq_kit.check.pools import POOL, QUEUES
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
@@ -344,22 +343,6 @@ def test_a_run_on_a_server_suffixes_its_queue_names_and_never_meets_a_users(wher
         assert sorted(r.scan_iter(match="emq:*")) == before  # the user's keys, and nothing of the run's
         code, out2, _ = run(argv, capsys)
         assert code == cli.EXIT_OK and line not in out2  # another run, another suffix
-
-
-def test_a_ci_run_on_a_server_conforms_under_its_queue_names(valkey: Any, capsys: Any) -> None:
-    """Our scripts conform on a server under the run's own suffixed names, with the
-    windows of deferred verification on (the built-in client on a server): a window's
-    batch once went to the plain names, and seed 7 then reported 19 differences on
-    correct scripts. Raw calls run under the run's names too (a raw call once went before
-    the window's steps; tests/e2e/test_acl.py's ci run is that run, as a restricted user)."""
-    code, out, err = run(["check", "--url", valkey.url + "/9", "--profile", "ci", "--seed", "7", "--wipe",
-                          "--json"], capsys)
-    assert code == cli.EXIT_OK, out[-2000:] + err
-    doc = json.loads(out)
-    assert doc["verdict"] == "conforms"
-    # raw calls go under the run's names too (specs/ownership.md OWN-2): every raw cell, and the sweep
-    raw_hits = [n for cell, n in doc["check"]["cells"]["hits"].items() if cell.startswith("raw/")]
-    assert len(raw_hits) == len(raw.KINDS) and all(raw_hits) and "sweep" in doc["check"]["phases"]
 
 
 @pytest.mark.parametrize("argv, why", [
