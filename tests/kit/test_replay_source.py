@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit.processes import DRIVERS, check, emq
+from tests.once import made_once
 
 FOREIGN = f"{shlex.quote(sys.executable)} {DRIVERS / 'foreign.py'}"
 
@@ -26,11 +27,21 @@ def written(traces: Path) -> Path:
     return found[0]
 
 
-def test_a_partial_foreign_ports_trace_replays_through_its_own_driver(tmp_path: Path) -> None:
-    # the foreign port lacks reprocess: its trace replays through it all the same
-    done = check(FOREIGN, "--profile", "dev", "--first", "--traces", str(tmp_path))
+def _foreign_first(traces: Path) -> None:
+    done = check(FOREIGN, "--profile", "dev", "--first", "--traces", str(traces))
     assert done.returncode == 1, done.stdout + done.stderr
-    trace = written(tmp_path)
+
+
+@pytest.fixture
+def foreign_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The trace of the foreign port's first difference (a ``--first`` dev run): one run
+    for the tests that replay it, in every worker of a test run."""
+    return written(made_once(tmp_path_factory, "foreign-first", _foreign_first))
+
+
+def test_a_partial_foreign_ports_trace_replays_through_its_own_driver(foreign_trace: Path) -> None:
+    # the foreign port lacks reprocess: its trace replays through it all the same
+    trace = foreign_trace
     refused = emq("replay", str(trace))
     assert refused.returncode == 2 and f"--driver {shlex.quote(FOREIGN)}" in refused.stderr, refused.stderr
     again = emq("replay", str(trace), "--driver", FOREIGN)
@@ -60,8 +71,6 @@ def test_a_server_clock_trace_replays_on_its_server_and_clock(valkey, tmp_path: 
 @pytest.mark.parametrize("flags, words", [(["--clock", "server"], "replay runs no command a trace names"),
                                           (["--clock", "server", "--driver", FOREIGN],
                                            "the server clock needs a server: give --url")])
-def test_the_server_clock_without_a_server_is_one_line(flags: list[str], words: str, tmp_path: Path) -> None:
-    done = check(FOREIGN, "--profile", "dev", "--first", "--traces", str(tmp_path))
-    assert done.returncode == 1, done.stdout + done.stderr
-    refused = emq("replay", str(written(tmp_path)), *flags)
+def test_the_server_clock_without_a_server_is_one_line(flags: list[str], words: str, foreign_trace: Path) -> None:
+    refused = emq("replay", str(foreign_trace), *flags)
     assert refused.returncode == 2 and words in refused.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr

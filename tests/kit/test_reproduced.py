@@ -34,6 +34,7 @@ from emq_kit.trace.replay import replay, target_for
 from emq_model.errors import ArgError, KindError, WrongTypeError
 from emq_model.model import QueueModel
 from tests.browser import render
+from tests.once import made_once
 
 FOREIGN = f"{sys.executable} {Path(__file__).parents[1] / 'drivers' / 'foreign.py'}"
 OTHERS = "--conform empty-queue,lease-bound,complete-settled,extend-dead,claim-orphan,reprocess"
@@ -50,22 +51,28 @@ def check(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], e
     return document, capsys.readouterr().out
 
 
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
-    """One dev run on the foreign port with every deviation and ``kind-as-arg``."""
-    tmp = tmp_path_factory.mktemp("planted")
-    report, page = tmp / "check.json", tmp / "check.html"
-    argv = ["check", "--driver", f"{FOREIGN} --plant kind-as-arg", "--profile", "dev", "--seed", "3",
-            "--traces", str(tmp / "traces"), "--report", str(report), "--html", str(page)]
+def _plant(tmp: Path) -> None:
+    """One dev run on the foreign port with every deviation and ``kind-as-arg``: its
+    report, page, traces and the text it printed (``out.txt``), in ``tmp``."""
     from contextlib import redirect_stdout
     from io import StringIO
 
+    argv = ["check", "--driver", f"{FOREIGN} --plant kind-as-arg", "--profile", "dev", "--seed", "3",
+            "--traces", str(tmp / "traces"), "--report", str(tmp / "check.json"), "--html", str(tmp / "check.html")]
     out = StringIO()
     with redirect_stdout(out):
         assert cli.main(argv) == cli.EXIT_FAIL
-    document = json.loads(report.read_text("utf-8"))
+    (tmp / "out.txt").write_text(out.getvalue(), "utf-8")
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
+    """That run's document (valid), the text it printed and its page: one run for all
+    the workers of a test run."""
+    tmp = made_once(tmp_path_factory, "planted", _plant)
+    document = json.loads((tmp / "check.json").read_text("utf-8"))
     validate(document)
-    return document, out.getvalue(), page
+    return document, (tmp / "out.txt").read_text("utf-8"), tmp / "check.html"
 
 
 # -- a difference is listed only if its trace reproduces it, under one signature ----------
