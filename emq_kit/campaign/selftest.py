@@ -1,7 +1,8 @@
 """``emq selftest --cluster``: the selftest's mutants as tasks of a Dask cluster
-(specs/campaign.md; specs/selftest.md): the same mutants as the serial run, each judged
-by the same ``judge`` with the same seed and budget on a worker, under a claim of its
-own on a server, so the verdicts are the serial run's."""
+(specs/campaign.md; specs/selftest.md): the same mutants as the serial run, of our
+scripts or BullMQ's (``--layout bullmq``), each judged by the same ``judge`` with the
+same seed and budget on a worker, under a claim of its own on a server, so the verdicts
+are the serial run's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from emq_kit.campaign.tasks import judge_mutant
 from emq_kit.claim import claimed
 from emq_kit.errors import ServerUnreachable
 from emq_kit.layouts import layout
+from emq_kit.selftest import bullmq
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, chosen_mutants, equivalents, require_verdict, settled
 
 RETRIES = 2
@@ -20,23 +22,33 @@ scheduler reschedules it)."""
 
 
 def run_selftest_on(spec: dask_cluster.ClusterSpec, url: str | None, budget: float, seed: int,
-                    only: str | None = None, *, wipe: bool = False,
+                    only: str | None = None, *, wipe: bool = False, layout_name: str | None = None,
+                    sample: int | None = None,
                     report: Callable[[int, int, MutantVerdict], None] | None = None) -> list[MutantVerdict]:
-    """Judge ``chosen_mutants`` on the cluster ``spec``; the verdicts in the mutants'
-    order (``report`` is called with k done of n and each as it ends). A mutant the
+    """Judge the serial run's mutants of the layout ``layout_name`` (ours:
+    ``chosen_mutants``; ``bullmq``: ``bullmq.chosen_mutants``, its server checked by the
+    caller) on the cluster ``spec``; the verdicts in the mutants' order (``report`` is
+    called with k done of n and each as it ends), settled as serially. A mutant the
     environment left without a verdict on every attempt stops the run, as serially."""
-    with claimed(url, layout().logical(), command="emq selftest", wipe=wipe) as names:
-        chosen = chosen_mutants(url, only, names)  # the server and --only checked before the cluster is asked
-    known = equivalents()
+    chosen_layout = layout(layout_name)
+    if chosen_layout.name == "bullmq":
+        chosen = bullmq.chosen_mutants(seed, sample, only)
+        known: dict[str, str] = {}
+    else:
+        with claimed(url, chosen_layout.logical(), command="emq selftest", wipe=wipe) as names:
+            chosen = chosen_mutants(url, only, names)  # the server and --only checked before the cluster is asked
+        known = equivalents()
     got: dict[str, MutantVerdict] = {}
     with dask_cluster.connected(spec) as client:
-        for done in dask_cluster.bag(client, chosen, judge_mutant, lambda m: (m, url, budget, seed, wipe),
+        for done in dask_cluster.bag(client, chosen, judge_mutant,
+                                     lambda m: (m, url, budget, seed, wipe, chosen_layout.name),
                                      retries=RETRIES, name=lambda m: f"mutant-{chosen.index(m)}"):
             mutant: Mutant = done.item
             k = chosen.index(mutant) + 1
             if done.error is not None:
                 raise ServerUnreachable(f"mutant {k} of {len(chosen)} ({mutant.key}): {done.error}")
-            got[mutant.key] = settled(require_verdict(done.result, k, len(chosen)), known)
+            verdict = require_verdict(done.result, k, len(chosen))
+            got[mutant.key] = bullmq.placed(verdict) if chosen_layout.name == "bullmq" else settled(verdict, known)
             if report is not None:
                 report(len(got), len(chosen), got[mutant.key])
     return [got[m.key] for m in chosen]

@@ -79,17 +79,22 @@ def run_check(run: PlannedRun, corpus: dict[str, str]) -> RunResult:
     return RunResult(run.id, document, found)
 
 
-def judge_mutant(mutant: Mutant, url: str | None, budget: float, seed: int, wipe: bool = False) -> MutantVerdict:
-    """One selftest mutant judged on this worker as ``emq selftest`` judges it, under a
-    claim of its own on a server (OWN-1); a server lost meanwhile raises
-    ``TargetUnavailable`` for Dask to retry (CMP-4)."""
+def judge_mutant(mutant: Mutant, url: str | None, budget: float, seed: int, wipe: bool = False,
+                 layout_name: str | None = None) -> MutantVerdict:
+    """One selftest mutant of the layout ``layout_name`` (ours by default; ``bullmq``:
+    of the worker's bullmq package's scripts) judged on this worker as ``emq selftest``
+    judges it, under a claim of its own on a server (OWN-1); a server lost meanwhile
+    raises ``TargetUnavailable`` for Dask to retry (CMP-4)."""
     from emq_kit.claim import claimed
     from emq_kit.layouts import layout
+    from emq_kit.selftest import bullmq
     from emq_kit.selftest.mutation import ERROR, judge
 
     started()
-    with claimed(url, layout().logical(), command="emq selftest", wipe=wipe) as names:
-        verdict = judge(mutant, url, budget, seed, names=names)
+    chosen = layout(layout_name)
+    source = bullmq.commands() if chosen.name == "bullmq" else None
+    with claimed(url, chosen.logical(), command="emq selftest", wipe=wipe) as names:
+        verdict = judge(mutant, url, budget, seed, source, chosen, names=names)
     if verdict.status == ERROR:
         raise TargetUnavailable(f"{mutant.key}: {verdict.reason}")
     return verdict

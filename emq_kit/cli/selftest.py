@@ -10,7 +10,7 @@ from typing import Any
 
 from emq_kit import interrupts
 from emq_kit.cli.campaign import add_cluster
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, claimed, within
 from emq_kit.cli.progress import Meter
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import selftest_document
@@ -88,7 +88,8 @@ def _on_cluster(args: argparse.Namespace, out: Outputs) -> list[MutantVerdict]:
         print(f"  mutant {k} of {n} judged: {v.mutant.key}", file=sys.stderr, flush=True)
         out.say(row(v), flush=True)
 
-    return run_selftest_on(args.cluster, args.url, args.budget, args.seed, args.only, wipe=args.wipe, report=done)
+    return run_selftest_on(args.cluster, args.url, args.budget, args.seed, args.only, wipe=args.wipe,
+                           layout_name=args.layout, sample=args.sample, report=done)
 
 
 def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
@@ -100,8 +101,6 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
             print(f"{m.key}\n    {m.script}.lua:{m.line} in {bullmq.where(m)}(): {m.before.strip()}  ->  "
                   f"{m.after.strip() or '(deleted)'}")
         return EXIT_OK
-    if args.cluster is not None:
-        raise Usage("--cluster judges the mutants of our scripts; BullMQ's are judged here, one after another")
     out = Outputs(args)
     chosen = layout("bullmq")
     if args.url is None:
@@ -110,10 +109,11 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
         chosen.open_target(args.url, names=names).close()  # no cmsgpack: one line, before any mutant
         out.say(f"BullMQ {bullmq_version()} scripts, budget {args.budget:g} s per mutant, seed {args.seed}"
                 + (f", a sample of {args.sample}" if args.sample else ""))
-        out.say(HEADER)
-        verdicts = bullmq.run_selftest(args.url, args.budget, args.seed, args.sample, args.only,
-                                       report=lambda v: out.say(row(v), flush=True), names=names)
-    return _summarize(args, out, verdicts)
+        if args.cluster is None:
+            out.say(HEADER)
+            return _summarize(args, out, bullmq.run_selftest(args.url, args.budget, args.seed, args.sample, args.only,
+                                                             report=lambda v: out.say(row(v), flush=True), names=names))
+    return _summarize(args, out, _on_cluster(args, out))  # each mutant under a claim of its worker's
 
 
 def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerdict]) -> int:

@@ -74,22 +74,34 @@ def where(mutant: Mutant) -> str:
     return "main"
 
 
-def run_selftest(url: str, budget: float, seed: int, sample: int | None = None, only: str | None = None,
-                 report: Callable[[MutantVerdict], None] | None = None, names: Any = None) -> list[MutantVerdict]:
-    """Judge the mutants (a seeded sample of ``sample`` of them when given; those whose
-    key contains ``only``) with the bullmq layout's machine on ``url``. A survivor's
-    reason names where its line sits. The queue goes under ``names``, the run's."""
-    from emq_kit.layouts import layout
-
+def chosen_mutants(seed: int, sample: int | None = None, only: str | None = None) -> list[Mutant]:
+    """The mutants a selftest judges: those whose key contains ``only``, then a seeded
+    sample of ``sample`` of them when given (the same for a serial run and a cluster's)."""
     chosen = [m for m in all_mutants() if not only or only in m.key]
     if sample is not None and sample < len(chosen):
         picked = set(random.Random(seed).sample(range(len(chosen)), sample))
         chosen = [m for i, m in enumerate(chosen) if i in picked]
+    return chosen
+
+
+def placed(v: MutantVerdict) -> MutantVerdict:
+    """``v``, a survivor's reason naming the function its line sits in."""
+    if v.status == "survived":
+        v.reason = f"{v.reason or 'no divergence'}; in {where(v.mutant)}()"
+    return v
+
+
+def run_selftest(url: str, budget: float, seed: int, sample: int | None = None, only: str | None = None,
+                 report: Callable[[MutantVerdict], None] | None = None, names: Any = None) -> list[MutantVerdict]:
+    """Judge the mutants ``chosen_mutants`` gives with the bullmq layout's machine on
+    ``url``. A survivor's reason names where its line sits. The queue goes under
+    ``names``, the run's."""
+    from emq_kit.layouts import layout
+
+    chosen = chosen_mutants(seed, sample, only)
     verdicts = []
     for k, mutant in enumerate(chosen, 1):
-        v = require_verdict(judge(mutant, url, budget, seed, commands(), layout("bullmq"), names), k, len(chosen))
-        if v.status == "survived":
-            v.reason = f"{v.reason or 'no divergence'}; in {where(mutant)}()"
+        v = placed(require_verdict(judge(mutant, url, budget, seed, commands(), layout("bullmq"), names), k, len(chosen)))
         verdicts.append(v)
         if report:
             report(v)

@@ -155,6 +155,22 @@ def test_a_local_clusters_workers_keep_glibcs_own_trimming() -> None:
     assert list(said.values()) == [(None, "1")], said
 
 
+def test_bullmqs_mutants_on_two_workers_are_judged_as_serially(valkey: ServerProcess, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``emq selftest --layout bullmq --cluster local:2`` judges BullMQ's mutants (the
+    same ``--only`` choice) on the workers, each under a claim of its own on the one
+    Valkey, with the serial run's verdict and rule."""
+    common = ["selftest", "--layout", "bullmq", "--url", f"{valkey.url}/14", "--only",
+              'moveToActive-11|rcall("HINCRBY", jobKey, "ats"', "--budget", "60", "--seed", "3"]
+    code, _, _ = run([*common, "--report", str(tmp_path / "serial.json")], capsys)
+    code2, _, _ = run([*common, "--cluster", "local:2", "--report", str(tmp_path / "cluster.json")], capsys)
+    serial, spread = (json.loads((tmp_path / f"{n}.json").read_text())["selftest"]["mutants"]
+                      for n in ("serial", "cluster"))
+    assert code == code2 and len(serial) == 2
+    assert [(m["key"], m["status"], m["rule"]) for m in serial] == [(m["key"], m["status"], m["rule"]) for m in spread]
+    assert any(m["status"] == "killed" for m in spread), spread
+
+
 @pytest.fixture
 def kitless_worker(tmp_path: Path) -> Iterator[str]:
     """A dask scheduler and one worker whose Python cannot import the kit (no site
