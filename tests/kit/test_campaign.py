@@ -137,13 +137,19 @@ def test_the_selftest_on_two_workers_judges_the_serial_runs_mutants_alike(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``emq selftest --cluster local:2`` judges the same mutants as the serial run with
     the same seed, each with the same verdict and rule."""
-    common = ["selftest", "--only", "drop-state-write|retry", "--budget", "60", "--seed", "3"]
+    _judged_alike(["selftest", "--only", "drop-state-write|retry", "--budget", "60", "--seed", "3"], tmp_path, capsys)
+
+
+def _judged_alike(common: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    """The selftest ``common`` run serially, then on ``local:2``: the same exit, the same
+    two mutants, each with the same verdict and rule; the cluster's verdicts."""
     code, _, _ = run([*common, "--report", str(tmp_path / "serial.json")], capsys)
-    code2, out, _ = run([*common, "--cluster", "local:2", "--report", str(tmp_path / "cluster.json")], capsys)
+    code2, _, _ = run([*common, "--cluster", "local:2", "--report", str(tmp_path / "cluster.json")], capsys)
     serial, spread = (json.loads((tmp_path / f"{n}.json").read_text())["selftest"]["mutants"]
                       for n in ("serial", "cluster"))
     assert code == code2 and len(serial) == 2
     assert [(m["key"], m["status"], m["rule"]) for m in serial] == [(m["key"], m["status"], m["rule"]) for m in spread]
+    return list(spread)
 
 
 def test_a_local_clusters_workers_keep_glibcs_own_trimming() -> None:
@@ -160,14 +166,9 @@ def test_bullmqs_mutants_on_two_workers_are_judged_as_serially(valkey: ServerPro
     """``emq selftest --layout bullmq --cluster local:2`` judges BullMQ's mutants (the
     same ``--only`` choice) on the workers, each under a claim of its own on the one
     Valkey, with the serial run's verdict and rule."""
-    common = ["selftest", "--layout", "bullmq", "--url", f"{valkey.url}/14", "--only",
-              'moveToActive-11|rcall("HINCRBY", jobKey, "ats"', "--budget", "60", "--seed", "3"]
-    code, _, _ = run([*common, "--report", str(tmp_path / "serial.json")], capsys)
-    code2, _, _ = run([*common, "--cluster", "local:2", "--report", str(tmp_path / "cluster.json")], capsys)
-    serial, spread = (json.loads((tmp_path / f"{n}.json").read_text())["selftest"]["mutants"]
-                      for n in ("serial", "cluster"))
-    assert code == code2 and len(serial) == 2
-    assert [(m["key"], m["status"], m["rule"]) for m in serial] == [(m["key"], m["status"], m["rule"]) for m in spread]
+    spread = _judged_alike(["selftest", "--layout", "bullmq", "--url", f"{valkey.url}/14", "--only",
+                            'moveToActive-11|rcall("HINCRBY", jobKey, "ats"', "--budget", "60", "--seed", "3"],
+                           tmp_path, capsys)
     assert any(m["status"] == "killed" for m in spread), spread
 
 
