@@ -28,15 +28,21 @@ def _foreign_run(hostile: str, seed: int = 3, profile: str = "dev"):
         target.close()
 
 
-@pytest.fixture(scope="module")
-def ci_report():
+LIFECYCLE_OPS = ("claim", "complete", "retry", "extend", "reap", "promote")
+
+
+def shares(report) -> tuple[float, float]:
+    """The lifecycle ops' and the bad queue names' shares of the search's calls."""
+    calls = sum(n for op, n in report.op_mix.items() if op != "spoiled")
+    return sum(report.op_mix.get(op, 0) for op in LIFECYCLE_OPS) / calls, report.op_mix.get("queue", 0) / calls
+
+
+@pytest.mark.slow
+def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first() -> None:
     """One ci run on the foreign port, as a port author runs it (a dev run's 30 examples
-    meet some of the port's differences only on some seeds and Hypothesis versions)."""
-    return _foreign_run("both", profile="ci")
-
-
-def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first(ci_report) -> None:
-    report = ci_report
+    meet some of the port's differences only on some seeds and Hypothesis versions),
+    judged on all it promises at once: a ci run costs about a minute."""
+    report = _foreign_run("both", profile="ci")
     sigs = [d.signature for d in report.differences]
     assert len(sigs) == len(set(sigs)) >= 5
     # each of tests/drivers/foreign.py's six deviations, by the signature it shows as
@@ -66,19 +72,8 @@ def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first
     validate(doc)
     assert [d["signature"] for d in doc["check"]["differences"]] == [{"cell": s.cell, "rule": s.rule} for s in sigs]
     assert doc["check"]["cells"]["not_implemented"] and doc["check"]["op_mix"] == report.op_mix
-
-
-LIFECYCLE_OPS = ("claim", "complete", "retry", "extend", "reap", "promote")
-
-
-def shares(report) -> tuple[float, float]:
-    """The lifecycle ops' and the bad queue names' shares of the search's calls."""
-    calls = sum(n for op, n in report.op_mix.items() if op != "spoiled")
-    return sum(report.op_mix.get(op, 0) for op in LIFECYCLE_OPS) / calls, report.op_mix.get("queue", 0) / calls
-
-
-def test_the_lifecycle_ops_are_at_least_half_of_a_ci_runs_calls(ci_report) -> None:
-    lifecycle, bad_queues = shares(ci_report)
+    # the lifecycle ops are at least half of the run's calls, bad queue names a few per cent
+    lifecycle, bad_queues = shares(report)
     assert lifecycle >= 0.5 and 0.005 <= bad_queues <= 0.05, (lifecycle, bad_queues)
 
 
