@@ -233,6 +233,19 @@ def test_bad_input_is_one_line_exit_2_before_any_run(argv: list[str], says: str,
     assert not (tmp_path / "o" / "runs").exists()
 
 
+@pytest.mark.parametrize("argv, says", [
+    ([], "the server's Lua has no cmsgpack"),
+    (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
+])
+def test_bullmqs_selftest_on_a_cluster_without_a_fit_server_is_one_line(argv: list[str], says: str,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--layout bullmq --cluster``: the server is checked as serially, before the
+    cluster is asked for anything: one line, exit 2."""
+    code, out, err = run(["selftest", "--layout", "bullmq", "--cluster", "local:2", *argv], capsys)
+    assert code == cli.EXIT_ENV and out == "", err
+    assert says in one_line(err)
+
+
 @pytest.mark.parametrize("text, says", [
     ("targets = [", "is not TOML"),
     ("[[targets]]\nname = 'x'\nurl = 'redis://h'\nspeed = 3\n", "at targets/0: Additional properties"),
