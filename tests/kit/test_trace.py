@@ -32,6 +32,7 @@ from emq_model.model import Claimed
 from emq_model.snapshot import Snapshot
 from emq_model.spec import text
 from tests.broken import broken_dir, variant
+from tests.once import made_once
 
 SCHEMA = json.loads(text("schemas/trace.json"))
 OURS = str(resources.files("emq_live").joinpath("lua"))
@@ -58,10 +59,11 @@ def test_nan_round_trips_as_a_tagged_float() -> None:
     assert isinstance(back, float) and back != back
 
 
-@pytest.fixture(scope="module")
-def found(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Path]:
-    """A real counterexample: the machine against complete-from-schedule, recorded."""
-    scripts = broken_dir(variant("complete-from-schedule"), tmp_path_factory.mktemp("broken"))
+def _record(where: Path) -> None:
+    """A real counterexample: the machine against complete-from-schedule, recorded in
+    ``where``: the trace as written (``trace.json``) and where the broken scripts are
+    (``scripts.txt``)."""
+    scripts = broken_dir(variant("complete-from-schedule"), where)
     target = LiveTarget(None, str(scripts))
     try:
         # Raw calls off: a trace with raw steps keeps its ids (TR-5), and this
@@ -77,15 +79,27 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Path]:
         [d] = report.differences
         assert d.reproduced and d.replays == 1 and d.names and d.shrunk == list(d.replayed.steps)
         head = header(target.describe(), seed=1, profile="ci", clock="virtual")
-        trace = traced(d.replayed, head, d.names)
+        traced(d.replayed, head, d.names).write(where / "trace.json")
     finally:
         target.close()
-    return trace, scripts
+    (where / "scripts.txt").write_text(str(scripts), "utf-8")
 
 
-def test_a_recorded_trace_matches_the_schema_and_round_trips(found: tuple[Trace, Path], tmp_path: Path) -> None:
-    trace, _ = found
-    path = trace.write(tmp_path / "t.json")
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """That counterexample's directory, recorded once per test run."""
+    return made_once(tmp_path_factory, "trace-found", _record)
+
+
+@pytest.fixture(scope="module")
+def found(recorded: Path) -> tuple[Trace, Path]:
+    """The recorded trace, read back (its round trip is the test below), and the broken
+    scripts it diverges on."""
+    return Trace.load(recorded / "trace.json"), Path((recorded / "scripts.txt").read_text("utf-8"))
+
+
+def test_a_recorded_trace_matches_the_schema_and_round_trips(recorded: Path) -> None:
+    path = recorded / "trace.json"  # as the recorded trace itself wrote it
     data = json.loads(path.read_text())
     jsonschema.Draft202012Validator(SCHEMA).validate(data)
     again = Trace.load(path)
