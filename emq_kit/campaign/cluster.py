@@ -37,6 +37,12 @@ LOCAL_CONFIG: dict[str, Any] = {
     # back at once; a check allocates and frees without end, so it page-faulted 25 times
     # as often and used a third more CPU than the same child of a plain process (CMP-5).
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    # A worker mostly waits on its run or its mutant's child; its housekeeping (a stack
+    # sample every 10 ms, an event-loop tick every 20 ms, a memory poll every 100 ms)
+    # is CPU taken from the runs, all the more on a shared machine (CMP-5).
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
 }
 """The configuration a ``local:N`` cluster is started with; docs/campaigns.md gives the
 same to a ``dask worker`` on another host."""
@@ -82,7 +88,7 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Cl
     """A client of the cluster ``spec`` names, its workers probed (``checked``; each
     waited for ``timeout`` seconds, default ``CONNECT_SECONDS``); the
     ``LocalCluster`` of ``local:N`` is started here with ``LOCAL_CONFIG`` (its workers
-    allowed children, glibc's own trimming), and stopped after."""
+    allowed children, glibc's own trimming, quiet housekeeping), and stopped after."""
     distributed = _distributed()
     import dask
 

@@ -154,11 +154,14 @@ def _judged_alike(common: list[str], tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_a_local_clusters_workers_keep_glibcs_own_trimming() -> None:
     """CMP-5: the workers of ``local:N`` run without the nanny's MALLOC_TRIM_THRESHOLD_,
-    so a selftest child forked from one allocates as a child of the serial run does; and
-    they may start children."""
+    so a selftest child forked from one allocates as a child of the serial run does,
+    and without the stack sampler; and they may start children."""
+    import dask
+
     with dask_cluster.connected(dask_cluster.cluster_of("local:1")) as client:
-        said = client.run(lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("OMP_NUM_THREADS")))
-    assert list(said.values()) == [(None, "1")], said
+        said = client.run(lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("OMP_NUM_THREADS"),
+                                   dask.config.get("distributed.worker.profile.enabled")))
+    assert list(said.values()) == [(None, "1", False)], said
 
 
 def test_bullmqs_mutants_on_two_workers_are_judged_as_serially(valkey: ServerProcess, tmp_path: Path,
