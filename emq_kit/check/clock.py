@@ -38,6 +38,8 @@ transitions.json (promote: schedule, reap: active)."""
 class Clock(Protocol):
     """What the machine asks of a clock policy."""
 
+    mode: str  # "virtual" or "server" (``--clock``)
+
     def start(self, start: int) -> int:
         """The clock at the start of an example."""
 

@@ -7,24 +7,18 @@ Vocabulary: a *rule* is one call of an op; a *step* is one call with its checks 
 (the model's ``now`` passed to both sides) or the server's (``emq_kit/clock.py``); a
 *kept claim* keeps its token forever, so stale and foreign tokens come back after reaps,
 retries and reclaims. Rules draw their arguments packed in one choice (``Draw``) and
-``Selection`` picks the rule with one choice: Hypothesis's per-choice cost was most of a
-step's (docs/engine.md).
+``Selection`` (emq_kit/check/base.py) picks the rule with one choice: Hypothesis's
+per-choice cost was most of a step's (docs/engine.md).
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-from bisect import bisect_right
-from itertools import accumulate
 from typing import Any, Callable, Iterator
 
 from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    RuleStrategy,
     initialize,
     invariant,
     precondition,
@@ -33,7 +27,7 @@ from hypothesis.stateful import (
 
 from emq_kit._signals import Quiet
 from emq_kit.check import faults
-from emq_kit.check.clock import Clock, VirtualClock
+from emq_kit.check.base import Machine
 from emq_kit.check.coverage import classify
 from emq_kit.check.draws import Draw
 from emq_kit.check.hang import RULE as HANG_RULE
@@ -44,9 +38,7 @@ from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.lanes import LaneRules
 from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, background, bad_values
 from emq_kit.check.rawrule import RawCalls
-from emq_kit.check.signature import signature
-from emq_kit.check.step import SLEEP, Crash, Divergence, ModelBroken, Step, connection_errors, died, outcome, target_outcome
-from emq_kit.check.tally import Run
+from emq_kit.check.step import SLEEP, Crash, ModelBroken, Step, died, outcome, target_outcome
 from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug
 from emq_kit.targets.protocol import Target
@@ -131,9 +123,6 @@ WEIGHTS = {"claim": 11, "settle": 9, "work": 8, "promote": 5, "reap": 5, "enqueu
 settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
 often enough that a lane grows deep under a weight (``lane_wclaim/several``). A rule
 not named weighs 1."""
-AIM = 8
-"""How many times its weight a rule that can reach an aimed cell weighs (COV-2)."""
-
 
 def aimed_rules(aim: frozenset[tuple[str, str]]) -> frozenset[str]:
     """The rules that can send a cell of ``aim``: those whose ops include the cell's op,
@@ -157,122 +146,19 @@ def _waiting(model: QueueModel) -> list[str]:
     return sorted({*model.sets["pending"], *(m for lane in model.lanes.pending.values() for m in lane)})
 
 
-class Selection(RuleStrategy):
-    """How the machine picks its next rule: Hypothesis's own way, at a fraction of the
-    cost. Hypothesis draws a swarm flag for every rule an example asks about and retries
-    a draw that lands on a disabled or invalid rule: about eight choices a step here,
-    more than the step's own arguments and most of a step's cost on a fast server. This
-    draws the swarm once per example (one byte string: a threshold, then a byte per rule;
-    a rule whose byte is below the threshold is off for the example, as in swarm
-    testing, but never one of the machine's ``always_on``; zeros, where shrinking goes,
-    turn every rule on), then one index a step
-    among the rules whose preconditions hold and that are on (all the valid ones if none
-    is on). Rules, preconditions and arguments are Hypothesis's (``RuleStrategy``)."""
-
-    def __init__(self, machine: RuleBasedStateMachine) -> None:
-        super().__init__(machine)
-        self.off: set[str] | None = None
-        self.weights = getattr(machine, "weights", WEIGHTS)
-        # Heaviest first, sorted once: an integer draw leans to 0 (the shrinker's aim, and
-        # a constant Hypothesis mixes in), so index 0 must be the most common rule, not
-        # whichever sorts first by name (bad_queue, weight 1, would then be drawn far above it).
-        self.heaviest = sorted(self.rules, key=lambda r: -self.weights.get(r.function.__name__, 1))
-        run = getattr(machine, "run", None)
-        aimed = aimed_rules(run.aim) if run is not None else frozenset()
-        self.weight = {id(r): self.weights.get(r.function.__name__, 1) * (AIM if r.function.__name__ in aimed else 1)
-                       for r in self.rules}
-        self.always = frozenset(getattr(machine, "always_on", ())) | aimed  # never swarmed off (COV-2)
-        self.allowed: list[Any] | None = None  # _in_focus's
-        self.free = {id(r) for r in self.rules if not r.bundles and not r.preconditions}  # always valid
-        self.drawn = 0  # rules drawn: the fence test's proof that Hypothesis draws through this
-
-    def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
-        if getattr(self.machine, "clock", None) is not None and self.machine.clock.mode != "virtual":
-            return self._draw_steady(data)
-        valid = [r for r in self._in_focus() if id(r) in self.free or self._holds(r)]
-        if not valid:  # Hypothesis's own "no progress can be made" error (InvalidDefinition)
-            return super().do_draw(data)
-        rule = self._weighted(data, valid)
-        return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
-
-    def _weighted(self, data: Any, candidates: list[Any]) -> Any:
-        """One of ``candidates`` (the swarm drawn first, once an example), by the
-        machine's ``weights`` (a layout's machine names its own rules: ``WEIGHTS`` are
-        this machine's)."""
-        self.drawn += 1
-        if self.off is None:
-            swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
-            self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:])
-                        if b < swarm[0] and r.function.__name__ not in self.always}
-        on = {id(r) for r in candidates if r.function.__name__ not in self.off} or {id(r) for r in candidates}
-        live = [r for r in self.heaviest if id(r) in on]
-        # One index into the rules laid end to end, each as many times as it weighs.
-        ends = list(accumulate(self.weight[id(r)] for r in live))
-        return live[bisect_right(ends, data.draw_integer(0, ends[-1] - 1))]
-
-    def _draw_steady(self, data: Any) -> tuple[Any, dict[str, Any]]:
-        """Under the server clock the model's state follows the server's timing (a lease
-        may be due in one run and not in the next), so the draws must not follow the
-        state, or Hypothesis meets other choices when it replays an example (a
-        ``FlakyStrategyDefinition``): the rule is drawn among those the focus allows, its
-        arguments drawn, and a rule whose preconditions do not hold now is a tick of 0."""
-        rule = self._weighted(data, self._in_focus())
-        args = {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
-        if self._holds(rule):
-            return rule, args
-        return next(r for r in self.rules if r.function.__name__ == "tick"), {"delta": 0}
-
-    def _allowed(self, rule: Any) -> bool:
-        """A rule some op of which the focus allows (bad queue names and raw calls: unless
-        hostile is off). A machine with no run (not ``Conformance``) has no focus: every rule."""
-        run = getattr(self.machine, "run", None)
-        if run is None:
-            return True
-        focus = run.focus
-        ops = RULE_OPS.get(rule.function.__name__, ())
-        if ops and not any(focus.allows(op) for op in ops):
-            return False
-        return not (rule.function.__name__ in ("bad_queue", "raw_call") and focus.hostile == "off")
-
-    def _in_focus(self) -> list[Any]:
-        """The rules the run's focus allows (``_allowed``), found once: the focus is fixed
-        for a run."""
-        if self.allowed is None:
-            self.allowed = [r for r in self.rules if self._allowed(r)]
-        return self.allowed
-
-    def _holds(self, rule: Any) -> bool:
-        """The rule's bundles are not empty and its preconditions hold now: ``is_valid``
-        without its per-call observability bookkeeping (a description of every
-        precondition, built for every rule at every step, cost more than the
-        preconditions themselves)."""
-        machine = self.machine
-        return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
-
-
-class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachine):
+class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``.
     The lane rules are ``LaneRules``'s (emq_kit/check/lanes.py), the raw calls
-    ``RawCalls``'s (emq_kit/check/rawrule.py)."""
+    ``RawCalls``'s (emq_kit/check/rawrule.py); the bookkeeping, divergences and endings
+    ``Machine``'s (emq_kit/check/base.py)."""
 
     target: Target
-    run: Run
-    clock: Clock
-    windowed: bool = False  # may steps be verified in windows (``emq check``; never replay)
     queues, pool = QUEUES, POOL  # for LaneRules
-    always_on = LIFECYCLE  # never swarmed off (``Selection``)
+    weights, rule_ops, always_on = WEIGHTS, RULE_OPS, LIFECYCLE
+    hostile_rules = ("bad_queue", "raw_call")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.run.starting()
-        self._rules_strategy = Selection(self)  # see Selection: Hypothesis reads this attribute
-        try:
-            self.target.reset()
-        except BaseException as exc:  # outside a step: a retry by Hypothesis would meet a restarted target
-            self.run.fatal = exc
-            raise
-        self.run.examples += 1
-        self.steps: list[Step] = []
+    def begin(self) -> None:
+        """Two fresh models at the clock's start, the target's two queues, no claim kept."""
         with self._ends_the_run():
             self.now = self.clock.start(START)
         self.models = {q: QueueModel(q) for q in QUEUES}
@@ -288,51 +174,17 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         # Deferred verification (emq_kit/check/window.py), shrinking included.
         size = window_size(self.target, self.clock.mode, self.run.focus.depth) if self.windowed else 0
         self.window = Window(self.target, size) if size else None
-        self._diverged = False
-        self.stopped = False  # a known difference ended this example: no more calls
         # Under the server clock a target that reads TIME around its own calls saves the
         # clock two round trips a clock op (ServerClock.call); off under the virtual one.
         timed = self.target.time_calls(self.clock.mode == "server")
         self.bracket = self.target.bracket if timed else None
-        if self.run.progress:
-            try:
-                self.run.progress(self.run)
-            except Exception as exc:  # the caller's callback: never the target's crash (FLT-1)
-                self.run.fatal = self.run.fatal or KitBug(exc, "the progress callback")
-                raise self.run.fatal from exc
 
     @classmethod
-    def factory(cls, target: Target, run: Run, clock: Clock | None = None, *,
-                windowed: bool = False) -> Callable[[], "Conformance"]:
-        """A zero-argument factory for ``run_state_machine_as_test`` (the virtual clock
-        unless ``clock`` says otherwise; ``windowed``: verify in windows where the target
-        can, see emq_kit/check/window.py)."""
-        machine = type(cls.__name__, (cls,), {"target": target, "run": run, "clock": clock or VirtualClock(),
-                                              "windowed": windowed})
-        return machine
+    def aimed(cls, aim: frozenset[tuple[str, str]]) -> frozenset[str]:
+        """The rules that can send a cell of ``aim`` (COV-2): ``aimed_rules``."""
+        return aimed_rules(aim)
 
     # -- the one way a step runs --------------------------------------------------------
-
-    def diverge(self, kind: str, rule: str, step: Step, lines: list[str]) -> Divergence:
-        """The divergence to raise; the run notes when it first saw one. When the run
-        reports every difference, a known one (or one met while another is being
-        shrunk) raises ``Quiet`` instead: the caller ends the example without failing."""
-        now = time.perf_counter()
-        if self.run.first_failure is None:
-            self.run.first_failure = now
-        # The steps after ``step`` were generated while it waited in a window: not part of it.
-        found = Divergence(kind, rule, step, lines, self.steps[:step.index])
-        sig = signature(found)
-        self.run.seen_at.setdefault(sig, now)
-        self.run.met[sig] += 1
-        if self.run.focus.report:
-            if sig in self.run.known or (self.run.hunting is not None and sig != self.run.hunting):
-                raise Quiet(str(sig))
-            if self.run.hunting is None:
-                self.run.hunting, self.run.hunted_at = sig, self.run.examples
-        self._diverged = True
-        self.run.diverged(found)
-        return found
 
     def count(self, op: str) -> None:
         """One more call of ``op`` in the run's op mix (the search's calls only)."""
@@ -346,19 +198,6 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
         if hostile == "off" or (hostile == "both" and not spoiled):
             return None
         return (victim, a.bad)
-
-    @contextlib.contextmanager
-    def _ends_the_run(self) -> Iterator[None]:
-        """A lost connection (the server went away) or a kit bug ends the run as itself
-        (``run.fatal``), whatever Hypothesis makes of the failure: it replays a failing
-        example, and a replay may draw otherwise (under the server clock the draws follow
-        the server's timing; a kit bug need not recur), which it would report as a flaky
-        search or shrink into another example's divergence (OWN-5: no verdict then)."""
-        try:
-            yield
-        except (ConnectionError, OSError, KitBug, *connection_errors()) as exc:
-            self.run.fatal = self.run.fatal or exc
-            raise
 
     def step(self, queue: str, op: str, args: dict[str, Any], *, spoil: Spoil = None) -> Any:
         """Run ``op`` on both sides (with the virtual clock when the op reads one, and one
@@ -398,13 +237,6 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, RuleBasedStateMachi
             return None
         self.previous[queue] = mine
         return step.model
-
-    def _record(self, queue: str, op: str, args: dict[str, Any]) -> Step:
-        """A new step of this example's trace."""
-        step = Step(queue, op, args, index=len(self.steps) + 1)
-        self.steps.append(step)
-        self.run.current = self.steps
-        return step
 
     def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:
         """Run ``op`` with exactly ``args`` on both sides and check everything (the part

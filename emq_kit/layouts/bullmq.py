@@ -15,15 +15,16 @@ step (``retention``), so a replay meets the same settings.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from hypothesis import event
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from hypothesis.stateful import initialize, precondition, rule
 
+from emq_kit._signals import Quiet
+from emq_kit.check.base import Machine
 from emq_kit.check.coverage import Coverage
 from emq_kit.check.draws import Draw
-from emq_kit.check.machine import Selection
 from emq_kit.check.step import Divergence, Step, outcome, target_outcome
 from emq_kit.check.tally import Run
 from emq_kit.check.target import unavailable
@@ -151,6 +152,12 @@ def classify(model: BullModel, op: str, args: dict[str, Any], answer: Any, dupli
     return str(answer)
 
 
+RULE_OPS: dict[str, tuple[str, ...]] = {
+    "add": ("add",), "take": ("take",), "settle": ("complete", "fail", "retry", "backoff", "extend"),
+    "promote": ("promote",), "check_stalled": ("check_stalled",), "lapse": ("lapse",), "remove": ("remove",),
+    "reprocess": ("reprocess",),
+}
+"""The ops each rule may send (``Machine.rule_ops``)."""
 WEIGHTS = {"add": 5, "take": 8, "settle": 8, "check_stalled": 4, "lapse": 3, "tick": 3, "promote": 2,
            "reprocess": 2, "remove": 1}
 """How often ``Selection`` picks each rule: takes as often as settles, so most settles
@@ -159,48 +166,37 @@ stalled-job checker and lapsing locks often enough that one job stalls twice
 (``check_stalled/deferred``); removals rare (each one empties a location)."""
 
 
-class BullConformance(RuleBasedStateMachine):
-    """``BullModel`` vs BullMQ's scripts, step by step. Build with ``factory``."""
+class BullConformance(Machine):
+    """``BullModel`` vs BullMQ's scripts, step by step. Build with ``factory`` (the clock
+    is always virtual: ``open_target`` refused any other). The bookkeeping, divergences
+    and endings are ``Machine``'s (emq_kit/check/base.py)."""
 
     target: BullCheckTarget
-    run: Run
-    weights = WEIGHTS
+    weights, rule_ops = WEIGHTS, RULE_OPS
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.run.starting()
-        self._rules_strategy = Selection(self)
-        self.target.reset()
-        self.run.examples += 1
-        self.steps: list[Step] = []
+    def begin(self) -> None:
+        """A fresh model at ``START``; no token handed out yet."""
         self.now = START
         self.model = BullModel(max_stalled=table()["run"]["max_stalled"])
         self.tokens: list[str] = []
-        if self.run.progress:
-            self.run.progress(self.run)
-
-    @classmethod
-    def factory(cls, target: BullCheckTarget, run: Run, clock: Any = None) -> Callable[[], "BullConformance"]:
-        """A zero-argument factory for ``run_state_machine_as_test`` (the clock is always
-        virtual: ``open_target`` refused any other)."""
-        return type(cls.__name__, (cls,), {"target": target, "run": run})
 
     # -- the one way a step runs ----------------------------------------------------
 
-    def diverge(self, kind: str, rule: str, step: Step, lines: list[str]) -> Divergence:
-        import time
-
-        if self.run.first_failure is None:
-            self.run.first_failure = time.perf_counter()
-        found = Divergence(kind, rule, step, lines, self.steps)
-        self.run.diverged(found)
-        return found
+    def call(self, op: str, args: dict[str, Any]) -> None:
+        """A rule's step (``execute``); a known difference ends the example quietly (no
+        more calls), a lost server the run."""
+        if self.stopped:
+            return
+        with self._ends_the_run():
+            try:
+                self.execute(op, args)
+            except Quiet:
+                self.stopped = True
 
     def execute(self, op: str, args: dict[str, Any]) -> Any:
         """Run ``op`` with exactly ``args`` on the model and the scripts, then check the
         replies, the projections and the invariants (what ``emq replay`` repeats)."""
-        step = Step(QUEUE, op, args, index=len(self.steps) + 1)
-        self.steps.append(step)
+        step = self._record(QUEUE, op, args)
         if op == RETENTION_OP:
             self.model.retention = self.target.bull.retention = Retention(**args)
         else:
@@ -235,14 +231,14 @@ class BullConformance(RuleBasedStateMachine):
     def retention(self, a: Any) -> None:
         """keepJobs.count of each finished set for the example (keep all, remove, keep 2),
         then most examples start with work waiting, so takes find jobs early."""
-        self.execute(RETENTION_OP, {"completed": a.completed, "failed": a.failed})
+        self.call(RETENTION_OP, {"completed": a.completed, "failed": a.failed})
         for _ in range(a.backlog):
-            self.execute("add", {"job_id": "", "now": self.now, "delay": 0, "priority": 0, "lifo": False})
+            self.call("add", {"job_id": "", "now": self.now, "delay": 0, "priority": 0, "lifo": False})
 
     @rule(a=ADD.strategy)
     def add(self, a: Any) -> None:
         custom = "" if a.custom is None else str(CUSTOM_LOW + a.custom)
-        self.execute("add", {"job_id": custom, "now": self.now, "delay": a.delay, "priority": a.priority,
+        self.call("add", {"job_id": custom, "now": self.now, "delay": a.delay, "priority": a.priority,
                              "lifo": a.lifo})
 
     @rule(a=TAKE.strategy)
@@ -252,7 +248,7 @@ class BullConformance(RuleBasedStateMachine):
         else:
             self.tokens.append(f"t{len(self.tokens) + 1}")
             token = self.tokens[-1]
-        self.execute("take", {"token": token, "now": self.now})
+        self.call("take", {"token": token, "now": self.now})
 
     @rule(a=SETTLE.strategy)
     def settle(self, a: Any) -> None:
@@ -269,30 +265,30 @@ class BullConformance(RuleBasedStateMachine):
             args["value"] = f"{a.op}-{self.now}"
         elif a.op != "extend":
             args["reason"] = f"{a.op}-{self.now}"
-        self.execute(a.op, args)
+        self.call(a.op, args)
 
     @rule(a=CHOOSE.strategy)
     def promote(self, a: Any) -> None:
-        self.execute("promote", {"job_id": self._id(a.whose, a.pick, self._ordered("delayed"))})
+        self.call("promote", {"job_id": self._id(a.whose, a.pick, self._ordered("delayed"))})
 
     @rule()
     def check_stalled(self) -> None:
-        self.execute("check_stalled", {"now": self.now})
+        self.call("check_stalled", {"now": self.now})
 
     @precondition(lambda self: self.model.locks)
     @rule(a=CHOOSE.strategy)
     def lapse(self, a: Any) -> None:
         """A holder dies: its lock's TTL runs out."""
-        self.execute("lapse", {"job_id": self._id(a.whose, a.pick, sorted(self.model.locks))})
+        self.call("lapse", {"job_id": self._id(a.whose, a.pick, sorted(self.model.locks))})
 
     @rule(a=CHOOSE.strategy)
     def remove(self, a: Any) -> None:
-        self.execute("remove", {"job_id": self._id(a.whose, a.pick, sorted(self.model.hashes))})
+        self.call("remove", {"job_id": self._id(a.whose, a.pick, sorted(self.model.hashes))})
 
     @rule(a=REPROCESS.strategy)
     def reprocess(self, a: Any) -> None:
         job = self._id(a.whose, a.pick, self._ordered(a.state))
-        self.execute("reprocess", {"job_id": job, "state": a.state, "reset": a.reset})
+        self.call("reprocess", {"job_id": job, "state": a.state, "reset": a.reset})
 
     @rule(a=TICK.strategy)
     def tick(self, a: Any) -> None:

@@ -15,8 +15,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from emq_kit.check.base import Selection
 from emq_kit.check.draws import MAX_OPTIONS, Draw
-from emq_kit.check.machine import Selection
 
 PAIR = Draw("Pair", colour=("red", "green", "blue"), size=range(1, 11))
 
