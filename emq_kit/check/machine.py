@@ -37,7 +37,7 @@ from emq_kit.check.lanes import PREPARES as LANE_PREPARES
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.lanes import LaneRules
 from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, background, bad_values
-from emq_kit.check.rawrule import RawCalls
+from emq_kit.check.raw.rule import RawCalls
 from emq_kit.check.step import SLEEP, Crash, ModelBroken, Step, died, outcome, target_outcome
 from emq_kit.check.window import Pending, Window, window_size
 from emq_kit.errors import KitBug
@@ -149,7 +149,7 @@ def _waiting(model: QueueModel) -> list[str]:
 class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``.
     The lane rules are ``LaneRules``'s (emq_kit/check/lanes.py), the raw calls
-    ``RawCalls``'s (emq_kit/check/rawrule.py); the bookkeeping, divergences and endings
+    ``RawCalls``'s (emq_kit/check/raw/rule.py); the bookkeeping, divergences and endings
     ``Machine``'s (emq_kit/check/base.py)."""
 
     target: Target

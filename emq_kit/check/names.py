@@ -63,10 +63,10 @@ def glob(text: str) -> str:
 def vocabulary() -> tuple[str, ...]:
     """Every queue name a run of the conformance machine may send (logical): the
     machine's queues and hostile names, and the raw calls' queues, edge and bad names."""
-    from emq_kit.check import raw
     from emq_kit.check.pools import BAD_QUEUES, QUEUES
+    from emq_kit.check.raw import contract, variants
 
-    names = (*QUEUES, *BAD_QUEUES, raw.QUEUE, raw.OTHER, *raw.EDGE_QUEUES, *raw.BAD_QUEUES)
+    names = (*QUEUES, *BAD_QUEUES, contract.QUEUE, contract.OTHER, *variants.EDGE_QUEUES, *variants.BAD_QUEUES)
     return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 

@@ -41,7 +41,7 @@ from emq_kit.check.fence import fence_divergence
 from emq_kit.check.focus import Focus
 from emq_kit.check.machine import Conformance
 from emq_kit.check.minimize import STEPS_MAX, minimize
-from emq_kit.check.rawrule import raw_cells
+from emq_kit.check.raw.rule import raw_cells
 from emq_kit.check.reproduce import SHOWN, reproduce
 from emq_kit.check.seeded import seed_alone
 from emq_kit.check.signature import Signature, signature
@@ -74,7 +74,7 @@ class Profile:
     gate: bool
     extra_examples: int = 0
     round_examples: int = 100
-    sweep: bool = False  # the once-per-run raw sweep (rawrule.RawCalls.raw_sweep) on a target that takes raw calls
+    sweep: bool = False  # the once-per-run raw sweep (raw.rule.RawCalls.raw_sweep) on a target that takes raw calls
 
 
 SERVER_CLOCK = Profile("server-clock", examples=20, steps=25, gate=False)

@@ -23,7 +23,7 @@ class Step:
     """One call as it ran on both sides: the machine's record of it and a trace's step
     (emq_kit.trace.format). ``op`` is an op of the spec table, ``forget_row`` (a row
     deleted by hand), ``queue`` (opening a queue by a refused name) or ``raw`` (a call
-    past the client, ``emq_kit/check/rawrule.py``); ``index`` is its place in the
+    past the client, ``emq_kit/check/raw/rule.py``); ``index`` is its place in the
     example, from 1."""
 
     queue: str

@@ -65,7 +65,7 @@ class BullCheckTarget:
     (``BullTarget``), ``reset`` empties the queue's keys, ``describe`` names the server,
     the layout and the bullmq version (printed in every report and trace header)."""
 
-    # another calling convention: no raw calls of ours (emq_kit/check/rawrule.py), no windows
+    # another calling convention: no raw calls of ours (emq_kit/check/raw/rule.py), no windows
     capabilities = Capabilities()
     conn = None
     notes: tuple[str, ...] = ()

@@ -179,8 +179,8 @@ def check_mutants(source: Path | None = None) -> list[Mutant]:
     (``raw.CHECK_EDITS``: an id bound, a queue byte bound, the KEYS and ARGV counts,
     the batch limit, the TIME arithmetic, the canonical-decimal test) as a mutant. Only
     raw calls reach these checks: the machine's raw-call rule and sweep kill them
-    (``emq_kit/check/rawrule.py``; tests/kit/test_rawcalls.py)."""
-    from emq_kit.check.raw import CHECK_EDITS
+    (``emq_kit/check/raw/rule.py``; tests/kit/test_rawcalls.py)."""
+    from emq_kit.check.raw.edits import CHECK_EDITS
 
     node = source or resources.files("emq_live").joinpath("lua")
     out = []

@@ -30,7 +30,7 @@ class Capabilities:
     draws none without them (a driver, B-4)."""
     raw: bool = False
     """Scripts of our calling convention (CC-1, CC-2) over the target's ``conn``: the
-    machine also calls them past the client (``emq_kit/check/raw.py``) and a gated run
+    machine also calls them past the client (``emq_kit/check/raw/``) and a gated run
     ends with a server-clock phase. Not a driver (a port's own client is in between), not
     the model, not a cluster."""
     lanes: bool = False

@@ -17,7 +17,7 @@ from emq_kit.check import faults
 from emq_kit.check.clock import Clock
 from emq_kit.check.machine import Conformance
 from emq_kit.check.names import Names
-from emq_kit.check.raw import call_of
+from emq_kit.check.raw.contract import call_of
 from emq_kit.check.reproduce import showed
 from emq_kit.check.run import Report
 from emq_kit.check.signature import signature

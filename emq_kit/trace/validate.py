@@ -214,7 +214,7 @@ def _queue_name(at: str, op: str, value: Any, args: dict[str, Any], queue: str) 
 
 
 def _raw_op(at: str, op: str, value: Any, args: dict[str, Any], queue: str) -> None:
-    from emq_kit.check.raw import OPS
+    from emq_kit.check.raw.contract import OPS
 
     if value not in OPS:
         raise TraceError(f"{at}: {value!r:.80} is no script a raw call reaches ({', '.join(OPS)})")

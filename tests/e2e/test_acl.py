@@ -24,6 +24,7 @@ from emq_kit.server import ServerProcess
 from emq_live import acl
 from emq_live.urls import ConnectError
 from emq_model import keyspace, spec
+from emq_model.model import QueueModel
 from tests.livekit import J
 
 PASSWORD = "s3cret-emq"
@@ -62,7 +63,7 @@ def _workload(target_url: str, admin: Any) -> None:
         assert q.enqueue(J(1), b"a") == "enqueued"
         # emq check's raw calls: a refused call is judged on every key's DUMP and PTTL
         judge = raw.RawJudge(target.conn, match="emq:*")
-        assert judge.send(raw.calls("keys-count", "enqueue", raw.QueueModel("acl"))[0]) is None
+        assert judge.send(raw.calls("keys-count", "enqueue", QueueModel("acl"))[0]) is None
         assert q.schedule(J(2), b"b", delay_ms=0) == "scheduled"
         assert q.promote() == 1
         c = q.claim(60_000)

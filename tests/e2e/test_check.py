@@ -18,7 +18,7 @@ from emq_kit.bench import GOALS
 from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget, ModelTarget
-from emq_kit.check.rawrule import raw_cells
+from emq_kit.check.raw.rule import raw_cells
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
@@ -59,7 +59,7 @@ def test_a_ci_run_of_our_scripts_conforms_reaches_every_cell_and_mixes_its_calls
     # met near the nominal count (bench's goal for every seed)
     assert PROFILES["ci"].examples <= report.examples <= GOALS["coverage.ci.examples"], report.examples
     # INV-1..7 and INV-8 after every step but a raw call's: a refused one is judged by an
-    # unchanged keyspace (emq_kit/check/raw.py), an accepted one as a step
+    # unchanged keyspace (emq_kit/check/raw/), an accepted one as a step
     raw_calls = sum(n for cell, n in report.hits.items() if cell.startswith("raw/"))
     assert report.checks >= 8 * (report.steps - raw_calls)
     # Raw calls: every kind sent (on a server under the run's names, OWN-2), the sweep and

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 
 import emq_live
 from emq_kit.check import raw as rawcalls
-from emq_kit.check.raw import CHECK_EDITS, KINDS, OPS, CheckEdit, RawJudge, calls, verdict
+from emq_kit.check.raw import CHECK_EDITS, KINDS, OPS, CheckEdit, RawJudge, calls, variants, verdict
 from emq_kit.selftest.mutation import CHECK_OPERATOR, check_mutants, copy_scripts
 from emq_live.scripts import ScriptSet
 from emq_model import errors, keyspace, spec
@@ -35,7 +35,7 @@ IDS = ("id", "id-overflow")
 def populated() -> QueueModel:
     """A model with a job in each location."""
     m = QueueModel(rawcalls.QUEUE)
-    for n, job in enumerate(rawcalls.EDGE_IDS[:1] + tuple(rawcalls._absent_ids(4)[1:])):
+    for n, job in enumerate(rawcalls.EDGE_IDS[:1] + tuple(variants._absent_ids(4)[1:])):
         m.enqueue(job, b"p")
     m.claim(10, now=rawcalls.NOW)
     m.claim(10, now=rawcalls.NOW)
@@ -92,8 +92,8 @@ def test_every_well_formed_call_is_what_the_client_sends() -> None:
         else:
             builder = getattr(queue, f"_{op}")
             built = builder(**{name: decoded.args.get(name) for name in inspect.signature(builder).parameters})
-        assert [rawcalls._bytes(k) for k in built.keys] == keys, op
-        assert [rawcalls._bytes(a) for a in built.args] == argv, op
+        assert [variants._bytes(k) for k in built.keys] == keys, op
+        assert [variants._bytes(a) for a in built.args] == argv, op
     conn.close()
 
 

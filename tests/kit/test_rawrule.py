@@ -1,4 +1,4 @@
-"""Raw calls in the conformance machine (emq_kit/check/rawrule.py).
+"""Raw calls in the conformance machine (emq_kit/check/raw/rule.py).
 
 - ``emq check --scripts COPY`` (the ci profile, fewer examples) finds each one-check edit
   of lib.lua and batch.lua (``CHECK_EDITS``) on fakeredis, and a sample on Valkey; the
