@@ -16,7 +16,7 @@ class ShrinkCut(KeyboardInterrupt):
     ``KeyboardInterrupt`` because that is the one exception Hypothesis's engine lets
     through untouched: any other is recorded as the example's end (a test case that drew
     nothing, which the next replay of its choices contradicts: FlakyStrategyDefinition).
-    ``run._search`` catches it; it never reaches a caller."""
+    ``run._round`` catches it; it never reaches a caller."""
 
 
 class Refused(Exception):

@@ -14,6 +14,12 @@ Each is then made 1-minimal (``minimize.py``) and replayed (``reproduce.py``): o
 difference whose steps reproduce it is listed; one that does not is kept apart
 (``Report.unreproduced``). Differences are classed by their effect (``effect.py``) and
 grouped into causes (``causes.py``).
+
+A check runs as ``PHASES``, in order: the raw sweep, the search's rounds, the
+server-clock phase, the minimizer, the replays, the fence. Each is a ``Phase`` (whether
+it runs for this check, what it does) acting on one ``Check`` (what the run was asked and
+has so far); each returns a typed result whose figures the report keeps
+(``Report.phases``), and names itself to the progress meter (``PhaseName``).
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import Phase as HypothesisPhase
 from hypothesis import seed as hseed
 from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.reporting import with_reporter
@@ -46,7 +54,7 @@ from emq_kit.check.reproduce import SHOWN, reproduce
 from emq_kit.check.seeded import seed_alone
 from emq_kit.check.signature import Signature, signature
 from emq_kit.check.step import Divergence, Step
-from emq_kit.check.tally import SHRINK_STEPS, Run
+from emq_kit.check.tally import SHRINK_STEPS, PhaseName, Run
 from emq_kit.check.window import run_machine
 from emq_kit.errors import EXIT_FAIL, EXIT_OK, BadArgument, KitBug, SearchFailed
 from emq_kit.layouts import Layout
@@ -206,6 +214,300 @@ def first_of(exc: BaseException, kind: type[BaseException]) -> BaseException | N
     return None
 
 
+@dataclass
+class Check:
+    """One check as its phases see it: what it was asked (the target, profile, layout,
+    focus, clock, seed and budgets) and what it has so far (``run``, the differences
+    ``found``, the figures of each phase in ``phases``, the report's keys)."""
+
+    target: Target
+    profile: Profile
+    layout: Layout
+    focus: Focus
+    clock: Clock | None
+    seed: int
+    examples: int | None
+    steps: int | None
+    shrink_steps: int
+    run: Run
+    raw_on: bool
+    started: float = field(default_factory=time.perf_counter)
+    found: list[Difference] = field(default_factory=list)
+    unreproduced: list[Difference] = field(default_factory=list)
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def sweeps(self) -> bool:
+        """The once-per-run raw sweep: a profile with ``sweep`` on a target taking raw calls."""
+        return self.raw_on and self.profile.sweep
+
+    @cached_property
+    def kept(self) -> list[Difference]:
+        """The differences to minimize and replay. ``Run.halt``: the halting difference
+        is listed as met (a server still running its hang takes no replay at all; a dead
+        driver's death needs all it ran before). Decided once, when the minimizer starts."""
+        if self.run.halt:
+            return [] if self.target.stuck else self.found[:-1]
+        return self.found
+
+    def now_in(self, name: PhaseName) -> None:
+        """The progress line says the phase the run is in."""
+        self.run.phase = name
+        if self.run.progress:
+            self.run.progress(self.run)
+
+    def record(self, divergence: Divergence, clock: Clock | None) -> None:
+        """``divergence``, found under ``clock``, is one of the run's differences."""
+        _record(self.run, self.found, divergence, self.started, clock)
+
+
+class Result(Protocol):
+    """What a phase did, typed; ``figures`` are what the report keeps of it
+    (``Report.phases``: figures by name, in the order the phases ran)."""
+
+    def figures(self) -> dict[str, dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class Swept:
+    """The sweep: raw calls sent (their count depends on the server's clock: a lease of
+    the server-clock calls may expire between them)."""
+
+    calls: int
+    seconds: float
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        return {"sweep": {"calls": self.calls, "seconds": round(self.seconds, 3)}}
+
+
+@dataclass(frozen=True)
+class Searched:
+    """The search's rounds: Hypothesis's shrinking of the differences they met (checked
+    steps spent, budget, rounds the budget cut, seconds; ``None``: none met) and the
+    rounds aimed at unreached cells (COV-2; ``None``: none was)."""
+
+    shrink: dict[str, Any] | None
+    aim: dict[str, Any] | None
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        return {**({"shrink": self.shrink} if self.shrink else {}), **({"aim": self.aim} if self.aim else {})}
+
+
+@dataclass(frozen=True)
+class ServerClocked:
+    """The server-clock phase: its own examples and steps."""
+
+    examples: int
+    steps: int
+    seconds: float
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        return {"server_clock": {"examples": self.examples, "steps": self.steps, "seconds": round(self.seconds, 3)}}
+
+
+@dataclass(frozen=True)
+class Minimized:
+    """The kit's minimizer over the differences kept: steps replayed, its budget, the
+    steps it cut."""
+
+    steps: int
+    cut: int
+    seconds: float
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        return {"minimize": {"steps": self.steps, "budget": STEPS_MAX, "cut": self.cut,
+                             "seconds": round(self.seconds, 3)}}
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """The replays of the differences kept: how many, and how many reproduced."""
+
+    replays: int
+    reproduced: int
+    unreproduced: int
+    seconds: float
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        return {"reproduce": {"replays": self.replays, "reproduced": self.reproduced,
+                              "unreproduced": self.unreproduced, "seconds": round(self.seconds, 3)}}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a check (as Schemathesis's engine phases): its ``name``, whether it
+    runs for a check (``runs``), and what it does (``execute``: its typed result, or
+    ``None`` when it has no figures to report)."""
+
+    name: str
+    runs: Callable[[Check], bool]
+    execute: Callable[[Check], Result | None]
+
+
+def _always(check: Check) -> bool:
+    return True
+
+
+def _sweep(check: Check) -> Swept:
+    """The raw calls the draws leave out (``SWEPT``), once, before the rounds; its cells
+    count as the run's; a difference it finds is one of the run's."""
+    check.now_in(PhaseName.SWEEP)
+    run = check.run
+    swept = Run(coverage=run.coverage, focus=run.focus, raw_calls=run.raw_calls)
+    machine = Conformance.factory(check.target, swept, check.clock)()
+    try:
+        machine.raw_sweep()
+    except Divergence as d:
+        check.record(d, check.clock)
+    finally:
+        run.first_failure = run.first_failure or swept.first_failure
+    return Swept(swept.steps, time.perf_counter() - swept.started)
+
+
+def _search(check: Check) -> Searched:
+    """Rounds of fresh seeds: the profile's examples searched past any difference found
+    (the first only, without ``focus.report``); a gated profile's extra examples while a
+    cell in focus is unreached, aimed at what is (COV-2)."""
+    run, profile, focus = check.run, check.profile, check.focus
+    run.phase = PhaseName.SEARCH
+    per_round = check.examples or profile.examples
+    budget = per_round + (profile.extra_examples if profile.gate else 0)
+    searched = 0  # examples generated, not counting those spent shrinking
+    round_no, size = 0, per_round if focus.report or not check.found else 0
+    aims: frozenset[tuple[str, str]] = frozenset()
+    aimed = {"rounds": 0, "examples": 0, "steps": 0, "calls": 0}
+    shrunk: dict[str, Any] | None = None
+    spent: dict[str, float] = {"steps": 0, "budget": check.shrink_steps, "cut": 0, "seconds": 0.0}
+    while size > 0:
+        before, run.hunting, run.shrinking, run.best, cuts_before = run.examples, None, False, None, run.cuts
+        # COV-2: past the nominal examples a gated round aims at what is still unreached;
+        # its calls are its phase's, not the search's mix
+        run.aim = frozenset(_unreached(run, focus)) if profile.gate and searched >= per_round else frozenset()
+        mix, steps_before = run.op_mix, run.steps
+        if run.aim:
+            run.op_mix, aims = Counter(), aims | run.aim
+        try:
+            divergence = _round(check.layout.machine(check.target, run, check.clock), check.seed + round_no, size,
+                                check.steps or profile.steps, run)
+        finally:
+            if run.aim:
+                aimed = {"rounds": aimed["rounds"] + 1, "examples": aimed["examples"] + run.examples - before,
+                         "steps": aimed["steps"] + run.steps - steps_before,
+                         "calls": aimed["calls"] + sum(run.op_mix.values())}
+                run.op_mix, run.aim = mix, frozenset()
+        if divergence is not None:
+            check.record(divergence, check.clock)
+            searched += max(run.hunted_at - before, 1)
+            spent["steps"] += run.steps - run.shrink_from
+            spent["cut"] += run.cuts - cuts_before
+            if run.shrinking:  # this round's wall time from its first failure on
+                spent["seconds"] += time.perf_counter() - run.shrink_started
+            shrunk = {**spent, "seconds": round(float(spent["seconds"]), 3)}
+            if not focus.report or run.halt:  # a hang still running, a driver dead (Run.halt)
+                break
+        else:
+            searched += run.examples - before
+        # The profile's examples are all searched (past any difference found); its
+        # extra examples only while a cell in focus is unreached (a gated profile).
+        left = per_round - searched
+        if profile.gate and _unreached(run, focus):
+            left, run.budget = budget - searched, budget
+        round_no, size = round_no + 1, min(profile.round_examples, left)
+    aim = {**aimed, "cells": " ".join(f"{op}/{outcome}" for op, outcome in sorted(aims))} if aims else None
+    return Searched(shrunk, aim)
+
+
+def _server_clock_runs(check: Check) -> bool:
+    """A gated run on a target of our calling convention, unless it stopped at its first
+    difference or halted, or already ran under the server clock."""
+    return (check.raw_on and check.profile.gate and (check.focus.report or not check.found)
+            and not check.run.halt and getattr(check.clock, "mode", "virtual") != "server")
+
+
+def _server_clock(check: Check) -> ServerClocked:
+    """``SERVER_CLOCK``'s examples on the server's clock, the run's known differences
+    ending its examples quietly; a new one is one of the run's."""
+    check.now_in(PhaseName.SERVER_CLOCK)
+    run, target = check.run, check.target
+    assert target.conn is not None  # raw calls run over it (Capabilities.raw)
+    clock = ServerClock.over(target.conn.redis)
+    phase = Run(coverage=Coverage(run.coverage.total), raw_calls=check.raw_on, focus=check.focus, known=run.known,
+                shrink_budget=check.shrink_steps)
+    divergence = _round(check.layout.machine(target, phase, clock), check.seed, SERVER_CLOCK.examples,
+                        SERVER_CLOCK.steps, phase)
+    done = ServerClocked(phase.examples, phase.steps, time.perf_counter() - phase.started)
+    if divergence is not None:
+        run.met.update(phase.met)
+        run.seen_at = {**phase.seen_at, **run.seen_at}
+        check.record(divergence, clock)
+        if run.first_failure is None:
+            run.first_failure = phase.first_failure
+    return done
+
+
+def _found_any(check: Check) -> bool:
+    return bool(check.found)
+
+
+def _minimize(check: Check) -> Minimized:
+    """Each difference kept made 1-minimal by the kit's own minimizer."""
+    started, replayed, cuts = time.perf_counter(), 0, 0
+    for d in check.found:
+        d.met = check.run.met[d.signature]
+    for d in check.kept:  # replaying a counterexample drops its orphans again: still quiet
+        check.run.current = list(d.divergence.steps)  # what an interrupt keeps: the difference, not minimal yet
+        check.now_in(PhaseName.MINIMIZE)
+        made = minimize(d.divergence, d.signature, check.target, check.layout.replay, d.clock,
+                        settings=check.layout.settings)
+        d.divergence, d.shrunk = made.divergence, list(made.divergence.steps)
+        replayed, cuts = replayed + made.replayed, cuts + made.cut
+    return Minimized(replayed, cuts, time.perf_counter() - started)
+
+
+def _kept_any(check: Check) -> bool:
+    return bool(check.kept)
+
+
+def _reproduce(check: Check) -> Reproduced:
+    """Replay each difference kept on the reset target, on its clock (``reproduce``):
+    those a replay shows stay the run's differences (their divergence, steps and class
+    that replay's), those none does are ``unreproduced``."""
+    check.now_in(PhaseName.REPRODUCE)
+    started, replays = time.perf_counter(), 0
+    kept = check.kept
+    shown: list[Difference] = []
+    for d in kept:
+        made = reproduce(d.shrunk, d.signature, check.target, check.layout.replay, d.clock)
+        replays += made.replays
+        d.replays, d.reproduced, d.seen, d.replayed = made.replays, made.reproduced, made.seen, made.replayed
+        if d.again is not None and made.reproduced:  # the search saw the same draws do otherwise (DET-1)
+            d.reproduced, d.seen = False, [*made.seen, SHOWN]
+        if d.reproduced:
+            d.names, d.klass = made.names, made.replayed.klass
+            d.divergence, d.shrunk = made.replayed.divergence, list(made.replayed.steps)
+        (shown if d.reproduced else check.unreproduced).append(d)
+    check.found = shown + [d for d in check.found if all(d is not k for k in kept)]
+    return Reproduced(replays, len(shown), len(check.unreproduced), time.perf_counter() - started)
+
+
+def _fence(check: Check) -> None:
+    """DP-9d: a target whose fence disagrees, known at init, before any example."""
+    fenced = fence_divergence(check.target)
+    if fenced is not None:
+        check.found.append(Difference(FENCE, fenced, [], 0.0, klass=effect.SURFACE))
+
+
+PHASES: tuple[Phase, ...] = (
+    Phase("sweep", lambda check: check.sweeps, _sweep),
+    Phase("search", _always, _search),
+    Phase("server_clock", _server_clock_runs, _server_clock),
+    Phase("minimize", _found_any, _minimize),
+    Phase("reproduce", _kept_any, _reproduce),
+    Phase("fence", _always, _fence),
+)
+"""A check's phases, in the order they run."""
+
+
 def run_check(
     target: Target,
     profile: Profile,
@@ -222,15 +524,15 @@ def run_check(
 ) -> Report:
     """Run the ``layout``'s machine (the default layout's when None) on ``target`` under
     ``clock`` (virtual by default) and ``focus`` (every op, hostile calls mixed in, every
-    difference reported: the default) and judge it. On a target that takes raw calls
-    (``Target.raw``; ``raw_calls`` False, ``--hostile off`` or a focus without ``raw``:
-    none), a profile with ``sweep`` first sweeps the raw calls the draws leave out, and a
-    gated one ends with the server-clock phase (``SERVER_CLOCK``); a difference either
-    finds is one of the run's. ``shrink_steps``: the checked steps Hypothesis's shrinker
-    may run for each difference, after which the shortest divergence so far goes to the
-    minimizer (``phases["shrink"]``: steps spent, budget, rounds it cut, seconds).
-    Exceptions that are not divergences (a server that went away, a bug in the kit)
-    propagate."""
+    difference reported: the default) and judge it, phase by phase (``PHASES``). On a
+    target that takes raw calls (``Target.raw``; ``raw_calls`` False, ``--hostile off``
+    or a focus without ``raw``: none), a profile with ``sweep`` first sweeps the raw calls
+    the draws leave out, and a gated one ends with the server-clock phase
+    (``SERVER_CLOCK``); a difference either finds is one of the run's. ``shrink_steps``:
+    the checked steps Hypothesis's shrinker may run for each difference, after which the
+    shortest divergence so far goes to the minimizer (``phases["shrink"]``: steps spent,
+    budget, rounds it cut, seconds). Exceptions that are not divergences (a server that
+    went away, a bug in the kit) propagate."""
     seed = random.randrange(2**32) if seed is None else seed
     layout = layout or layout_named()
     focus = focus or Focus()
@@ -238,118 +540,30 @@ def run_check(
     if isinstance(shrink_steps, bool) or not isinstance(shrink_steps, int) or shrink_steps < 0:
         raise BadArgument(f"shrink_steps must be an integer >= 0, not {shrink_steps!r}")
     run = Run(progress=progress, coverage=Coverage(layout.cells()), focus=focus, raw_calls=raw_on,
-              shrink_budget=shrink_steps)
-    once = raw_on and profile.sweep
+              shrink_budget=shrink_steps, budget=examples or profile.examples)
+    check = Check(target, profile, layout, focus, clock, seed, examples, steps, shrink_steps, run, raw_on)
     if raw_on:
-        run.coverage.total = [*run.coverage.total, *raw_cells(sweep=once)]
-    phases: dict[str, dict[str, Any]] = {}
-    budget = (examples or profile.examples) + (profile.extra_examples if profile.gate else 0)
-    per_round = examples or profile.examples
-    found: list[Difference] = []
-    searched = 0  # examples generated, not counting those spent shrinking
-    started = time.perf_counter()
+        run.coverage.total = [*run.coverage.total, *raw_cells(sweep=check.sweeps)]
     quiet = logging.getLogger("emq_live")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
-        run.budget = per_round
-
-        def now_in(phase: str) -> None:  # the progress line says the phase the run is in
-            run.phase = phase
-            if run.progress:
-                run.progress(run)
-
-        if once:
-            now_in("sweeping")
-            swept = _sweep(target, run, clock, phases)
-            if swept is not None:
-                _record(run, found, swept, started, clock)
-        run.phase = "searching"
-        round_no, size = 0, per_round if focus.report or not found else 0
-        aims: frozenset[tuple[str, str]] = frozenset()
-        aimed = {"rounds": 0, "examples": 0, "steps": 0, "calls": 0}
-        shrunk: dict[str, float] = {"steps": 0, "budget": shrink_steps, "cut": 0, "seconds": 0.0}
-        while size > 0:
-            before, run.hunting, run.shrinking, run.best, cuts_before = run.examples, None, False, None, run.cuts
-            # COV-2: past the nominal examples a gated round aims at what is still unreached;
-            # its calls are its phase's, not the search's mix
-            run.aim = frozenset(_unreached(run, focus)) if profile.gate and searched >= per_round else frozenset()
-            mix, steps_before = run.op_mix, run.steps
-            if run.aim:
-                run.op_mix, aims = Counter(), aims | run.aim
-            try:
-                divergence = _search(layout.machine(target, run, clock), seed + round_no, size,
-                                     steps or profile.steps, run)
-            finally:
-                if run.aim:
-                    aimed = {"rounds": aimed["rounds"] + 1, "examples": aimed["examples"] + run.examples - before,
-                             "steps": aimed["steps"] + run.steps - steps_before,
-                             "calls": aimed["calls"] + sum(run.op_mix.values())}
-                    run.op_mix, run.aim = mix, frozenset()
-            if divergence is not None:
-                _record(run, found, divergence, started, clock)
-                searched += max(run.hunted_at - before, 1)
-                shrunk["steps"] += run.steps - run.shrink_from
-                shrunk["cut"] += run.cuts - cuts_before
-                if run.shrinking:  # this round's wall time from its first failure on
-                    shrunk["seconds"] += time.perf_counter() - run.shrink_started
-                phases["shrink"] = {**shrunk, "seconds": round(float(shrunk["seconds"]), 3)}
-                if not focus.report or run.halt:  # a hang still running, a driver dead (Run.halt)
-                    break
-            else:
-                searched += run.examples - before
-            # The profile's examples are all searched (past any difference found); its
-            # extra examples only while a cell in focus is unreached (a gated profile).
-            left = per_round - searched
-            if profile.gate and _unreached(run, focus):
-                left, run.budget = budget - searched, budget
-            round_no, size = round_no + 1, min(profile.round_examples, left)
-        if aims:
-            phases["aim"] = {**aimed, "cells": " ".join(f"{op}/{outcome}" for op, outcome in sorted(aims))}
-        if (raw_on and profile.gate and (focus.report or not found) and not run.halt
-                and getattr(clock, "mode", "virtual") != "server"):
-            now_in("checking the server clock")
-            assert target.conn is not None  # raw calls run over it (Capabilities.raw)
-            phase_clock = ServerClock.over(target.conn.redis)
-            phase = Run(coverage=Coverage(run.coverage.total), raw_calls=raw_on, focus=focus, known=run.known,
-                        shrink_budget=shrink_steps)
-            divergence = _search(layout.machine(target, phase, phase_clock), seed, SERVER_CLOCK.examples,
-                                 SERVER_CLOCK.steps, phase)
-            phases["server_clock"] = {"examples": phase.examples, "steps": phase.steps,
-                                      "seconds": round(time.perf_counter() - phase.started, 3)}
-            if divergence is not None:
-                run.met.update(phase.met)
-                run.seen_at = {**phase.seen_at, **run.seen_at}
-                _record(run, found, divergence, started, phase_clock)
-                if run.first_failure is None:
-                    run.first_failure = phase.first_failure
-        unreached = _unreached(run, focus)
-        minimized, replayed, cuts = time.perf_counter(), 0, 0
-        # Run.halt: the halting difference is listed as met (a server still running its
-        # hang takes no replay at all; a dead driver's death needs all it ran before)
-        kept = ([] if target.stuck else found[:-1]) if run.halt else found
-        for d in found:
-            d.met = run.met[d.signature]
-        for d in kept:  # replaying a counterexample drops its orphans again: still quiet
-            run.current = list(d.divergence.steps)  # what an interrupt keeps: the difference, not minimal yet
-            now_in("minimizing")  # the kit's own minimizer
-            made = minimize(d.divergence, d.signature, target, layout.replay, d.clock,
-                            settings=layout.settings)
-            d.divergence, d.shrunk = made.divergence, list(made.divergence.steps)
-            replayed, cuts = replayed + made.replayed, cuts + made.cut
-        if found:
-            phases["minimize"] = {"steps": replayed, "budget": STEPS_MAX, "cut": cuts,
-                                  "seconds": round(time.perf_counter() - minimized, 3)}
-        if kept:
-            now_in("reproducing")
-        shown, unreproduced = _reproduced(kept, target, layout, phases)
-        found = shown + [d for d in found if all(d is not k for k in kept)]
+        for phase in PHASES:
+            if phase.runs(check):
+                result = phase.execute(check)
+                if result is not None:
+                    check.phases.update(result.figures())
     finally:
         quiet.setLevel(level)
-    fenced = fence_divergence(target)  # DP-9d: known at init, before any example
-    found += [Difference(FENCE, fenced, [], 0.0, klass=effect.SURFACE)] if fenced is not None else []
-    found = [d for k in effect.CLASSES for d in found if d.klass == k]  # lifecycle first, each in the order found
-    seconds = time.perf_counter() - started
+    return _report(check)
+
+
+def _report(check: Check) -> Report:
+    """The report of a check whose phases all ran: its differences lifecycle first, each
+    class in the order found, and the verdict."""
+    run, focus, profile = check.run, check.focus, check.profile
+    found = [d for k in effect.CLASSES for d in check.found if d.klass == k]
+    unreproduced, unreached = check.unreproduced, _unreached(run, focus)
     divergence = found[0].divergence if found else None
     verdict = ("counterexample" if found else "nondeterministic" if any(d.again for d in unreproduced)
                else "unreproduced" if unreproduced
@@ -357,12 +571,12 @@ def run_check(
     return Report(
         verdict=verdict,
         profile=profile.name,
-        seed=seed,
-        target=target.describe(),
+        seed=check.seed,
+        target=check.target.describe(),
         examples=run.examples,
         steps=run.steps,
         checks=run.checks,
-        seconds=seconds,
+        seconds=time.perf_counter() - check.started,
         reached=len([c for c in run.coverage.total if _in_focus(c, focus) and run.coverage.hits[c]]),
         total=len([c for c in run.coverage.total if _in_focus(c, focus)]),
         unreached=unreached,
@@ -370,7 +584,7 @@ def run_check(
         divergence=divergence,
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
-        phases=phases,
+        phases=check.phases,
         differences=found,
         unreproduced=unreproduced,
         causes=causes_of(found),
@@ -380,30 +594,6 @@ def run_check(
         focus=focus,
         gate=profile.gate,
     )
-
-
-def _reproduced(found: list[Difference], target: Target, layout: Layout,
-                phases: dict[str, dict[str, Any]]) -> tuple[list[Difference], list[Difference]]:
-    """Replay each difference's steps on the reset target, on its clock (``reproduce``):
-    those a replay shows (their divergence, steps and class that replay's), and those
-    none does."""
-    started, replays = time.perf_counter(), 0
-    shown: list[Difference] = []
-    unshown: list[Difference] = []
-    for d in found:
-        made = reproduce(d.shrunk, d.signature, target, layout.replay, d.clock)
-        replays += made.replays
-        d.replays, d.reproduced, d.seen, d.replayed = made.replays, made.reproduced, made.seen, made.replayed
-        if d.again is not None and made.reproduced:  # the search saw the same draws do otherwise (DET-1)
-            d.reproduced, d.seen = False, [*made.seen, SHOWN]
-        if d.reproduced:
-            d.names, d.klass = made.names, made.replayed.klass
-            d.divergence, d.shrunk = made.replayed.divergence, list(made.replayed.steps)
-        (shown if d.reproduced else unshown).append(d)
-    if found:
-        phases["reproduce"] = {"replays": replays, "reproduced": len(shown), "unreproduced": len(unshown),
-                               "seconds": round(time.perf_counter() - started, 3)}
-    return shown, unshown
 
 
 def _record(run: Run, found: list[Difference], divergence: Divergence, started: float,
@@ -431,7 +621,7 @@ def search_settings(examples: int, steps: int) -> settings:
         print_blob=False,
         # The explain phase re-runs the failing example many times to annotate
         # which draws matter; our trace says that better, at a fraction of the cost.
-        phases=[p for p in Phase if p is not Phase.explain],
+        phases=[p for p in HypothesisPhase if p is not HypothesisPhase.explain],
         # One difference a round: the run finds the others in rounds of its own (and
         # Hypothesis would go on generating for up to 10 s of wall time after a failure,
         # so what it shrank would depend on the machine's load).
@@ -439,7 +629,7 @@ def search_settings(examples: int, steps: int) -> settings:
     )
 
 
-def _search(machine: Callable[[], Any], seed: int, examples: int, steps: int, run: Run) -> Divergence | None:
+def _round(machine: Callable[[], Any], seed: int, examples: int, steps: int, run: Run) -> Divergence | None:
     """One round of a machine (a zero-argument factory) on ``run``: ``examples`` examples
     of up to ``steps`` steps from ``seed`` (windows of steps, emq_kit/check/window.py);
     the divergence it found, if any. An error that ends the run (``run.fatal``) and a kit
@@ -489,23 +679,6 @@ def _unsteady(found: Divergence | None, run: Run, flaky: BaseException, clock: C
     if again and again is not found.steps:
         found.again = again
     return found
-
-
-def _sweep(target: Target, run: Run, clock: Clock | None, phases: dict[str, dict[str, Any]]) -> Divergence | None:
-    """The raw calls the draws leave out (``raw.SWEPT``), once, before the rounds; its
-    cells count as the run's; its calls are reported apart (``phases``): how many depends
-    on the server's clock (a lease of the server-clock calls may expire between them)."""
-    started = time.perf_counter()
-    swept = Run(coverage=run.coverage, focus=run.focus, raw_calls=run.raw_calls)
-    machine = Conformance.factory(target, swept, clock)()
-    try:
-        machine.raw_sweep()
-    except Divergence as d:
-        return d
-    finally:
-        run.first_failure = run.first_failure or swept.first_failure
-        phases["sweep"] = {"calls": swept.steps, "seconds": round(time.perf_counter() - started, 3)}
-    return None
 
 
 def implemented(cell: tuple[str, str], focus: Focus) -> bool:

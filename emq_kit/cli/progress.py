@@ -6,9 +6,9 @@ and at most one every ``EVERY`` seconds in between. A count never passes its tot
 a known total gives an ETA from the phase's pace so far. The library never writes
 progress itself (``emq_kit.check`` takes a callback), so a pytest failure shows none.
 
-``CheckProgress`` is ``emq check``'s: its phases are the run's (``Run.phase``:
-sweeping, searching, shrinking a difference, checking the server clock, minimizing,
-reproducing)."""
+``CheckProgress`` is ``emq check``'s: its phases are the run's (``Run.phase``, one of
+``PhaseName``: sweeping, searching, shrinking a difference, checking the server clock,
+minimizing, reproducing)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 import time
 from typing import IO, Callable
 
-from emq_kit.check.tally import Run
+from emq_kit.check.tally import PhaseName, Run
 
 EVERY = 10.0  # seconds between plain lines off a terminal
 
@@ -97,8 +97,8 @@ class CheckProgress:
 
     def __call__(self, run: Run) -> None:
         self.run = run
-        searching = run.phase == "searching"
-        phase = "shrinking a difference" if searching and run.shrinking else run.phase
+        searching = run.phase == PhaseName.SEARCH
+        phase = PhaseName.SHRINK if searching and run.shrinking else run.phase
         self.meter.show(phase, run.searched if searching else None, (run.budget or self.examples) if searching else None,
                         f"steps {run.steps:,}  cells {run.coverage.reached()}/{len(run.coverage.total)}")
 

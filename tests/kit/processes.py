@@ -11,6 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from emq_kit.check.tally import PhaseName
+
 ROOT = Path(__file__).resolve().parents[2]
 DRIVERS = ROOT / "tests" / "drivers"
 NODE = ROOT / "ports" / "node"
@@ -28,8 +30,7 @@ def emq(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess
     return done
 
 
-METER = re.compile(r"emq check: (searching|sweeping|shrinking a difference|checking the server clock|minimizing"
-                   r"|reproducing|replaying the corpus)\b")
+METER = re.compile(rf"emq check: ({'|'.join(re.escape(name) for name in PhaseName)})\b")
 """A line of ``emq check``'s progress meter off a terminal (emq_kit/cli/progress.py)."""
 
 

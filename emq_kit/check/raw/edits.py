@@ -1,5 +1,5 @@
 """One-check edits of lib.lua and batch.lua the raw sweep must find
-(``emq_kit/check/check_edits.json``; tests/test_rawcalls.py, the selftest's mutants)."""
+(``emq_kit/check/check_edits.json``; tests/kit/test_rawcalls.py, the selftest's mutants)."""
 
 from __future__ import annotations
 
