@@ -178,10 +178,11 @@ def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang(tm
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the child's temp directory is the test's
     mutant = next(m for m in all_mutants() if m.script == "lane_claim"
                   and 'redis.call("ZRANGE", lane.key, 1, 0)' in m.after)
-    verdict = judge(mutant, None, budget=60, seed=0)
+    verdict = judge(mutant, None, budget=600, seed=0)
     assert verdict.status == "killed" and verdict.rule == HANG, verdict
-    # the hang ends the wait (HANG_AFTER after the call was sent), not the spent budget
-    assert verdict.seconds < 60, verdict
+    # the hang ends the wait (HANG_AFTER of the child's CPU after the call was sent), not
+    # the spent budget: 600 s is far past that however loaded the machine
+    assert verdict.seconds < 600, verdict
     assert not list(tmp_path.glob("emq-mutant-*"))
 
 
