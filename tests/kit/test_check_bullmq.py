@@ -88,6 +88,23 @@ def test_a_mutant_is_caught_shrunk_and_its_trace_replays(valkey: ServerProcess, 
     assert "conforms" in capsys.readouterr().out
 
 
+def test_a_known_difference_ends_later_examples_quietly(valkey: ServerProcess) -> None:
+    """A run that reports every difference lists the mutant's once: once shrunk it is
+    known, and a later example that meets it ends without failing (the machine base's
+    signatures), however many examples meet it."""
+    bull = layout("bullmq")
+    with tempfile.TemporaryDirectory() as tmp:
+        target = bull.open_target(f"{valkey.url}/{DB}", str(_mutant_dir(tmp)))
+        try:
+            report = run_check(target, PROFILES["dev"], seed=3, layout=bull)
+        finally:
+            target.close()
+    found = [d.signature for d in [*report.differences, *report.unreproduced]]
+    assert report.verdict == "counterexample" and found, report.verdict
+    assert len(found) == len(set(found)), found
+    assert report.examples >= PROFILES["dev"].examples  # the search went on past the difference
+
+
 def test_audit_reads_the_layout_and_names_broken_invariants(valkey: ServerProcess,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     import redis
