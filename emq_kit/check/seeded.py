@@ -15,7 +15,10 @@ import contextlib
 import threading
 from typing import Any, Callable, Iterator
 
-from hypothesis.internal.conjecture import providers
+try:
+    from hypothesis.internal.conjecture import providers
+except ImportError:  # an older Hypothesis (the floor, 6.112) has no providers and no pool to hold
+    providers = None  # type: ignore[assignment]
 
 _lock = threading.Lock()
 _held = 0  # searches running now: the pool is restored when the last one ends
