@@ -5,8 +5,8 @@ As a library, a check is one call that returns its report:
 
     >>> import emq_kit
     >>> report = emq_kit.check(profile="dev", seed=1, examples=10, steps=20)
-    >>> report.verdict, report.exit_code
-    ('no-divergence', 0)
+    >>> report.verdict, report.detail, report.exit_code
+    ('inconclusive', 'no-divergence', 0)
     >>> options = emq_kit.CheckOptions(profile="dev", seed=1, examples=10, steps=20, hostile="off")
     >>> emq_kit.check(options).differences
     []

@@ -54,8 +54,8 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
 
         >>> import emq_kit
         >>> report = emq_kit.check(profile="dev", seed=1, examples=10, steps=20)
-        >>> report.verdict, report.exit_code, report.seed
-        ('no-divergence', 0, 1)
+        >>> report.verdict, report.detail, report.exit_code, report.seed
+        ('inconclusive', 'no-divergence', 0, 1)
         >>> report.rerun
         'emq check --seed 1 --profile dev --examples 10 --steps 20'
     """
@@ -236,6 +236,11 @@ class ReplayReport:
     @property
     def conforms(self) -> bool:
         return self.result.conforms
+
+    @property
+    def detail(self) -> str:
+        """``emq replay``'s word (specs/verdicts.json): ``conforms`` or ``diverges``."""
+        return "conforms" if self.conforms else "diverges"
 
     @property
     def exit_code(self) -> int:

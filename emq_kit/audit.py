@@ -94,6 +94,11 @@ class AuditResult:
         return self.total == 0
 
     @property
+    def detail(self) -> str:
+        """``emq audit``'s word (specs/verdicts.json): ``clean`` or ``violations``."""
+        return "clean" if self.clean else "violations"
+
+    @property
     def truncated(self) -> bool:
         return self.total > len(self.violations)
 

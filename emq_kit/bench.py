@@ -315,7 +315,7 @@ def bench_check(target: Any, params: Params, clock: Clock | None = None, depth: 
     report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed,
                        clock=clock, focus=Focus(depth=depth))
     if not report.ok:
-        raise Wrong(f"the conformance run on {report.target.get('target')} did not conform: {report.verdict}")
+        raise Wrong(f"the conformance run on {report.target.get('target')} did not conform: {report.verdict} ({report.detail})")
     return report.steps_per_second
 
 
@@ -737,7 +737,7 @@ def coverage_figures(params: Params) -> list[Figure]:
         finally:
             target.close()
         if report.new:
-            raise Wrong(f"the ci run of seed {seed} on fakeredis did not conform: {report.verdict}")
+            raise Wrong(f"the ci run of seed {seed} on fakeredis did not conform: {report.verdict} ({report.detail})")
         per_seed[seed] = report.examples
         if report.unreached:
             short.append(seed)

@@ -77,7 +77,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 class EmqFailure(Exception):
-    """A verdict other than conforms: its text is the failure."""
+    """A run that did not pass (its exit code, not its verdict: TR-18): its text is the failure."""
 
 
 def _now() -> dt.datetime:
@@ -172,7 +172,8 @@ class EmqItem(pytest.Item):
     def runtest(self) -> None:
         self.outcome = outcome = self.call()
         if outcome.document is not None:
-            self.user_properties.append(("emq_verdict", outcome.document["verdict"]))
+            self.user_properties += [("emq_verdict", outcome.document["verdict"]),
+                                     ("emq_detail", outcome.document["detail"])]
             if outcome.document.get("seed") is not None:
                 self.user_properties.append(("emq_seed", str(outcome.document["seed"])))
         if outcome.code != 0 and not _carried(outcome):

@@ -125,6 +125,7 @@ def run_entry(run: RunRecord) -> dict[str, Any]:
     doc = run.document
     return {"id": run.id, "target": run.target, "profile": run.profile, "clock": run.clock, "seed": run.seed,
             "status": run.status, "verdict": None if doc is None else doc["verdict"],
+            "detail": None if doc is None else doc["detail"],
             "exit": None if doc is None else doc["exit"], "attempts": len(run.workers), "workers": run.workers,
             "seconds": None if doc is None else doc["figures"].get("seconds"), "report": run.report,
             "error": run.error, "signatures": [{"cell": c, "rule": r} for c, r in run.signatures()],

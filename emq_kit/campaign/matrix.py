@@ -11,14 +11,15 @@ from typing import Any
 
 from emq_kit.errors import BadArgument
 from emq_kit.report.document import FORMAT, VERSION
+from emq_kit.report.verdicts import upgrade
 
 CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED = "conforms", "differs", "not-implemented", "unreached"
 STATES = (CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED)
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """The report at ``path``: a check's or a campaign's, of this report version (else
-    one ``BadArgument`` naming the file)."""
+    """The report at ``path``: a check's or a campaign's, of this report version or the
+    one before, read as this one (else one ``BadArgument`` naming the file)."""
     try:
         document = json.loads(Path(path).read_text("utf-8"))
     except OSError as exc:
@@ -27,12 +28,14 @@ def load(path: str | Path) -> dict[str, Any]:
         raise BadArgument(f"the report {path} is not JSON: {exc}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise BadArgument(f"{path} is not an emq report (no \"format\": \"{FORMAT}\")")
-    if document.get("version") != VERSION:
-        raise BadArgument(f"the report {path} is of version {document.get('version')!r}; this kit reads {VERSION}")
+    if document.get("version") not in (VERSION - 1, VERSION):
+        raise BadArgument(f"the report {path} is of version {document.get('version')!r}; this kit reads "
+                          f"{VERSION - 1} and {VERSION}")
     if document.get("command") not in ("check", "campaign"):
         raise BadArgument(f"the report {path} is of emq {document.get('command')}: the matrix reads check and "
                           "campaign reports")
-    return document
+    # the version before has this version's bodies; its verdict word is mapped (TR-18)
+    return upgrade(document, str(path)) if document["version"] == VERSION - 1 else document
 
 
 def columns(document: dict[str, Any], source: str) -> list[dict[str, Any]]:

@@ -128,11 +128,12 @@ class Difference:
 
 @dataclass
 class Report:
-    """What a run found. ``verdict`` is ``conforms`` (a gated profile, every cell in
-    focus reached, no difference), ``no-divergence`` (dev: not a conformance verdict),
-    ``counterexample`` or ``uncovered``."""
+    """What a run found. ``detail`` is the check's word (specs/verdicts.json, TR-18):
+    ``conforms`` (a gated profile, every cell in focus reached, no difference),
+    ``no-divergence`` (dev: not a conformance verdict), ``counterexample`` or
+    ``uncovered``; ``verdict`` is its word of the vocabulary every command shares."""
 
-    verdict: str
+    detail: str
     """``unreproduced`` when every difference the run met failed to reproduce;
     ``nondeterministic`` when one of those the search itself saw the target do otherwise
     on the same draws (DET-1)."""
@@ -172,6 +173,13 @@ class Report:
     corpus: list[Any] = field(default_factory=list)  # the traces directory replayed first (check/corpus.py Known)
 
     @property
+    def verdict(self) -> str:
+        """``conforms``, ``differs`` or ``inconclusive``: the verdict of ``detail``."""
+        from emq_kit.report.verdicts import verdict
+
+        return verdict("check", self.detail)
+
+    @property
     def steps_per_second(self) -> float:
         return self.steps / self.seconds if self.seconds else 0.0
 
@@ -186,8 +194,8 @@ class Report:
         coverage the profile demands."""
         if any(k.regression for k in self.corpus):
             return False
-        return self.verdict in ("conforms", "no-divergence") or (
-            self.verdict in ("counterexample", "unreproduced", "nondeterministic") and not self.new
+        return self.detail in ("conforms", "no-divergence") or (
+            self.detail in ("counterexample", "unreproduced", "nondeterministic") and not self.new
             and not (self.gate and self.unreached))
 
     @property
@@ -565,11 +573,11 @@ def _report(check: Check) -> Report:
     found = [d for k in effect.CLASSES for d in check.found if d.klass == k]
     unreproduced, unreached = check.unreproduced, _unreached(run, focus)
     divergence = found[0].divergence if found else None
-    verdict = ("counterexample" if found else "nondeterministic" if any(d.again for d in unreproduced)
+    detail = ("counterexample" if found else "nondeterministic" if any(d.again for d in unreproduced)
                else "unreproduced" if unreproduced
                else "uncovered" if profile.gate and unreached else "conforms" if profile.gate else "no-divergence")
     return Report(
-        verdict=verdict,
+        detail=detail,
         profile=profile.name,
         seed=check.seed,
         target=check.target.describe(),

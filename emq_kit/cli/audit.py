@@ -11,6 +11,7 @@ from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, 
 from emq_kit.cli.progress import Meter
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import audit_document, printable
+from emq_kit.report.verdicts import headline
 from emq_model import errors
 from emq_model.invariants import Violation
 
@@ -60,7 +61,7 @@ def cmd_audit(args: Any) -> int:
         for line in found:
             print(printable(line))
         print(" ".join(f"{loc}={n}" for loc, n in counts.items()))
-        print(f"{chosen.name} layout, {len(found)} violation(s)")
+        print(f"{headline('audit', 'violations' if found else 'clean')}  {chosen.name} layout, {len(found)} violation(s)")
         return EXIT_FAIL if found else EXIT_OK
     try:
         result = audit(args.url, args.queue, batch=args.batch, keep=args.keep,
@@ -72,7 +73,7 @@ def cmd_audit(args: Any) -> int:
     for q in result.queues:
         counts = " ".join(f"{loc}={n}" for loc, n in q.counts.items())
         out.say(printable(f"{q.queue}: {counts} rows={q.rows} completed={q.completed} failed={q.failed} stray={q.stray}"))
-    out.say(f"{len(result.queues)} queue(s), {result.total} violation(s)")
+    out.say(f"{headline('audit', result.detail)}  {len(result.queues)} queue(s), {result.total} violation(s)")
     code = EXIT_OK if result.clean else EXIT_FAIL
     out.emit(lambda started, finished: audit_document(result, target=args.url, exit=code, started=started,
                                                       finished=finished))

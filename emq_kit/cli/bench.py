@@ -10,7 +10,8 @@ from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, claimed, sizes
 from emq_kit.cli.progress import Meter
 from emq_kit.layouts import layout
-from emq_kit.report.document import bench_document
+from emq_kit.report.document import MEASURED, bench_document
+from emq_kit.report.verdicts import headline
 
 
 def number(value: float | None, unit: str = "") -> str:
@@ -25,7 +26,7 @@ def format_bench(bench: Bench) -> str:
     """The table: figure, value, ceiling, ratio, goal; then how the ceilings were got."""
     m, v = bench.machine, bench.versions
     lines = [
-        f"emq bench: {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {number(m['load_before'], 'x')} "
+        f"{headline('bench', MEASURED)}  {m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, load {number(m['load_before'], 'x')} "
         "before the run",
         "  " + ", ".join(f"{k} {val}" for k, val in v.items()),
         "",

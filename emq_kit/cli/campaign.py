@@ -17,6 +17,7 @@ from emq_kit.check.run import PROFILES
 from emq_kit.cli.common import Outputs, add_number, add_outputs, bounded, sizes, within
 from emq_kit.cli.progress import Meter
 from emq_kit.errors import BadArgument
+from emq_kit.report.verdicts import headline, words
 
 
 def cluster_type(text: str) -> ClusterSpec:
@@ -40,11 +41,11 @@ def add_cluster(p: argparse.ArgumentParser, default: str | None) -> None:
 def summary(document: dict[str, Any]) -> list[str]:
     """The campaign's report as ``emq campaign`` prints it."""
     body, f = document["campaign"], document["figures"]
-    lines = [f"campaign {document['verdict']}: {f['runs']:.0f} runs, {f['judged']:.0f} judged, "
+    lines = [f"{headline('campaign', document['detail'])}  {f['runs']:.0f} runs, {f['judged']:.0f} judged, "
              f"{f['environment']:.0f} without a verdict (environment), {f['errors']:.0f} refused, "
              f"{f['retried']:.0f} retried; {f['differences']:.0f} distinct differences; {f['seconds']:.1f} s"]
     for run in body["runs"]:
-        said = run["verdict"] if run["status"] == "verdict" else f"{run['status']}: {run['error']}"
+        said = words("check", run["detail"]) if run["status"] == "verdict" else f"{run['status']}: {run['error']}"
         again = f" (attempts {run['attempts']}: {', '.join(run['workers'])})" if run["attempts"] > 1 else ""
         lines.append(f"  {run['id']}: {said}{again}")
     for d in body["differences"]:

@@ -11,6 +11,7 @@ from emq_kit.campaign.matrix import DIFFERS, load, matrix, verdict
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs
 from emq_kit.report.document import envelope
 from emq_kit.report.matrix_page import matrix_page
+from emq_kit.report.verdicts import headline
 
 
 def text(body: dict[str, Any]) -> list[str]:
@@ -33,7 +34,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     body = matrix(reports)
     word = verdict(body)
     code = EXIT_FAIL if word == DIFFERS else EXIT_OK
-    out.say("\n".join(text(body)))
+    out.say("\n".join([f"{headline('matrix', word)}  {len(body['columns'])} columns, {len(body['rows'])} rows",
+                        *text(body)]))
     out.emit(lambda started, finished: envelope(
         "matrix", word, code, body, target=None, seed=None,
         figures={"columns": len(body["columns"]), "rows": len(body["rows"])}, started=started, finished=finished))

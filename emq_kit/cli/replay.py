@@ -33,7 +33,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     code = replayed.exit_code
     out.emit(lambda started, finished: replay_document(args.trace, replayed.result, replayed.target, exit=code,
                                                        started=started, finished=finished, seed=replayed.seed))
-    out.page(lambda: counterexample_page(trace, source=args.trace))
+    out.page(lambda: counterexample_page(trace, source=args.trace, replayed=replayed.detail))
     return code
 
 

@@ -13,7 +13,8 @@ from emq_kit.cli.campaign import add_cluster
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, claimed, within
 from emq_kit.cli.progress import Meter
 from emq_kit.layouts import NAMES, layout
-from emq_kit.report.document import selftest_document
+from emq_kit.report.document import selftest_detail, selftest_document
+from emq_kit.report.verdicts import headline
 from emq_kit.selftest.mutation import Mutant, MutantVerdict, all_mutants, run_selftest, summary
 from emq_live.layouts.bullmq import bullmq_version
 
@@ -119,9 +120,10 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
 def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerdict]) -> int:
     s = summary(verdicts)
     out.say()
-    out.say(f"mutants {s['mutants']}: killed {s['killed']}, equivalent {s['equivalent']}, survived {s['survived']}; "
-          f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps; "
-          f"shrinking median {s['median_shrink_seconds']} s, max {s['max_shrink_seconds']} s")
+    out.say(f"{headline('selftest', selftest_detail(s))}  mutants {s['mutants']}: killed {s['killed']}, "
+            f"equivalent {s['equivalent']}, survived {s['survived']}; "
+            f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps; "
+            f"shrinking median {s['median_shrink_seconds']} s, max {s['max_shrink_seconds']} s")
     code = EXIT_FAIL if s["survived"] else EXIT_OK
     out.emit(lambda started, finished: selftest_document(verdicts, s, target=args.url, seed=args.seed, exit=code,
                                                          started=started, finished=finished))

@@ -12,6 +12,7 @@ from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, claimed
 from emq_kit.report.document import soak_document
 from emq_kit.report.html import soak_page
+from emq_kit.report.verdicts import headline, words
 from emq_kit.soak.workload import DEFAULTS, QUEUE, SoakConfig, SoakReport, refuse_cluster, run_soak
 
 _TABLE = (
@@ -27,7 +28,7 @@ _TABLE = (
 def format_report(report: SoakReport) -> str:
     """The summary table, then what failed."""
     fig = report.figures()
-    lines = [f"emq soak: {fig['verdict'].upper()} on {fig['server']} (queue {fig['queue']}, seed {fig['seed']})"]
+    lines = [f"{headline('soak', report.detail)} on {fig['server']} (queue {fig['queue']}, seed {fig['seed']})"]
     lines += [f"  {label:<24} {fig[key]}" for key, label in _TABLE]
     if fig["lanes"]:
         lines.append(f"  {'lane':<12} {'jobs':>6} {'served':>7} {'share':>7} {'longest wait (ms)':>18}")
@@ -77,7 +78,8 @@ def cmd_soak(args: Any) -> int:
     code = EXIT_OK if report.ok else EXIT_FAIL
     out.emit(lambda started, finished: soak_document(report, report.history_dir, target=args.url or report.server,
                                                      exit=code, started=started, finished=finished))
-    out.page(lambda: soak_page(report.events, report.checked, problems=report.problems()))
+    out.page(lambda: soak_page(report.events, report.checked, title=f"emq soak: {words('soak', report.detail)}",
+                               problems=report.problems()))
     return code
 
 

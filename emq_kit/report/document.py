@@ -26,13 +26,23 @@ def printable(text: str) -> str:
 # -- the document -------------------------------------------------------------------------
 
 FORMAT = "emq-report"
-VERSION = 2
-"""2: a check's ``causes`` and ``unreproduced``, a difference's class by its effect."""
+VERSION = 3
+"""2: a check's ``causes`` and ``unreproduced``, a difference's class by its effect;
+3: one verdict vocabulary, the command's own word its ``detail`` (TR-18)."""
 
 
 def schema() -> dict[str, Any]:
-    """``specs/schemas/report.json``, parsed."""
-    return json.loads(spec.text("schemas/report.json"))
+    """``specs/schemas/report.json``, parsed, with each command's detail words and
+    their verdicts as ``specs/verdicts.json`` gives them (written there once)."""
+    from emq_kit.report.verdicts import DETAILS
+
+    document: dict[str, Any] = json.loads(spec.text("schemas/report.json"))
+    document["allOf"] += [
+        {"if": {"properties": {"command": {"const": command}}},
+         "then": {"anyOf": [{"properties": {"detail": {"const": detail}, "verdict": {"const": row["verdict"]}}}
+                            for detail, row in rows.items()]}}
+        for command, rows in DETAILS.items()]
+    return document
 
 
 def validate(document: dict[str, Any]) -> None:
@@ -55,12 +65,16 @@ def _time(moment: dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def envelope(command: str, verdict: str, exit: int, body: dict[str, Any], *, target: str | None,
+def envelope(command: str, detail: str, exit: int, body: dict[str, Any], *, target: str | None,
              seed: int | None, figures: dict[str, float | None], started: dt.datetime,
              finished: dt.datetime) -> dict[str, Any]:
-    """The common envelope around one command's ``body``; ``target`` is redacted here."""
+    """The common envelope around one command's ``body``: its verdict that of its
+    ``detail`` word (specs/verdicts.json, TR-18); ``target`` is redacted here."""
+    from emq_kit.report.verdicts import verdict
+
     return {
-        "format": FORMAT, "version": VERSION, "command": command, "verdict": verdict, "exit": exit,
+        "format": FORMAT, "version": VERSION, "command": command, "verdict": verdict(command, detail),
+        "detail": detail, "exit": exit,
         "target": None if target is None else redact(target), "seed": seed, "figures": figures,
         "emq": kit_version(), "spec_version": spec.SPEC_VERSION,
         "started": _time(started), "finished": _time(finished), command: body,
@@ -130,7 +144,7 @@ def check_document(report: Any, *, exit: int, started: dt.datetime, finished: dt
     }
     figures = {"seconds": round(report.seconds, 3), "steps_per_second": round(report.steps_per_second, 1),
                "examples": report.examples, "steps": report.steps}
-    return envelope("check", report.verdict, exit, body, target=_name(report.target), seed=report.seed,
+    return envelope("check", report.detail, exit, body, target=_name(report.target), seed=report.seed,
                     figures=figures, started=started, finished=finished)
 
 
@@ -156,8 +170,13 @@ def replay_document(trace_path: Path | str, result: Any, described: dict[str, An
                                                         described),
         "violations": [_violation(v) for v in result.violations],
     }
-    return envelope("replay", "conforms" if d is None else "diverges", exit, body, target=_name(described),
+    return envelope("replay", "conforms" if result.conforms else "diverges", exit, body, target=_name(described),
                     seed=seed, figures={"steps": len(result.steps)}, started=started, finished=finished)
+
+
+def selftest_detail(summary: dict[str, Any]) -> str:
+    """``emq selftest``'s word for ``summary`` (specs/verdicts.json)."""
+    return "survivors" if summary["survived"] else "all-killed"
 
 
 def selftest_document(verdicts: list[Any], summary: dict[str, Any], *, target: str | None, seed: int, exit: int,
@@ -168,7 +187,7 @@ def selftest_document(verdicts: list[Any], summary: dict[str, Any], *, target: s
          "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason,
          "shrink_seconds": None if v.shrink_seconds is None else round(v.shrink_seconds, 3)} for v in verdicts]}
     figures = {k: summary[k] for k in ("mutants", "killed", "equivalent", "survived", "median_seconds_to_kill")}
-    return envelope("selftest", "fail" if summary["survived"] else "pass", exit, body, target=target or "fakeredis",
+    return envelope("selftest", selftest_detail(summary), exit, body, target=target or "fakeredis",
                     seed=seed, figures=figures, started=started, finished=finished)
 
 
@@ -196,15 +215,19 @@ def soak_document(report: Any, history_dir: Path | str | None, *, target: str | 
             "problems": [printable(p) for p in figures["problems"]]}
     headline = {k: figures[k] for k in ("jobs", "completed", "dead", "lost", "duplicated", "history", "run_seconds",
                                         "check_seconds")}
-    return envelope("soak", figures["verdict"], exit, body, target=target, seed=report.config.seed,
+    return envelope("soak", report.detail, exit, body, target=target, seed=report.config.seed,
                     figures=headline, started=started, finished=finished)
+
+
+MEASURED = "measured"
+"""``emq bench``'s word for a run that measured (one that did not conform measures nothing)."""
 
 
 def bench_document(bench: Any, *, target: str | None, exit: int, started: dt.datetime,
                    finished: dt.datetime) -> dict[str, Any]:
     """The report of ``emq bench`` from its ``Bench``: every figure with its ceiling."""
     body = bench.to_json()
-    return envelope("bench", "measured" if exit == 0 else "wrong", exit, body, target=target,
+    return envelope("bench", MEASURED if exit == 0 else "wrong", exit, body, target=target,
                     seed=bench.params.seed, figures={f.key: f.value for f in bench.figures},
                     started=started, finished=finished)
 
@@ -224,5 +247,5 @@ def audit_document(result: Any, *, target: str, exit: int, started: dt.datetime,
     figures = {"queues": len(result.queues), "violations": result.total,
                "jobs": sum(sum(q.counts.values()) for q in result.queues),
                "seconds": round((finished - started).total_seconds(), 3)}
-    return envelope("audit", "clean" if result.clean else "violations", exit, body, target=target, seed=None,
+    return envelope("audit", result.detail, exit, body, target=target, seed=None,
                     figures=figures, started=started, finished=finished)

@@ -32,6 +32,7 @@ from emq_kit.check.step import SLEEP, Step
 from emq_kit.report import heatmap
 from emq_kit.report.document import printable
 from emq_kit.report.text import format_report, two_runs
+from emq_kit.report.verdicts import DIFFERS, headline, words
 from emq_kit.soak.history import SNAPSHOT, Checked, Event, describe
 from emq_kit.soak.linearize import PartitionVerdict
 from emq_kit.trace.format import Trace, encode
@@ -213,10 +214,12 @@ def _keyspace_table(rows: list[tuple[str, Snapshot, Snapshot | None, str]]) -> s
     return f"<table class=\"keyspace\"><tr><th></th>{head}</tr>{''.join(body)}</table>"
 
 
-def counterexample_page(trace: Trace, *, source: str | None = None) -> str:
-    """The page of a counterexample trace (specs/trace.md)."""
+def counterexample_page(trace: Trace, *, source: str | None = None, replayed: str | None = None) -> str:
+    """The page of a counterexample trace (specs/trace.md); ``replayed``: the verdict of
+    the replay that drew it (``emq replay``'s detail word), said above it."""
     d = trace.divergence or {}
-    return _page(f"emq counterexample {_signature(d)}", counterexample(trace, source=source))
+    said = "" if replayed is None else f'<p class="replayed">{_e(headline("replay", replayed))}</p>'
+    return _page(f"emq counterexample {_signature(d)}", said + counterexample(trace, source=source))
 
 
 def _signature(d: dict[str, Any]) -> str:
@@ -235,7 +238,7 @@ def counterexample(trace: Trace, *, source: str | None = None, prefix: str = "",
     h, h2, h3 = (f"h{min(level + k, 6)}" for k in range(3))  # HTML has six heading levels
     target = trace.header.get("target", {})
     parts = [f"<{h}>emq counterexample: {cell}<span class=\"rule\">{_e(rule)}</span></{h}>",
-             f'<p><span class="verdict">diverges</span> the {_e(kind)} at step {index} of {len(trace.steps)}; '
+             f'<p><span class="verdict differs">{DIFFERS}</span> the {_e(kind)} at step {index} of {len(trace.steps)}; '
              f"target {_e(target.get('target', '?'))} ({_e(target.get('server', '?'))}), "
              f"seed {_e(trace.header.get('seed'))}, clock {_e(trace.header.get('clock', 'virtual'))}"
              + (f", trace <code>{_e(source)}</code>" if source else "") + "</p>"]
@@ -304,8 +307,9 @@ def _check_head(report: Any) -> str:
     found = (f" {len(report.differences)} distinct differences in {len(report.causes)} causes (lifecycle first, "
              "then surface)" if report.differences else "")
     rerun = getattr(report, "rerun", "")
-    return (f"<h1>emq check: {_e(report.verdict)}</h1>"
-            f'<p><span class="verdict{"" if not report.ok else " ok"}">{_e(report.verdict)}</span>{_e(found)}</p>'
+    said = words("check", report.detail)
+    return (f"<h1>emq check: {_e(said)}</h1>"
+            f'<p><span class="verdict {report.verdict}{"" if not report.ok else " ok"}">{_e(said)}</span>{_e(found)}</p>'
             '<table class="figures">' + "".join(f"<tr><th>{_e(k)}</th><td>{_e(str(v))}</td></tr>" for k, v in figures)
             + "</table>" + (f'<p>run the search again: <code class="command" id="rerun">{_e(rerun)}</code></p>'
                             if rerun else ""))
@@ -379,7 +383,7 @@ def check_page(report: Any, summary: Sequence[str]) -> str:
                          + (f", trace <code>{_e(str(d.trace))}</code>" if d.trace else "") + runs + "</li>")
         parts.append("</ul>")
     parts.append(_summary(summary))
-    return _page(f"emq check {report.verdict}", "\n".join(parts))
+    return _page(f"emq check {words('check', report.detail)}", "\n".join(parts))
 
 
 def _difference(report: Any, d: Any, n: int) -> str:

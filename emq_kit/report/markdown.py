@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from emq_kit.report.document import printable
+from emq_kit.report.verdicts import words
 from emq_kit.trace.replay import replay_command
 
 
@@ -20,7 +21,7 @@ def check_summary(report: Any) -> str:
     """The Markdown summary of ``report`` (``check.run.Report``, its traces written)."""
     target = report.target or {}
     mark = "✅" if report.ok else "❌"
-    lines = [f"### {mark} emq check: {report.verdict} — {printable(str(target.get('target', '?')))}",
+    lines = [f"### {mark} emq check: {words('check', report.detail)} — {printable(str(target.get('target', '?')))}",
              "",
              f"seed **{report.seed}**, profile {report.profile}; {report.examples:,} examples, {report.steps:,} steps, "
              f"{report.checks:,} invariant checks; cells {report.reached}/{report.total}; {report.seconds:,.1f} s",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from emq_kit.check.options import command_of
 from emq_kit.check.reproduce import showed
+from emq_kit.report.verdicts import headline
 from emq_kit.trace.replay import explain, replay_command, step_table
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def format_report(report: Report) -> str:
     """The human summary, with the counterexample when there is one."""
     t = report.target
     lines = [
-        f"emq check: {report.verdict.upper()}  target {t.get('target')} ({t.get('server', '?')}), "
+        f"{headline('check', report.detail)}  target {t.get('target')} ({t.get('server', '?')}), "
         f"scripts {t.get('scripts', '-')}, profile {report.profile}, seed {report.seed}",
         f"  examples {report.examples}   steps {report.steps}   invariant checks {report.checks}",
         f"  cells {report.reached}/{report.total} (op x outcome, {t.get('contract', 'specs/transitions.json')})",
@@ -51,7 +52,7 @@ def format_report(report: Report) -> str:
                      + ", ".join(f"{op}/{o}" for op, o in deep))
     if report.unreached:
         lines.append("  unreached cells: " + ", ".join(f"{op}/{o}" for op, o in report.unreached))
-    if report.verdict == "no-divergence":
+    if report.detail == "no-divergence":
         lines.append(f"  no divergence in {report.examples} examples ({report.profile}: not a conformance verdict)")
     for sig, _ in report.fixed:
         lines.append(f"  fixed — remove it from {report.expect_file}: {sig}")
@@ -158,7 +159,7 @@ def format_replay(replayed: ReplayReport) -> str:
     and where the target parted from the model (or that it agreed at every step)."""
     t = replayed.target
     return "\n".join([
-        f"replaying {replayed.trace} ({replayed.steps} steps) on {t.get('target')} ({t.get('server', '?')}), "
+        f"{headline('replay', replayed.detail)}  {replayed.trace} ({replayed.steps} steps) on {t.get('target')} ({t.get('server', '?')}), "
         f"scripts {t.get('scripts', '-')}, {replayed.clock} clock",
         step_table(replayed.result),
         explain(replayed.result),

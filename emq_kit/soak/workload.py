@@ -46,6 +46,7 @@ from emq_kit.check.names import new_suffix
 from emq_kit.errors import SoakError
 from emq_kit.forks import die_with_parent, interrupts_deferred
 from emq_kit.redaction import open_text, write_text
+from emq_kit.report.verdicts import verdict
 from emq_kit.soak import history, lanes, linearize
 from emq_kit.soak.history import SNAPSHOT, Event, payload_text
 from emq_kit.soak.ledger import Accounting, account
@@ -438,6 +439,11 @@ class SoakReport:
         return (not self.violations and self.accounting.clean and self.checked.verdict == linearize.OK
                 and not lanes.mismatches(self.events))
 
+    @property
+    def detail(self) -> str:
+        """The soak's word for its verdict (specs/verdicts.json): ``clean`` or ``violations``."""
+        return "clean" if self.ok else "violations"
+
     def figures(self) -> dict[str, Any]:
         """Everything ``--json`` prints."""
         acc, lin = self.accounting, self.checked.linearizability
@@ -445,7 +451,7 @@ class SoakReport:
         for e in self.events:
             ops[e.op] = ops.get(e.op, 0) + 1
         return {
-            "verdict": "pass" if self.ok else "fail",
+            "verdict": verdict("soak", self.detail),
             "server": self.server,
             "queue": self.queue,
             "jobs": acc.created,

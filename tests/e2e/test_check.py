@@ -78,13 +78,13 @@ def test_a_ci_run_of_our_scripts_conforms_reaches_every_cell_and_mixes_its_calls
 def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:
     tiny = Profile("tiny", examples=1, steps=2, gate=True)
     report = run_check(ModelTarget(), tiny, seed=1)
-    assert report.verdict == "uncovered" and not report.ok
+    assert report.detail == "uncovered" and report.verdict == "inconclusive" and not report.ok
     assert set(report.unreached) == set(EVERY) - {tuple(k.split("/")) for k in report.hits}
 
 
 def test_without_the_gate_unreached_cells_are_reported_not_failed() -> None:
     report = run_check(ModelTarget(), Profile("tiny", examples=1, steps=2, gate=False), seed=1)
-    assert report.verdict == "no-divergence" and report.ok and report.unreached
+    assert report.detail == "no-divergence" and report.ok and report.unreached
 
 
 def test_open_target_opens_the_model_itself_and_refuses_what_does_not_go_with_it() -> None:
@@ -93,7 +93,7 @@ def test_open_target_opens_the_model_itself_and_refuses_what_does_not_go_with_it
     target = open_target(model=True)
     assert isinstance(target, ModelTarget)
     report = run_check(target, Profile("tiny", examples=3, steps=10, gate=False), seed=1)
-    assert report.verdict == "no-divergence" and report.steps > 0
+    assert report.detail == "no-divergence" and report.steps > 0
     for kwargs in ({"url": "redis://127.0.0.1:1"}, {"scripts": "."}, {"driver": "cat"}):
         with pytest.raises(BadArgument, match="the model is its own target"):
             open_target(model=True, **kwargs)
@@ -137,7 +137,7 @@ def test_the_same_seed_sends_the_same_steps_whatever_the_process_imported(first:
 def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    assert out.startswith("emq check: NO-DIVERGENCE") and "not a conformance verdict" in out
+    assert out.startswith("emq check: INCONCLUSIVE (no-divergence)") and "not a conformance verdict" in out
     for word in ("examples", "steps", "invariant checks", "cells", "checked steps/s", "seed 3"):
         assert word in out
 
@@ -146,7 +146,7 @@ def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", "--profile", "dev", "--seed", "3", "--json"]) == cli.EXIT_OK
     data = json.loads(capsys.readouterr().out)
     body = data["check"]
-    assert data["verdict"] == "no-divergence" and data["seed"] == 3 and body["profile"] == "dev"
+    assert (data["verdict"], data["detail"]) == ("inconclusive", "no-divergence") and data["seed"] == 3 and body["profile"] == "dev"
     assert body["cells"]["total"] == len(EVERY) + len(raw_cells(sweep=False)) and body["differences"] == []
     assert body["steps"] > 0 and body["target"]["target"] == "fakeredis" == data["target"]
 

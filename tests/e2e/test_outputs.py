@@ -60,11 +60,11 @@ def test_check_conforming(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     page = tmp_path / "check.html"
     d = reported(["check", "--profile", "dev", "--seed", "3", "--examples", "5", "--steps", "10", "--html", str(page)],
                  tmp_path, capsys, 0)
-    assert d["verdict"] == "no-divergence" and d["seed"] == 3 and d["target"] == "fakeredis"
+    assert (d["verdict"], d["detail"]) == ("inconclusive", "no-divergence") and d["seed"] == 3 and d["target"] == "fakeredis"
     assert d["check"]["differences"] == []
     assert d["check"]["rerun"] == "emq check --seed 3 --profile dev --examples 5 --steps 10"
     seen = render(page, tmp_path)  # nothing to draw: the verdict and the summary
-    assert seen.console == [] and '<span class="verdict ok">no-divergence</span>' in seen.dom and "seed 3" in seen.dom
+    assert seen.console == [] and '<span class="verdict inconclusive ok">inconclusive (no-divergence)</span>' in seen.dom and "seed 3" in seen.dom
 
 
 def test_check_and_replay_of_a_counterexample_with_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,7 +72,7 @@ def test_check_and_replay_of_a_counterexample_with_html(tmp_path: Path, capsys: 
     page = tmp_path / "check.html"
     d = reported(["check", "--driver", FOREIGN, "--profile", "dev", "--seed", "1", "--traces", str(traces),
                   "--html", str(page)], tmp_path, capsys, 1)
-    assert d["verdict"] == "counterexample"
+    assert (d["verdict"], d["detail"]) == ("differs", "counterexample")
     diff = d["check"]["differences"][0]
     assert diff["trace"] and Path(diff["trace"]).exists()
     assert diff["replay"] == shlex.join(["emq", "replay", diff["trace"], "--driver", FOREIGN])  # TR-9
@@ -83,19 +83,19 @@ def test_check_and_replay_of_a_counterexample_with_html(tmp_path: Path, capsys: 
     trace = diff["trace"]
     replay_page = tmp_path / "replay.html"
     r = reported(["replay", trace, "--driver", FOREIGN, "--html", str(replay_page)], tmp_path, capsys, 1)
-    assert r["verdict"] == "diverges" and r["replay"]["trace"] == trace
+    assert (r["verdict"], r["detail"]) == ("differs", "diverges") and r["replay"]["trace"] == trace
     assert r["replay"]["difference"]["signature"]["rule"] == diff["signature"]["rule"]
     seen = render(replay_page, tmp_path / "r")
     assert seen.console == [] and f'<span class="rule">{diff["signature"]["rule"]}</span>' in seen.dom
     # the same trace on the built-in client: it agrees with the model at every step
     again = reported(["replay", trace, "--scripts", str(LUA)], tmp_path, capsys, 0)
-    assert again["verdict"] == "conforms" and again["replay"]["difference"] is None
+    assert (again["verdict"], again["detail"]) == ("conforms", "conforms") and again["replay"]["difference"] is None
 
 
 def test_selftest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["selftest", "--only", "delete-write|enqueue|", "--budget", "20"]
     d = reported(argv, tmp_path, capsys, 0)
-    assert d["verdict"] == "pass" and d["selftest"]["summary"]["killed"] >= 1
+    assert (d["verdict"], d["detail"]) == ("conforms", "all-killed") and d["selftest"]["summary"]["killed"] >= 1
     # the old form, --json FILE, is refused before any work with the flag that writes a file
     old = tmp_path / "old.json"
     assert cli.main([*argv, "--json", str(old)]) == cli.EXIT_ENV
@@ -105,7 +105,7 @@ def test_selftest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_soak_passing(valkey: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["soak", "--url", valkey.url, "--workers", "2", "--jobs", "20", "--seconds", "30"]
     d = reported(argv, tmp_path, capsys, 0)
-    assert d["verdict"] == "pass" and d["soak"]["history"] is None and d["soak"]["failing_partition"] is None
+    assert (d["verdict"], d["detail"]) == ("conforms", "clean") and d["soak"]["history"] is None and d["soak"]["failing_partition"] is None
 
 
 def test_a_failed_soak_keeps_its_history_and_its_page_shows_the_failing_partition(
@@ -123,7 +123,7 @@ def test_a_failed_soak_keeps_its_history_and_its_page_shows_the_failing_partitio
     validate(d)
     kept = Path(d["soak"]["history"])
     try:
-        assert code == 1 and d["exit"] == 1 and d["verdict"] == "fail"
+        assert code == 1 and d["exit"] == 1 and (d["verdict"], d["detail"]) == ("differs", "violations")
         assert kept.is_dir() and sorted(p.name for p in kept.glob("w*.jsonl"))
         assert str(kept) in capsys.readouterr().out
         failing = d["soak"]["failing_partition"]
@@ -138,14 +138,14 @@ def test_a_failed_soak_keeps_its_history_and_its_page_shows_the_failing_partitio
 
 def test_bench(valkey: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = reported(["bench", *TINY, "--url", valkey.url], tmp_path, capsys, 0)
-    assert d["verdict"] == "measured" and d["figures"]["rtt.valkey"] > 0
+    assert (d["verdict"], d["detail"]) == ("conforms", "measured") and d["figures"]["rtt.valkey"] > 0
 
 
 def test_audit(valkey: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with emq_live.connect(valkey.url) as conn:
         conn.queue("outputs-audit").enqueue("JOB00000000001", b"x")
     d = reported(["audit", valkey.url, "--queue", "outputs-audit", "--quiet"], tmp_path, capsys, 0)
-    assert d["verdict"] == "clean" and d["audit"]["queues"][0]["counts"]["pending"] == 1
+    assert (d["verdict"], d["detail"]) == ("conforms", "clean") and d["audit"]["queues"][0]["counts"]["pending"] == 1
 
 
 @pytest.mark.parametrize("argv", [

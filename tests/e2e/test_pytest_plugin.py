@@ -53,7 +53,8 @@ def test_the_check_is_an_item_on_fakeredis_with_its_verdict_in_junit(pytester: p
     (case,) = junit(pytester.path / "j.xml")
     assert (case.get("classname"), case.get("name")) == ("emq", "emq check[fakeredis]")
     assert case.find("failure") is None
-    assert {p.get("name"): p.get("value") for p in case.iter("property")} == {"emq_verdict": "no-divergence",
+    assert {p.get("name"): p.get("value") for p in case.iter("property")} == {"emq_verdict": "inconclusive",
+                                                                              "emq_detail": "no-divergence",
                                                                               "emq_seed": "4"}
 
 
@@ -100,7 +101,8 @@ def test_the_expectations_file_reaches_the_check(pytester: pytest.Pytester) -> N
                                            "--emq-expect", "expect.toml", "--junitxml", "j.xml")
     result.assert_outcomes(passed=1, xfailed=1)  # the run; its difference, expected
     run, case = junit(pytester.path / "j.xml")
-    assert {p.get("name"): p.get("value") for p in run.iter("property")} == {"emq_verdict": "counterexample",
+    assert {p.get("name"): p.get("value") for p in run.iter("property")} == {"emq_verdict": "differs",
+                                                                             "emq_detail": "counterexample",
                                                                              "emq_seed": "4"}
     assert case.get("name") == "queue/EMQARG KS-3" and case.find("skipped") is not None
 
@@ -191,5 +193,5 @@ def test_a_failing_fixture_shows_the_step_table_not_a_dict(pytester: pytest.Pyte
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert out.count("<- diverges (queue/EMQARG KS-3)") == 2 and "{'format'" not in out
-    assert "AssertionError: emq check: COUNTEREXAMPLE" in out
+    assert "AssertionError: emq check: DIFFERS (counterexample)" in out
     assert '<section class="difference"' in (pytester.path / "p.html").read_text()

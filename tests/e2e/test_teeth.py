@@ -24,7 +24,7 @@ def test_check_rejects_broken_scripts(variant: Broken, tmp_path: Path, capsys: p
                      "--traces", str(tmp_path / "traces")])
     out = capsys.readouterr().out
     assert code == cli.EXIT_FAIL, f"{variant.name} ({variant.why}) was not caught:\n{out}"
-    assert "COUNTEREXAMPLE" in out and "diverges" in out
+    assert "DIFFERS (counterexample)" in out and "diverges" in out
     assert len(list((tmp_path / "traces").glob("*.json"))) == 1, "the counterexample was not written as a trace"
 
 

@@ -47,7 +47,7 @@ def verdict(done: subprocess.CompletedProcess[str]) -> dict:
     """The difference in the ``--json`` report of a check that found a counterexample (exit 1)."""
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)
-    assert report["verdict"] == "counterexample"
+    assert (report["verdict"], report["detail"]) == ("differs", "counterexample")
     return report["check"]["differences"][0]
 
 

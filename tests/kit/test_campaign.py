@@ -60,9 +60,9 @@ def test_a_campaign_on_two_workers_combines_its_runs_and_a_restart_replays_its_c
     assert all(r["status"] == "verdict" and r["attempts"] == 1 for r in body["runs"]), body["runs"]
     assert {len({w for r in body["runs"] for w in r["workers"]})} == {2}  # both workers ran runs
     ours, theirs = body["runs"][:2], body["runs"][2:]
-    assert [r["verdict"] for r in ours] == ["no-divergence"] * 2 and not any(r["signatures"] for r in ours)
-    assert all(r["verdict"] == "counterexample" for r in theirs)
-    assert doc["verdict"] == "counterexample" and doc["exit"] == 1
+    assert [r["detail"] for r in ours] == ["no-divergence"] * 2 and not any(r["signatures"] for r in ours)
+    assert all((r["verdict"], r["detail"]) == ("differs", "counterexample") for r in theirs)
+    assert (doc["verdict"], doc["detail"], doc["exit"]) == ("differs", "counterexample", 1)
     shared = [d for d in body["differences"] if d["runs"] == ["broken/dev/virtual/1", "broken/dev/virtual/2"]]
     assert shared, body["differences"]  # one signature both broken runs found, listed once
     assert len({(d["signature"]["cell"], d["signature"]["rule"]) for d in body["differences"]}) == len(
@@ -87,7 +87,7 @@ def test_a_campaign_on_two_workers_combines_its_runs_and_a_restart_replays_its_c
     (replayed,) = [r["replayed"] for r in doc2["campaign"]["runs"]]
     assert sorted(r["trace"] for r in replayed) == [str(p) for p in corpus]
     assert [r["verdict"] for r in replayed] == ["fails"] * len(corpus), replayed
-    assert doc2["verdict"] == "counterexample"
+    assert doc2["detail"] == "counterexample"
 
 
 def _kill_first_worker(client: Any, killed: list[str]) -> threading.Thread:
@@ -125,10 +125,10 @@ def test_a_worker_killed_mid_run_is_retried_and_a_lost_server_is_no_verdict(tmp_
     assert killed, "no worker was killed"
     first = next(r for r in (fake, gone) if r["workers"][0] == killed[0])
     assert first["attempts"] >= 2 and first["workers"][0] == killed[0], first
-    assert fake["status"] == "verdict" and fake["verdict"] == "no-divergence", fake
-    assert gone["status"] == "environment" and gone["verdict"] is None and gone["attempts"] >= 2, gone
+    assert fake["status"] == "verdict" and fake["detail"] == "no-divergence", fake
+    assert gone["status"] == "environment" and gone["verdict"] is gone["detail"] is None and gone["attempts"] >= 2, gone
     assert "127.0.0.1:1" in gone["error"]
-    assert doc["verdict"] == "environment" and doc["exit"] == 2
+    assert (doc["verdict"], doc["detail"], doc["exit"]) == ("inconclusive", "environment", 2)
     assert doc["figures"]["environment"] == 1 and doc["figures"]["judged"] == 1 and doc["figures"]["retried"] >= 1
     assert doc["campaign"]["differences"] == [] and list(doc["campaign"]["coverage"]) == ["fake"]
 

@@ -196,7 +196,7 @@ def test_the_built_in_client_conforms_under_the_server_clock(valkey) -> None:
     # --wipe: the session's Valkey is shared with tests that use the run's queue names
     done = emq("check", "--clock", "server", "--url", valkey.url, "--profile", "dev", "--seed", "1", "--json", "--wipe")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout)["verdict"] == "no-divergence"
+    assert json.loads(done.stdout)["detail"] == "no-divergence"
 
 
 def test_the_node_port_conforms_under_the_server_clock(valkey, node_scripts: Path) -> None:

@@ -55,7 +55,7 @@ def test_the_matrix_of_two_reports_with_different_verdicts(two_reports: tuple[Pa
     assert all(r["cells"][0]["state"] != "differs" for r in body["rows"])
     causes = [r for r in body["rows"] if r["kind"] == "cause"]
     assert [[c["state"] for c in r["cells"]] for r in causes] == [["conforms", "differs"]]
-    assert f"{cell}: " in out
+    assert out.startswith(f"emq matrix: DIFFERS  2 columns, {len(body['rows'])} rows\n") and f"{cell}: " in out
     seen = render(tmp_path / "m.html", tmp_path)
     assert seen.console == []
     assert seen.dom.count('<td class="differs"') == 2 and cell in seen.dom  # the cell's and the cause's
@@ -66,11 +66,36 @@ def test_the_matrix_of_two_reports_with_different_verdicts(two_reports: tuple[Pa
 @pytest.mark.parametrize("text, says", [
     ("{", "is not JSON"),
     ('{"format": "other"}', "is not an emq report"),
-    ('{"format": "emq-report", "version": 1, "command": "check"}', "is of version 1; this kit reads 2"),
+    ('{"format": "emq-report", "version": 1, "command": "check"}', "is of version 1; this kit reads 2 and 3"),
+    ('{"format": "emq-report", "version": 4, "command": "check"}', "is of version 4; this kit reads 2 and 3"),
     ('{"format": "emq-report", "version": 2, "command": "soak"}', "is of emq soak"),
+    ('{"format": "emq-report", "version": 2, "command": "check", "verdict": "pass"}',
+     "(version 2) has the verdict 'pass', which emq check never gave"),
 ])
 def test_a_file_that_is_no_report_is_one_line(text: str, says: str, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "r.json").write_text(text)
     code, out, err = run(["matrix", str(tmp_path / "r.json"), "--html", str(tmp_path / "m.html")], capsys)
     assert code == cli.EXIT_ENV and out == "" and says in one_line(err) and not (tmp_path / "m.html").exists()
+
+
+def test_a_version_2_report_is_read_with_its_verdict_word_mapped(two_reports: tuple[Path, Path, dict],
+                                                                 tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """specs/trace.md TR-18: a version 2 report (its verdict the command's own word, no
+    detail) draws the same matrix as the version 3 report it was; the old word is the
+    detail and the verdict is specs/verdicts.json's."""
+    from emq_kit.campaign.matrix import load
+
+    ours, theirs, broken = two_reports
+    old = {k: v for k, v in broken.items() if k != "detail"} | {"version": 2, "verdict": broken["detail"]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    read = load(tmp_path / "old.json")
+    assert (read["version"], read["verdict"], read["detail"]) == (3, "differs", "counterexample") == (
+        broken["version"], broken["verdict"], broken["detail"])
+    validate(read)
+    now = [run(["matrix", str(ours), str(path), "--json"], capsys) for path in (theirs, tmp_path / "old.json")]
+    bodies = [json.loads(out)["matrix"] for _, out, _ in now]
+    for body in bodies:
+        body["columns"][1].pop("source")
+    assert [code for code, _, _ in now] == [cli.EXIT_FAIL] * 2 and bodies[0] == bodies[1]

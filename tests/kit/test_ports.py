@@ -100,7 +100,7 @@ def test_the_model_driver_speaks_version_2_and_an_old_driver_version_1() -> None
     finally:
         old.close()
     done = check(python_driver(protocol=1), "--profile", "dev")
-    assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "INCONCLUSIVE (no-divergence)" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_driver_without_the_core_is_refused_in_one_line_naming_it() -> None:
@@ -351,7 +351,7 @@ def test_the_foreign_port_conforms_with_every_deviation_off_and_reports_reproces
     # serverless without spoil_key/mend_key: the EMQTYPE cells of its ops are not implemented either
     typed = len([c for c in spec.cells() if c[1] == "EMQTYPE"])
     done = check(f"{FOREIGN} --conform all", "--profile", "dev")
-    assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "INCONCLUSIVE (no-divergence)" in done.stdout, done.stdout + done.stderr
     assert f"{lane_cells + typed} cells not implemented (ops not sent: {lanes}; no key faults: EMQTYPE)" in done.stdout
     surface_and_lifecycle = ",".join(d for d in FOREIGN_DEVIATIONS if d != "reprocess")
     done = check(f"{FOREIGN} --conform {surface_and_lifecycle}", "--profile", "dev")
@@ -410,6 +410,6 @@ def test_the_foreign_port_on_a_server_conforms_but_for_key_types(valkey, clock: 
     checks a key's type, so the run leaves the key faults out."""
     done = check(f"{FOREIGN} --store server --conform all", "--url", valkey.url, "--clock", clock, "--profile", "dev",
                  "--skip-ops", "spoil_key,mend_key")
-    assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "INCONCLUSIVE (no-divergence)" in done.stdout, done.stdout + done.stderr
     with valkey.client() as r:
         assert r.get("{emq}:version") == spec.WIRE_VERSION.encode()  # it fences as a client does

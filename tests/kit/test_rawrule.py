@@ -52,7 +52,7 @@ def _finds(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], url: s
     on_server = ["--url", url, "--queue", QUEUES[0], "--queue", QUEUES[1]] if url else []
     assert cli.main(argv + on_server) == cli.EXIT_FAIL, name
     out = capsys.readouterr().out
-    assert "COUNTEREXAMPLE" in out
+    assert "DIFFERS (counterexample)" in out
     [path] = traces.iterdir()
     trace = Trace.load(path)
     last = trace.steps[-1]

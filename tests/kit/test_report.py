@@ -30,6 +30,7 @@ from emq_model import keyspace
 from tests.broken import broken_dir, variant
 from tests.kit.test_soak import J1, SplitClaim, b_claims, interleave
 from tests.livekit import J
+from tests.shown import ROOT
 
 START = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 END = START + dt.timedelta(seconds=3)
@@ -76,7 +77,7 @@ def test_a_counterexample_has_its_signature_class_steps_and_replay(tmp_path: Pat
     assert doc["check"]["unreproduced"] == []
     assert d["trace"] == str(r.trace) and d["replay"] == replay_command(r.trace, r.target)  # with its --scripts
     assert len(d["shrunk_steps"]) == len(r.shrunk) and d["step"] == len(r.shrunk)
-    assert doc["verdict"] == "counterexample"
+    assert (doc["verdict"], doc["detail"]) == ("differs", "counterexample")
 
 
 def test_a_replay_of_a_corpus_trace(tmp_path: Path) -> None:
@@ -90,7 +91,7 @@ def test_a_replay_of_a_corpus_trace(tmp_path: Path) -> None:
     finally:
         target.close()
     doc = valid(report.replay_document(path, result, described, exit=1, started=START, finished=END), "replay")
-    assert doc["verdict"] == "diverges" and doc["replay"]["difference"]["signature"]["rule"] == trace.divergence["rule"]
+    assert doc["detail"] == "diverges" and doc["replay"]["difference"]["signature"]["rule"] == trace.divergence["rule"]
     assert doc["replay"]["violations"] and all(v["invariant"].startswith("INV-") for v in doc["replay"]["violations"])
 
 
@@ -104,7 +105,7 @@ def test_a_selftest() -> None:
     doc = valid(report.selftest_document(verdicts, selftest.summary(verdicts), target=None, seed=0, exit=1,
                                          started=START, finished=END), "selftest")
     assert [m["key"] for m in doc["selftest"]["mutants"]] == [m.key for m in mutants]
-    assert doc["verdict"] == "fail" and doc["figures"]["survived"] == 1 and doc["target"] == "fakeredis"
+    assert (doc["verdict"], doc["detail"]) == ("differs", "survivors") and doc["figures"]["survived"] == 1 and doc["target"] == "fakeredis"
 
 
 def failed_soak(url: str) -> SoakReport:
@@ -119,7 +120,7 @@ def test_a_failed_soak_names_the_failing_partition(valkey, tmp_path: Path) -> No
     soak = failed_soak(valkey.url)
     doc = valid(report.soak_document(soak, tmp_path, target=valkey.url, exit=1, started=START, finished=END), "soak")
     part = doc["soak"]["failing_partition"]
-    assert doc["verdict"] == "fail" and doc["soak"]["linearizability"] == "illegal"
+    assert (doc["verdict"], doc["detail"]) == ("differs", "violations") and doc["soak"]["linearizability"] == "illegal"
     assert part["job"] == J1 and part["verdict"] == "illegal" and any("A: claim" in op for op in part["ops"])
     assert doc["soak"]["history"] == str(tmp_path)
 
@@ -141,14 +142,16 @@ def test_an_audit_with_bytes_that_are_not_utf8(valkey) -> None:
     result = audit(url)
     doc = valid(report.audit_document(result, target=url, exit=1, started=START, finished=END), "audit")
     ids = {v["id"] for v in doc["audit"]["violations"]}
-    assert "\\xff<b>" in ids and doc["verdict"] == "violations" and doc["figures"]["jobs"] == 2
+    assert "\\xff<b>" in ids and (doc["verdict"], doc["detail"]) == ("differs", "violations") and doc["figures"]["jobs"] == 2
 
 
 @pytest.mark.parametrize("spoil", [
     lambda d: d.pop("version"),
     lambda d: d.update(version=1),
     lambda d: d.pop("audit"),
-    lambda d: d.update(verdict="conforms"),
+    lambda d: d.update(verdict="differs"),  # not the verdict of its detail, clean (specs/verdicts.json)
+    lambda d: d.update(detail="pass"),  # no word of emq audit's
+    lambda d: d.pop("detail"),
     lambda d: d["audit"]["violations"].append({"invariant": "INV-1", "id": "x"}),
     lambda d: d.update(check={}),
     lambda d: d["audit"]["queues"][0]["counts"].update(limbo=1),
@@ -182,3 +185,28 @@ def test_a_difference_is_listed_by_its_signature_and_the_class_it_is_given() -> 
     assert listed["trace"] is None and listed["replay"] is None
     assert report.difference(Divergence("snapshot", "INV-8", last, []), "lifecycle", 1, trace.steps,
                              "t.json")["replay"] == "emq replay t.json"
+
+
+def test_one_verdict_vocabulary_written_once_and_said_alike() -> None:
+    """specs/trace.md TR-18: specs/verdicts.json gives every command's detail words, each
+    with one of three verdicts; the schema's verdict words are its, docs/reports.md's
+    table is it row for row, and the headline says the verdict then the detail."""
+    import json
+
+    from emq_kit.report import verdicts
+    from emq_model.spec import text
+
+    assert verdicts.VERDICTS == ("conforms", "differs", "inconclusive")
+    file = json.loads(text("schemas/report.json"))
+    assert file["properties"]["verdict"]["enum"] == list(verdicts.VERDICTS)
+    assert set(file["properties"]["command"]["enum"]) == set(verdicts.DETAILS)
+    assert all(row["verdict"] in verdicts.VERDICTS for rows in verdicts.DETAILS.values() for row in rows.values())
+    doc = (ROOT / "docs" / "reports.md").read_text("utf-8")
+    table = doc.split("<!-- verdicts:")[1].split("\n\n")[0].splitlines()[3:]
+    listed = [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
+    assert [(c, d.split("`")[1], v, m) for c, d, v, m in listed] == [
+        (c, d, row["verdict"], row["meaning"]) for c, rows in verdicts.DETAILS.items() for d, row in rows.items()]
+    assert verdicts.headline("check", "counterexample") == "emq check: DIFFERS (counterexample)"
+    assert verdicts.headline("replay", "conforms") == "emq replay: CONFORMS"
+    with pytest.raises(KeyError):
+        verdicts.verdict("audit", "pass")

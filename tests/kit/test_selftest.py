@@ -97,7 +97,7 @@ def test_a_lane_mutant_is_killed_by_emq_check_on_the_copy(tmp_path: Path) -> Non
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)
     signature = report["check"]["differences"][0]["signature"]
-    assert report["verdict"] == "counterexample" and signature == {"cell": "lane_pause/ok", "rule": "INV-8"}, signature
+    assert report["detail"] == "counterexample" and signature == {"cell": "lane_pause/ok", "rule": "INV-8"}, signature
 
 
 def test_the_equivalent_list_names_only_existing_mutants_with_reasons() -> None:

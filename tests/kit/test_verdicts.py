@@ -22,7 +22,7 @@ from tests.kit.processes import check, emq, faulty, kit_lines
 
 def test_an_old_driver_that_refuses_protocol_2_is_offered_1_in_one_line(valkey) -> None:
     done = check(faulty("strict1", "init"), "--url", valkey.url, "--profile", "dev", "--examples", "3")
-    assert done.returncode == 0 and "NO-DIVERGENCE" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "INCONCLUSIVE (no-divergence)" in done.stdout, done.stdout + done.stderr
     # one line of its own among the progress meter's plain lines (emq_kit/cli/progress.py)
     (line,) = kit_lines(done.stderr)
     assert "answered init offering protocol 2 with an error (EPROTO protocol 2; this driver speaks 1)" in line, line
@@ -104,7 +104,7 @@ def test_a_driver_that_dies_at_its_40th_request_is_a_counterexample_up_to_it(mod
     done = check(f"{faulty(mode, 'any')} 40", "--url", valkey.url, "--profile", "dev", "--timeout", "2", "--json")
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(done.stdout)
-    assert report["verdict"] == "counterexample", report
+    assert report["detail"] == "counterexample", report
     (d,) = report["check"]["differences"]
     assert not report["check"]["unreproduced"], report["check"]["unreproduced"]
     assert d["evidence"][1].startswith(f"target answered raised {kind}") and words in d["evidence"][1], d
@@ -119,7 +119,7 @@ def test_a_driver_that_fails_every_request_from_its_40th_on_is_a_counterexample(
     done = check(f"{faulty('error', 'any')} 40+", "--url", valkey.url, "--profile", "dev", "--timeout", "2", "--json")
     assert done.returncode == 1 and "search failed" not in done.stderr, done.stdout + done.stderr
     report = json.loads(done.stdout)
-    assert report["verdict"] == "counterexample" and report["check"]["causes"], report
+    assert report["detail"] == "counterexample" and report["check"]["causes"], report
     assert all("the driver failed" in c["title"] for c in report["check"]["causes"]), report["check"]["causes"]
 
 
@@ -132,13 +132,13 @@ def test_a_target_that_is_not_deterministic_is_reported_with_the_two_runs(valkey
                  "--json")
     assert done.returncode == 1 and "Flaky" not in done.stdout + done.stderr, done.stdout + done.stderr
     report = json.loads(done.stdout)
-    assert report["verdict"] == "nondeterministic" and not report["check"]["differences"], report
+    assert (report["verdict"], report["detail"]) == ("differs", "nondeterministic") and not report["check"]["differences"], report
     (d,) = report["check"]["unreproduced"]
     again = d["again"]
     first = d["shrunk_steps"]
     assert again and first and d["signature"]["cell"].startswith("claim/"), d
     text = check(faulty("coin", "claim"), "--url", valkey.url, "--profile", "dev", "--timeout", "2", "--first")
-    assert text.returncode == 1 and "NONDETERMINISTIC" in text.stdout, text.stdout
+    assert text.returncode == 1 and "emq check: DIFFERS (nondeterministic)" in text.stdout, text.stdout
     lines = text.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "not deterministic (DET-1)" in line)
     assert lines[at + 1].strip().startswith("run 1: step") and lines[at + 2].strip().startswith("run 2: its step"), \
@@ -157,4 +157,4 @@ def test_the_bundle_emq_scripts_writes_checks_as_our_scripts(tmp_path: Path) -> 
         report = run_check(target, Profile("t", examples=30, steps=30, gate=False), seed=1)
     finally:
         target.close()
-    assert report.verdict == "no-divergence" and report.hits.get("lane_wclaim/one"), report.differences
+    assert report.detail == "no-divergence" and report.hits.get("lane_wclaim/one"), report.differences
