@@ -38,10 +38,20 @@ def headline(command: str, detail: str) -> str:
 def upgrade(document: dict[str, Any], source: str) -> dict[str, Any]:
     """A version 2 report as version 3 reads it (TR-18): its old verdict word becomes
     the detail (the table's ``was`` where a word was renamed) and the verdict is the
-    table's; a word the table does not know for its command is one ``BadArgument``."""
-    command, old = document.get("command"), document.get("verdict")
-    known = DETAILS.get(str(command), {})
-    detail = next((d for d, row in known.items() if row.get("was", d) == old), None)
+    table's, a campaign's runs' alike; a word the table does not know for its command is
+    one ``BadArgument``."""
+    command = str(document.get("command"))
+    out = {**document, "version": 3, **_mapped(command, document.get("verdict"), source)}
+    if command == "campaign" and isinstance(document.get("campaign"), dict):
+        runs = [{**run, **({"detail": None} if run.get("verdict") is None else _mapped("check", run["verdict"], source))}
+                for run in document["campaign"].get("runs", [])]
+        out["campaign"] = {**document["campaign"], "runs": runs}
+    return out
+
+
+def _mapped(command: str, old: Any, source: str) -> dict[str, str]:
+    """The verdict and detail of ``command``'s version 2 word ``old``."""
+    detail = next((d for d, row in DETAILS.get(command, {}).items() if row.get("was", d) == old), None)
     if detail is None:
         raise BadArgument(f"the report {source} (version 2) has the verdict {old!r}, which emq {command} never gave")
-    return {**document, "version": 3, "verdict": verdict(str(command), detail), "detail": detail}
+    return {"verdict": verdict(command, detail), "detail": detail}

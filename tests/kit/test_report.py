@@ -210,3 +210,9 @@ def test_one_verdict_vocabulary_written_once_and_said_alike() -> None:
     assert verdicts.headline("replay", "conforms") == "emq replay: CONFORMS"
     with pytest.raises(KeyError):
         verdicts.verdict("audit", "pass")
+    old = {"format": "emq-report", "version": 2, "command": "campaign", "verdict": "environment",
+           "campaign": {"runs": [{"verdict": "uncovered"}, {"verdict": None}]}}
+    new = verdicts.upgrade(old, "r.json")  # a version 2 campaign: its runs' check words mapped too
+    assert (new["version"], new["verdict"], new["detail"]) == (3, "inconclusive", "environment")
+    assert [(r["verdict"], r["detail"]) for r in new["campaign"]["runs"]] == [("inconclusive", "uncovered"), (None, None)]
+    assert verdicts.upgrade({"command": "selftest", "verdict": "pass"}, "r.json")["detail"] == "all-killed"
