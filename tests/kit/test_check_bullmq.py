@@ -100,7 +100,7 @@ def test_a_known_difference_ends_later_examples_quietly(valkey: ServerProcess) -
         finally:
             target.close()
     found = [d.signature for d in [*report.differences, *report.unreproduced]]
-    assert report.verdict == "counterexample" and found, report.verdict
+    assert report.detail == "counterexample" and found, report.detail
     assert len(found) == len(set(found)), found
     assert report.examples >= PROFILES["dev"].examples  # the search went on past the difference
 
