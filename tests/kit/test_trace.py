@@ -6,6 +6,7 @@ the committed corpus replays."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -23,8 +24,11 @@ from emq_kit import cli
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.run import PROFILES, run_check
+from emq_kit.report.document import check_document
+from emq_kit.report.html import check_html
+from emq_kit.report.text import format_report
 from emq_kit.trace.format import Trace, decode, encode, header
-from emq_kit.trace.replay import replay, traced
+from emq_kit.trace.replay import replay, traced, write_trace
 from emq_model import branded_id
 from emq_model.errors import StaleError
 from emq_model.lanes import LaneClaimed
@@ -61,8 +65,9 @@ def test_nan_round_trips_as_a_tagged_float() -> None:
 
 def _record(where: Path) -> None:
     """A real counterexample: the machine against complete-from-schedule, recorded in
-    ``where``: the trace as written (``trace.json``) and where the broken scripts are
-    (``scripts.txt``)."""
+    ``where``: the trace as written (``trace.json``), where the broken scripts are
+    (``scripts.txt``), and the run's report, printout and page as written by
+    ``write_trace`` into ``traces/`` (``report.json``, ``printout.txt``, ``page.html``)."""
     scripts = broken_dir(variant("complete-from-schedule"), where)
     target = LiveTarget(None, str(scripts))
     try:
@@ -80,6 +85,12 @@ def _record(where: Path) -> None:
         assert d.reproduced and d.replays == 1 and d.names and d.shrunk == list(d.replayed.steps)
         head = header(target.describe(), seed=1, profile="ci", clock="virtual")
         traced(d.replayed, head, d.names).write(where / "trace.json")
+        write_trace(report, where / "traces")
+        now = dt.datetime.now(dt.timezone.utc)
+        (where / "report.json").write_text(json.dumps(check_document(report, exit=1, started=now, finished=now,
+                                                                     rerun="")), "utf-8")
+        (where / "printout.txt").write_text(format_report(report), "utf-8")
+        (where / "page.html").write_text(check_html(report), "utf-8")
     finally:
         target.close()
     (where / "scripts.txt").write_text(str(scripts), "utf-8")
@@ -96,6 +107,19 @@ def found(recorded: Path) -> tuple[Trace, Path]:
     """The recorded trace, read back (its round trip is the test below), and the broken
     scripts it diverges on."""
     return Trace.load(recorded / "trace.json"), Path((recorded / "scripts.txt").read_text("utf-8"))
+
+
+def test_the_report_printout_and_page_carry_the_trace_ids(recorded: Path) -> None:
+    """TR-5: the JSON report's shrunk steps carry the ids the trace file carries (renamed
+    readably), as the printout and the HTML page do; no original id is left in any."""
+    listed = json.loads((recorded / "report.json").read_text("utf-8"))["check"]["differences"][0]
+    written = json.loads(Path(listed["trace"]).read_text("utf-8"))
+    originals = set(written["renamed"].values())
+    assert [s["args"] for s in listed["shrunk_steps"]] == [s["args"] for s in written["steps"]]
+    ids = {s["args"]["id"] for s in listed["shrunk_steps"] if isinstance(s["args"].get("id"), str)}
+    assert ids and all(i.startswith("JOB0000000000") for i in ids) and originals and not ids & originals
+    for shown in ((recorded / "printout.txt").read_text("utf-8"), (recorded / "page.html").read_text("utf-8")):
+        assert any(i[-8:] in shown for i in ids) and not any(o in shown for o in originals)
 
 
 def test_a_recorded_trace_matches_the_schema_and_round_trips(recorded: Path) -> None:
