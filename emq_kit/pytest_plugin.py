@@ -323,8 +323,9 @@ def _nth(path: str | None, n: int, of: int) -> str | None:
 class CheckResult(dict):  # type: ignore[type-arg]
     """The ``emq_check`` fixture's answer: the check's versioned report (a dict,
     specs/schemas/report.json) whose ``repr`` is the check's printout — the causes and
-    each difference's step table — so ``report.assert_conforms()`` (or ``assert
-    report.ok, str(report)``) fails with what ``emq check`` would print, not a dict."""
+    each difference's step table — so ``report.assert_passed()``,
+    ``report.assert_conforms()`` (or ``assert report.ok, str(report)``) fail with what
+    ``emq check`` would print, not a dict."""
 
     def __init__(self, document: dict[str, Any], text: str) -> None:
         super().__init__(document)
@@ -335,11 +336,22 @@ class CheckResult(dict):  # type: ignore[type-arg]
         """The run passed (``emq check`` would exit 0)."""
         return self["exit"] == 0
 
-    def assert_conforms(self) -> None:
-        """Raise ``AssertionError`` with the printout unless the run passed."""
+    def assert_passed(self) -> None:
+        """Raise ``AssertionError`` with the printout unless the run passed (exit 0): no
+        difference but those the expectations file excuses. A run without a coverage
+        gate (``dev``) passes as ``inconclusive``: it found nothing, and earned no
+        ``conforms`` (TR-18)."""
         __tracebackhide__ = True
         if not self.ok:
             raise AssertionError(f"emq check: exit {self['exit']}\n{self.text}")
+
+    def assert_conforms(self) -> None:
+        """Raise ``AssertionError`` with the printout unless the verdict is ``conforms``:
+        a gated profile (``ci``, ``thorough``) reached every cell and found no difference."""
+        __tracebackhide__ = True
+        if self["verdict"] != "conforms":
+            raise AssertionError(f"emq check: {self['verdict']} ({self['detail']}), exit {self['exit']}, "
+                                 f"not conforms\n{self.text}")
 
     def __repr__(self) -> str:
         return self.text
@@ -350,7 +362,7 @@ def emq_check(tmp_path: Path) -> Iterator[Callable[..., CheckResult]]:
     """``emq_check(url=…, driver=…, clock=…, timeout=…, ops=…, hostile=…, layout=…,
     expect=…, report=FILE, html=FILE, …)`` (any option of ``emq_kit.CheckOptions``,
     and the ``report`` and ``html`` files of ``emq check``): run the check and return
-    its report as a ``CheckResult`` (``.ok``, ``.assert_conforms()``, its printout as
+    its report as a ``CheckResult`` (``.ok``, ``.assert_passed()``, ``.assert_conforms()``, its printout as
     its repr); traces go to the test's tmp_path unless ``traces`` says. Raises
     ``EmqFailure`` when the check could not run (exit 2)."""
 

@@ -195,3 +195,27 @@ def test_a_failing_fixture_shows_the_step_table_not_a_dict(pytester: pytest.Pyte
     assert out.count("<- diverges (queue/EMQARG KS-3)") == 2 and "{'format'" not in out
     assert "AssertionError: emq check: DIFFERS (counterexample)" in out
     assert '<section class="difference"' in (pytester.path / "p.html").read_text()
+
+
+def test_assert_conforms_asks_for_the_verdict_and_assert_passed_for_the_exit(pytester: pytest.Pytester) -> None:
+    """TR-18: a dev run that found nothing passes (exit 0) but earned no ``conforms``."""
+    pytester.makepyfile(f"""
+        def test_dev(emq_check):
+            report = emq_check(driver={CONFORMING!r}, profile="dev", seed=4)
+            report.assert_passed()
+            assert report["verdict"] == "inconclusive"
+            report.assert_conforms()
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rN")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "AssertionError: emq check: inconclusive (no-divergence), exit 0, not conforms" in out
+    assert "report.assert_conforms()" in out.split("AssertionError")[0]  # it failed there, not before
+
+
+def test_assert_conforms_passes_a_conforming_report() -> None:
+    from emq_kit.pytest_plugin import CheckResult
+
+    CheckResult({"verdict": "conforms", "detail": "conforms", "exit": 0}, "").assert_conforms()
+    with pytest.raises(AssertionError, match="differs \\(counterexample\\), exit 1, not conforms"):
+        CheckResult({"verdict": "differs", "detail": "counterexample", "exit": 1}, "").assert_conforms()
