@@ -1,6 +1,6 @@
 """A run's draws depend on its seed and its options alone (TR-11).
 
-Hypothesis (since 6.131) mixes into about one draw in twenty a constant taken from the
+Hypothesis (releases after 6.131.0) mixes into about one draw in twenty a constant from the
 source of every *local* module loaded in the process (an editable install, the user's
 own code, a driver's helper), read again whenever ``sys.modules`` grows. The same seed
 then ran another example after ``import emq_kit.cli``, in a pytest session, or once the
@@ -15,10 +15,7 @@ import contextlib
 import threading
 from typing import Any, Callable, Iterator
 
-try:
-    from hypothesis.internal.conjecture import providers
-except ImportError:  # an older Hypothesis (the floor, 6.112) has no providers and no pool to hold
-    providers = None  # type: ignore[assignment]
+from hypothesis.internal.conjecture import providers
 
 _lock = threading.Lock()
 _held = 0  # searches running now: the pool is restored when the last one ends
@@ -40,7 +37,7 @@ def _enter() -> None:
     global _held, _restore
     with _lock:
         _held += 1
-        if _held == 1 and hasattr(providers, "_get_local_constants"):  # absent before 6.131
+        if _held == 1 and hasattr(providers, "_get_local_constants"):  # absent in 6.131.0, the floor
             _restore = providers._get_local_constants
             empty = providers.Constants()
             providers._get_local_constants = lambda: empty
