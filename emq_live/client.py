@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import redis
 from redis.backoff import NoBackoff
@@ -56,15 +56,16 @@ PROTOCOL = 2
 """The RESP version of every connection (see the module docstring)."""
 
 
-def _client(url: str) -> Any:
-    """A redis-py client for ``url``: ``RedisCluster`` for a cluster scheme. Either way
-    a call is never resent after a connection error (``Retry(NoBackoff(), 0)``)."""
+def _client(url: str, options: Mapping[str, Any] | None = None) -> Any:
+    """A redis-py client for ``url``: ``RedisCluster`` for a cluster scheme, with
+    redis-py's ``options`` (``socket_timeout``) on every connection. Either way a call is
+    never resent after a connection error (``Retry(NoBackoff(), 0)``)."""
     no_resend = Retry(NoBackoff(), 0)
     target, cluster = urls.plain(url)
     try:
         if cluster:
-            return RedisCluster.from_url(target, protocol=PROTOCOL, retry=no_resend)
-        return redis.Redis.from_url(target, protocol=PROTOCOL, retry=no_resend)
+            return RedisCluster.from_url(target, protocol=PROTOCOL, retry=no_resend, **(options or {}))
+        return redis.Redis.from_url(target, protocol=PROTOCOL, retry=no_resend, **(options or {}))
     except ValueError as exc:  # redis-py's word for a URL it cannot read
         raise UrlError(f"{urls.redact(url)}: {urls.redact(str(exc))}") from None
 
@@ -91,10 +92,12 @@ def connect(
     scripts: str | Path | None = None,
     server: Any = None,
     fence: bool = True,
+    options: Mapping[str, Any] | None = None,
 ) -> "Connection":
     """A connection to ``url`` (fakeredis when ``None``), fenced (KS-6) and with the
     scripts loaded. ``scripts`` names another script directory (a port's scripts with
-    the same calling convention). A ``url`` that is not a ``str`` of a served scheme is a
+    the same calling convention); ``options``, redis-py's for a server's connections
+    (``socket_timeout``: set before the first one is made, which the fence uses). A ``url`` that is not a ``str`` of a served scheme is a
     ``UrlError``; a server that cannot be reached, is not a Redis/Valkey server, or is
     not a cluster node under a ``+cluster`` scheme is a ``ConnectError`` (both one line,
     the URL's userinfo redacted)."""
@@ -110,7 +113,7 @@ def connect(
             raise ValueError("server is only for the in-process fakeredis target (url=None)")
         url = urls.check_url(url)
         try:
-            client = _client(url)
+            client = _client(url, options)
         except (redis.RedisError, RedisClusterException) as exc:  # a cluster client connects at once
             raise _unreachable(url, exc) from None
     conn = Connection(client, scripts_set, server=server)
