@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import re
+import signal
 import statistics
 import tempfile
 import time
@@ -305,18 +306,21 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
-    calling = ctx.Value("d", 0.0)  # the child's CPU time when its command now running was sent (0: none)
+    # when the child's command now running was sent (0: none): the child's CPU time on
+    # fakeredis, perf_counter() on a server (the bound each is kept on, CC-9)
+    calling = ctx.Value("d", 0.0)
     started = time.perf_counter()
 
     parent_pid = os.getpid()
 
     def work() -> None:
         die_with_parent(parent_pid)  # a SIGKILLed selftest leaves no mutant running (INT-2)
-        _time_commands(calling)
-        # On a server the judge stops a hung script itself once the budget is spent: a
-        # bound of the child's own would race it (CC-9's hang is the same kill). On
-        # fakeredis the judge's watch of the child's CPU (HANG_AFTER) comes first; the
-        # runtime's own bound, twice that, stops a hang met once the watch is off (shrinking)
+        _time_commands(calling, time.process_time if url is None else time.perf_counter)
+        # On a server the judge stops a hung script itself (its watch of the call in
+        # flight, or the spent budget): a bound of the child's own would race it (CC-9's
+        # hang is the same kill). On fakeredis the judge's watch of the child's CPU
+        # (HANG_AFTER) comes first; the runtime's own bound, twice that, stops a hang met
+        # once the watch is off (shrinking)
         hang.SERVER_SECONDS = 0.0
         embedded.CPU_SECONDS = 2 * HANG_AFTER
         child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names))
@@ -332,19 +336,32 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
         raise
     child.close()
 
-    # On fakeredis the script runs in the child: one command that has used HANG_AFTER
-    # seconds of the child's CPU without returning is a script that never returns (a
-    # server's would be SCRIPT KILLed). It ends the wait at once, not when the budget is
-    # spent; a command still in flight when the budget runs out is given the rest of its
-    # HANG_AFTER to return.
+    # A command that does not return is a script that never returns (CC-9), and ends the
+    # wait at once, not when the budget is spent. On fakeredis the script runs in the
+    # child: past HANG_AFTER seconds of the child's CPU (a command still in flight when
+    # the budget runs out is given the rest of them). On a server: past SERVER_SECONDS,
+    # as the check's own bound (hang.py), once SCRIPT KILL stopped a script.
+    asked: set[float] = set()  # the server's commands past the bound with no script running
+    stopped = False  # the watch stopped the script of a server's command in flight
+
     def hung() -> bool:
-        return url is None and not found.value and _past_bound(proc.pid, calling.value)
+        nonlocal stopped
+        if found.value:
+            return False
+        if url is None:
+            return _past_bound(proc.pid, calling.value)
+        stopped = _stopped_past(url, proc.pid, calling.value, asked)
+        return stopped
 
     try:
         if _answered(parent, started + budget, hung) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
             verdict: MutantVerdict = parent.recv()
         elif found.value:  # killed; only the shrinking did not finish in time
             verdict = MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
+        elif stopped:
+            verdict = MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
+                                    f"a call had not returned after {hang.SERVER_SECONDS:g} s "
+                                    "(its script stopped with SCRIPT KILL)")
         elif url is None and _never_returns(proc.pid, calling):
             verdict = MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
                                     f"a script had not returned after {HANG_AFTER:g} s of CPU")
@@ -410,6 +427,29 @@ def _never_returns(pid: int | None, calling: Any) -> bool:
     return False
 
 
+def _stopped_past(url: str, pid: int | None, sent: float, asked: set[float]) -> bool:
+    """Whether the child ``pid``'s command in flight on the server ``url`` since ``sent``
+    (``perf_counter`` time; 0: none) has run past ``hang.SERVER_SECONDS`` and ``SCRIPT
+    KILL`` then stopped a script: the server's hang (CC-9), found as the check's own bound
+    finds it (``hang.stopped``); the child is left paused, to be killed. Each command is
+    asked about once (``asked``): one past the bound with no script running is a slow
+    server, not a hang, and the child goes on. A script that has written cannot be
+    stopped: ``Unkillable``, the run stops."""
+    if pid is None or not sent or sent in asked or time.perf_counter() - sent <= hang.SERVER_SECONDS:
+        return False
+    asked.add(sent)
+    # Paused, the child sends nothing more: its next call, on the error the kill answers,
+    # would hang the server again (a snapshot.lua mutant's every call does).
+    os.kill(pid, signal.SIGSTOP)
+    found = False
+    try:
+        found = stop_script(url)
+    finally:
+        if not found:
+            os.kill(pid, signal.SIGCONT)
+    return found
+
+
 def _past_bound(pid: int | None, sent: float) -> bool:
     """Whether the child ``pid`` has used more than ``HANG_AFTER`` seconds of CPU since
     its command in flight was sent at ``sent`` of its CPU time (0: none in flight). CPU,
@@ -428,16 +468,17 @@ kept by the judge from outside the child, which stops it at once (the runtime's 
 would have the child shrink a hang, waiting out the bound at each replay)."""
 
 
-def _time_commands(calling: Any) -> None:
-    """In ``judge``'s child only: every command the child sends notes the child's CPU time
-    when it was sent in ``calling`` (0 once it returned), so the parent can tell a hung
-    script from a slow search."""
+def _time_commands(calling: Any, clock: Callable[[], float]) -> None:
+    """In ``judge``'s child only: every command the child sends notes when it was sent,
+    by ``clock`` (the child's CPU time on fakeredis, ``perf_counter`` on a server), in
+    ``calling`` (0 once it returned), so the parent can tell a hung script from a slow
+    search."""
     import redis
 
     send = redis.Redis.execute_command
 
     def timed(self: Any, *args: Any, **options: Any) -> Any:
-        calling.value = time.process_time()
+        calling.value = clock()
         try:
             return send(self, *args, **options)
         finally:
