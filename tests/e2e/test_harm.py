@@ -56,6 +56,20 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out, err
 
 
+@contextlib.contextmanager
+def interrupted_at_the_end(proc: subprocess.Popen[str]) -> Iterator[None]:
+    """Ctrl-C (SIGINT to its process group, as a terminal sends it) to ``proc`` once the
+    block is done, waiting for it to end; SIGKILLed if the block fails or it outlives that."""
+    try:
+        yield
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def one_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
@@ -299,17 +313,11 @@ def test_a_live_runs_queue_names_are_refused_to_another_run(server: ServerProces
         before = image(r)
         proc = subprocess.Popen([str(EMQ), "check", "--url", server.url, "--profile", "thorough", *mine],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
+        with interrupted_at_the_end(proc):
             _wait("the run's record", lambda: bool(_records(r)), proc)
             for wipe in ([], ["--wipe"]):
                 code, out, err = run(["check", *_quick(server.url), *mine, *wipe], capsys)
                 assert code == cli.EXIT_ENV and "is a live run's" in one_line(err) and f"pid {proc.pid}" in err
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
         assert_intact(before, image(r), "a live run's names refused")
 
 
@@ -376,14 +384,8 @@ def test_an_interrupted_run_leaves_nothing(command: str, server: ServerProcess, 
         before = image(r)
         proc = subprocess.Popen([str(EMQ), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
-        try:
+        with interrupted_at_the_end(proc):
             _wait("queue keys of the run", lambda: len(_leftovers(r, before)) > 4, proc)
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
         assert_intact(before, image(r), f"{command}, interrupted")
 
 
