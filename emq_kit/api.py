@@ -143,7 +143,9 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     clock: ServerClock | None = None
     try:
         focus = focus_of(options, target)
-        clock = ServerClock.for_url(options.url) if options.clock == "server" else None
+        if options.clock == "server":
+            assert options.url is not None  # CheckOptions refuses --clock server without --url
+            clock = ServerClock.for_url(options.url)
         known, seconds = ([], 0.0) if not options.corpus else replay_corpus(
             Path(options.traces), target, chosen.replay, layout=chosen.name, clock_mode=options.clock, clock=clock)
         for k in known:
@@ -282,7 +284,7 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
         >>> replayed.conforms, replayed.steps, replayed.clock, replayed.exit_code
         (True, 2, 'virtual', 0)
     """
-    from emq_kit.check.clock import Clock
+    from emq_kit.check.clock import ServerClock
     from emq_kit.claim import claimed
     from emq_kit.layouts import of_trace
     from emq_kit.trace.replay import source_of, target_for
@@ -299,7 +301,7 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
     quiet.setLevel(logging.ERROR)  # dropped orphans are the trace's business
     try:
         with raised_as_kit_errors(), claimed(where, chosen.logical(), command="emq replay", wipe=wipe) as names:
-            on: Clock | None = None
+            on: ServerClock | None = None
             if chosen.name == "echomq":
                 target, on = target_for(loaded.header, url=url, scripts=scripts, driver=driver, clock=clock,
                                         names=names)

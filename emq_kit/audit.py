@@ -283,7 +283,7 @@ class _Auditor:
         stray: list[str] = []
         for n, i in enumerate(ids):
             row = replies[4 + n]
-            held = [(loc, by_loc[n]) for loc, by_loc in zip(spec.LOCATIONS, scores) if by_loc[n] is not None]
+            held = [(loc, s) for loc, by_loc in zip(spec.LOCATIONS, scores) if (s := by_loc[n]) is not None]
             if (held[0][0] if held else None) != first:
                 continue  # judged in an earlier location, or moved since it was listed
             for loc, s in held:

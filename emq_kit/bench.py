@@ -274,6 +274,7 @@ def bench_model(ids: list[str], depth: int = 100) -> Figure:
                 m.enqueue(job, PAYLOAD)
             for _ in chunk:
                 got = m.claim(LEASE_MS, now=NOW)
+                assert got is not None  # the chunk's jobs were just enqueued
                 m.complete(got.id, got.token)
 
     return Figure("model", rate(3 * len(ids), run), "transitions/s", note=f"pending depth {depth}")

@@ -116,8 +116,10 @@ def _records(client: Any) -> Iterable[tuple[bytes, dict[str, Any]]]:
         if key.endswith(LIVE.encode()):
             continue
         raw = client.get(key)
+        if raw is None:
+            continue
         try:
-            doc = json.loads(raw) if raw is not None else None
+            doc = json.loads(raw)
             Names.from_json(doc["names"])
         except (ValueError, TypeError, KeyError):
             continue

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -229,7 +230,7 @@ def difference_cases(item: EmqItem) -> list[TestReport]:
             case = TestReport(nodeid, location, {}, "failed" if failed else "passed", text if failed else None,
                               when, user_properties=props if when == "teardown" else [])
             if when == "call" and d.expected is not None:
-                case.outcome, case.wasxfail = "skipped", f"expected: {d.expected}"  # type: ignore[attr-defined]
+                case.outcome, case.wasxfail = "skipped", f"expected: {d.expected}"
             cases.append(case)
     return cases
 
@@ -290,15 +291,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         checked = {**_check_options(config), "driver": driver, "corpus": False,  # its traces are items below
                    **{out: _nth(config.getoption(f"emq_{out}"), n, len(targets)) for out in ("report", "html", "summary")}}
         check = _item(session, f"emq check[{label}]", _shown(["emq", "check"], checked),
-                      lambda checked=checked: run_check(**{k: v for k, v in checked.items()
-                                                           if v is not None and v != ()}))
+                      partial(run_check, **{k: v for k, v in checked.items() if v is not None and v != ()}))
         check.label = label if len(targets) > 1 else None
         items.append(check)
         for trace in stored:
             on = {"url": url, "driver": driver}
             name = f"emq replay[{trace.name}]" if len(targets) == 1 else f"emq replay[{trace.name}-{label}]"
             items.append(_item(session, name, _shown(["emq", "replay", str(trace)], on),
-                               lambda trace=trace, on=on: run_replay(trace, **on)))
+                               partial(run_replay, trace, **on)))
 
 
 def _check_options(config: pytest.Config) -> dict[str, Any]:
@@ -320,7 +320,7 @@ def _nth(path: str | None, n: int, of: int) -> str | None:
     return str(p.with_name(f"{p.stem}-{n + 1}{p.suffix}"))
 
 
-class CheckResult(dict):  # type: ignore[type-arg]
+class CheckResult(dict[str, Any]):
     """The ``emq_check`` fixture's answer: the check's versioned report (a dict,
     specs/schemas/report.json) whose ``repr`` is the check's printout — the causes and
     each difference's step table — so ``report.assert_passed()``,

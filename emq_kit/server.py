@@ -358,8 +358,8 @@ class ServerProcess:
     def _claim_ports(self) -> None:
         """Claim the port (and bus port) picked for this attempt, dropping the last
         attempt's claims; ``PortTaken`` if another emq server owns one of them."""
-        for claim in self._claims:
-            claim.close()
+        for held in self._claims:
+            held.close()
         self._claims.clear()
         for port in (self._port, self.cluster_port):
             if port is None:

@@ -184,8 +184,9 @@ def bag(client: Client, items: Sequence[T], task: Callable[..., Any], args: Call
 
     def hand_out() -> None:
         item = queue.pop(0)
-        future = client.submit(task, *args(item), key=f"emq-{name(item)}-{tag}", pure=False, retries=retries)
-        out[future.key] = item
+        key = f"emq-{name(item)}-{tag}"
+        future = client.submit(task, *args(item), key=key, pure=False, retries=retries)
+        out[key] = item
         running.add(future)
 
     for _ in range(min(threads(client), len(queue))):

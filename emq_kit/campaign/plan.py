@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from emq_kit import bounds
 from emq_kit.check.options import CheckOptions
+from emq_kit.check.tally import SHRINK_STEPS
 from emq_kit.errors import BadArgument
 from emq_model import spec
 
@@ -79,11 +80,11 @@ class Plan:
                 for clock in self.clocks:
                     for seed in self.seeds:
                         rid = f"{t.name}/{profile}/{clock}/{seed}"
-                        more = {} if self.shrink_steps is None else {"shrink_steps": self.shrink_steps}
+                        shrink = SHRINK_STEPS if self.shrink_steps is None else self.shrink_steps
                         try:
                             options = CheckOptions(url=t.url, driver=t.driver, scripts=t.scripts, layout=t.layout,
                                                    profile=profile, clock=clock, seed=seed, examples=self.examples,
-                                                   steps=self.steps, hostile=self.hostile, **more)
+                                                   steps=self.steps, hostile=self.hostile, shrink_steps=shrink)
                         except BadArgument as exc:
                             raise BadArgument(f"run {rid}: {exc}") from None
                         out.append(PlannedRun(rid, t.name, options))

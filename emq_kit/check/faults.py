@@ -97,7 +97,7 @@ class Damage:
             return True
         if v.invariant in ("INV-1", "INV-2", "INV-9") and v.id in self.forgotten:
             return True
-        if v.invariant == "INV-11" and self.uncounted.get(v.id or ""):
+        if v.invariant == "INV-11" and v.id is not None and self.uncounted.get(v.id):
             rows = snapshot.row_map()
             active = sum(rows.get(m, {}).get("group") == v.id.encode("latin-1") for m, _ in snapshot.active)
             return dict(snapshot.gactive).get(v.id, 0) - active == self.uncounted[v.id]
@@ -196,7 +196,7 @@ def probe_args(op: str, queue: QueueModel, job: str, group: str) -> dict[str, An
     current token, so only the spoiled key can refuse it)."""
     row = queue.rows.get(job)
     token = int(row["attempts"]) if row is not None and int(row["attempts"]) > 0 else 1
-    return {
+    args: dict[str, dict[str, Any]] = {
         "enqueue": {"id": job, "payload": b"p"}, "schedule": {"id": job, "payload": b"p", "delay_ms": 5},
         "claim": {"lease_ms": 5}, "complete": {"id": job, "token": token},
         "retry": {"id": job, "token": token, "delay_ms": 5, "max_attempts": 3, "error": "e"},
@@ -206,7 +206,8 @@ def probe_args(op: str, queue: QueueModel, job: str, group: str) -> dict[str, An
         "lane_enqueue": {"id": job, "payload": b"p", "group": group}, "lane_claim": {"lease_ms": 5},
         "lane_wclaim": {"lease_ms": 5}, "lane_pause": {"group": group}, "lane_resume": {"group": group},
         "lane_limit": {"group": group, "n": 2}, "lane_weight": {"group": group, "w": 2},
-    }[op]
+    }
+    return args[op]
 
 
 class KeyFaultRules:

@@ -92,7 +92,7 @@ def target_outcome(fn: Callable[[], Any]) -> Any:
     mismatch) and is a ``KitBug``: never a verdict on the target."""
     try:
         return outcome(fn)
-    except (ConnectionError, OSError, *connection_errors()):
+    except (ConnectionError, OSError) + connection_errors():
         raise
     except _target_errors() as exc:
         return Crash(hang_of(exc) or exc)  # the embedded fakeredis's bound stopped a script (CC-9)

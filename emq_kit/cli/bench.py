@@ -59,10 +59,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     say = meter.show  # each section of the bench, a phase
     server = None
     try:
-        if args.url is None:
+        url = args.url
+        if url is None:
             server = ServerProcess("valkey-server").start()
+            url = server.url
         with claimed(args.url, (*layout().logical(), QUEUE), command="emq bench") as names:
-            bench = run_bench(args.url or server.url, params, say, names)
+            bench = run_bench(url, params, say, names)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {redact(args.url) if args.url else '(throwaway)'}: {exc}; {LOST}") from None
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeGuard
 
 from emq_kit.errors import ProtocolError
 from emq_model import spec
@@ -157,7 +157,7 @@ def _dropped(op: str, value: Any, key: str, ok: Any) -> tuple[str, ...]:
     return tuple(value["dropped"])
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 

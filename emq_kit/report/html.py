@@ -501,7 +501,7 @@ def soak_page(events: Sequence[Event], checked: Checked | None, *, title: str = 
     lin = checked.linearizability if checked is not None else None
     failing = None
     if lin is not None:
-        failing = (lin.illegal or lin.unknown or [None])[0]
+        failing = next(iter(lin.illegal or lin.unknown), None)
     verdict = checked.verdict if checked is not None else "not checked"
     ok = verdict == "ok"
     parts = [f"<h1>{_e(title)}</h1>",

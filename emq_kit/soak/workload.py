@@ -147,7 +147,7 @@ class Recorder:
     """Runs ops on a queue and hands each to ``sink`` as an ``Event``. ``call`` returns
     the answer, or the ``EmqError`` of a refusal (it does not raise it)."""
 
-    def __init__(self, queue: Any, process: str, sink: Callable[[Event], None]) -> None:
+    def __init__(self, queue: Any, process: str, sink: Callable[[Event], object]) -> None:
         self.queue, self.process, self.sink = queue, process, sink
 
     def server_ms(self) -> int:
@@ -581,7 +581,12 @@ def run_soak(url: str | None, config: SoakConfig, names: Any = None,
         # passed one, or one that could not finish, leaves nothing behind.
         run_dir = Path(tempfile.mkdtemp(prefix="emq-soak-"))
         keep = False
-        stack.callback(lambda: keep or shutil.rmtree(run_dir, ignore_errors=True))
+
+        def tidy() -> None:
+            if not keep:
+                shutil.rmtree(run_dir, ignore_errors=True)
+
+        stack.callback(tidy)
         ctx = multiprocessing.get_context("fork")
         shared = Shared.make(ctx)
         deadline = started + config.seconds

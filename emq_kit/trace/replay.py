@@ -14,7 +14,7 @@ from typing import Any
 
 from emq_kit import interrupts
 from emq_kit.check import faults
-from emq_kit.check.clock import Clock
+from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.machine import Conformance
 from emq_kit.check.names import Names
 from emq_kit.check.raw.contract import call_of
@@ -170,7 +170,7 @@ def replay_command(path: Path | str, target: dict[str, Any]) -> str:
 
 def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
                driver: str | None = None, clock: str | None = None,
-               names: Names | None = None) -> tuple[Target, Clock | None]:
+               names: Names | None = None) -> tuple[Target, ServerClock | None]:
     """The target a trace names in its header and the clock it ran on (``clock``, the
     header's ``clock`` when None), unless ``url``/``scripts``/``driver`` say otherwise
     (``TargetUnavailable`` when it cannot be had). A driver may be partial: a trace only
@@ -178,8 +178,6 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
     replay's own (its claim, emq_kit.claim; TR-1a), never the names the trace's run had.
     A server-clock trace needs a server, the embedded fakeredis included (a serverless
     driver: ``BadArgument``)."""
-    from emq_kit.check.clock import ServerClock
-
     url, scripts, driver = source_of(head, url=url, scripts=scripts, driver=driver)
     mode = clock or head.get("clock") or "virtual"
     if mode == "server" and url is None and driver is not None:

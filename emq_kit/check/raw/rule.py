@@ -22,6 +22,8 @@ from emq_kit.check.names import Renamed
 from emq_kit.check.raw.contract import RawCall, queue_of, queues_named, step_args
 from emq_kit.check.raw.judge import RawJudge, prepare, sweep
 from emq_kit.check.raw.variants import KINDS, RAW, RULES, SWEPT, drawn, drawn_op, kind_of
+from emq_model.invariants import Violation
+from emq_model.snapshot import Snapshot
 
 
 class RawCalls:
@@ -29,6 +31,7 @@ class RawCalls:
     ``models``, ``impls``, ``steps``, ``_record``, ``diverge`` and ``verify``)."""
 
     _raw_judge: RawJudge | None = None
+    _prepared: tuple[Snapshot, list[Violation]] | None  # Conformance's (see its _call_target)
 
     def raw_judge(self: Any) -> RawJudge:
         """This example's judge: the target's connection, the machine's models (the
