@@ -9,7 +9,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from emq_kit.campaign import cluster as dask_cluster
 from emq_kit.campaign.combine import ENVIRONMENT, ERROR, VERDICT, RunRecord, campaign_document, distinct
@@ -102,12 +102,22 @@ def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpu
                              corpus=str(kept.root), started=began, finished=dt.datetime.now(dt.timezone.utc))
 
 
+class _Place(TypedDict):
+    """A run's place in the plan, the fields every ``RunRecord`` of it starts with."""
+
+    id: str
+    target: str
+    profile: str
+    clock: str
+    seed: int | None
+
+
 def _record(done: dask_cluster.Done, kept: Corpus, out: Path) -> RunRecord:
     """A run's end as the campaign keeps it: its traces added to the corpus, its report
     (its paths rewritten to the corpus's) written, or its error."""
     run: PlannedRun = done.item
     o = run.options
-    base = {"id": run.id, "target": run.target, "profile": o.profile, "clock": o.clock, "seed": o.seed}
+    base: _Place = {"id": run.id, "target": run.target, "profile": o.profile, "clock": o.clock, "seed": o.seed}
     if done.error is not None:  # every attempt failed for the environment, or its worker was lost each time
         return RunRecord(**base, status=ENVIRONMENT, error=f"{type(done.error).__name__}: {done.error}")
     result: RunResult = done.result

@@ -126,13 +126,20 @@ def to_op(event: Event, serial: int) -> Op:
     return Op(event.process, inp, out, event.invoke, event.ret)
 
 
+def _inputs(op: Op) -> tuple[Any, ...]:
+    """An op's input tuple: ``to_op`` makes every one a tuple, the op's name first
+    (the checker's ``Op`` only needs it hashable)."""
+    assert isinstance(op.input, tuple), op.input
+    return op.input
+
+
 def job_of(op: Op) -> str | None:
     """The job an op names (a claim names the job it answered), else ``None``."""
-    name = op.input[0]
+    name = _inputs(op)[0]
     if name in CLAIMS:
         return op.output[0] if op.output is not None else None
     if name in ("enqueue", "lane_enqueue", "schedule", "complete", "retry", "extend"):
-        return op.input[1]
+        return _inputs(op)[1]
     return None
 
 
@@ -253,7 +260,7 @@ def partition(ops: Sequence[Op]) -> list[tuple[str, list[Op]]]:
     moves: dict[str, list[Op]] = {"reap": [], "promote": []}
     reads: list[Op] = []
     for op in ops:
-        job, name = job_of(op), op.input[0]
+        job, name = job_of(op), _inputs(op)[0]
         if job is not None:
             own.setdefault(job, []).append(op)
         elif name in moves:
@@ -280,7 +287,7 @@ def partition(ops: Sequence[Op]) -> list[tuple[str, list[Op]]]:
         if reads and reads[-1].ret >= first and end != float("inf") and reads[-1].invoke > end:
             sub.append(_projected(reads[-1], seen[-1].get(job)))
         for name, from_ops in _MOVES_FROM.items():
-            since = min((o.invoke for o in mine if o.input[0] in from_ops), default=None)
+            since = min((o.invoke for o in mine if _inputs(o)[0] in from_ops), default=None)
             if since is not None:
                 sub.extend(m for m in moves[name] if m.ret >= since and m.invoke <= end)
         out.append((job, sorted(sub, key=lambda o: o.invoke)))
@@ -319,7 +326,7 @@ def claim_order(ops: Sequence[Op]) -> list[OrderViolation]:
     entered: dict[str, Op] = {}
     for op in sorted(ops, key=lambda o: o.invoke):
         job = job_of(op)
-        if job is not None and job not in entered and op.input[0] == "enqueue" and op.output == "enqueued":
+        if job is not None and job not in entered and _inputs(op)[0] == "enqueue" and op.output == "enqueued":
             entered[job] = op
     leaves = {job: float("inf") for job in entered}
     for op in ops:
@@ -327,7 +334,7 @@ def claim_order(ops: Sequence[Op]) -> list[OrderViolation]:
         if job in entered and op is not entered[job]:
             leaves[job] = min(leaves[job], op.invoke)
     births = sorted((op.ret, job) for job, op in entered.items())
-    claims = sorted((o for o in ops if o.input[0] == "claim"), key=lambda o: o.invoke)
+    claims = sorted((o for o in ops if _inputs(o)[0] == "claim"), key=lambda o: o.invoke)
     live: list[tuple[str, float]] = []  # (id, leaves), by id: the candidates
     found, b = [], 0
     for claim in claims:
@@ -379,7 +386,7 @@ def check_history(events: Iterable[Event], *, seconds: float = 60.0, max_states:
 
 def describe(op: Op, origin: int = 0) -> str:
     """One op as a line: times in ms from ``origin``, process, call and answer."""
-    inp = op.input
+    inp = _inputs(op)
     call = f"{inp[0]}({', '.join(f'{k}={v!r}' for k, v in zip(INPUTS[inp[0]], inp[1:]))})"
     span = f"[{(op.invoke - origin) / 1e6:.3f}, {(op.ret - origin) / 1e6:.3f}] ms"
     return f"{span} {op.process}: {call} -> {op.output!r}"
