@@ -133,8 +133,8 @@ def mutants_of(script: str, text: str, call_pattern: re.Pattern[str] = _CALL,
             dropped = _STATE.sub("", line, count=1)
             out.append(Mutant("drop-state-write", script, n, line, dropped if dropped.count(",") >= 3 else ""))
     unique: dict[str, Mutant] = {}
-    for m in out:
-        unique.setdefault(f"{m.line}\0{m.after}", m)  # two operators with one effect: one mutant
+    for mutant in out:
+        unique.setdefault(f"{mutant.line}\0{mutant.after}", mutant)  # two operators with one effect: one mutant
     counts = Counter(line.strip() for _, line in _code_lines(text))
     seen: Counter[str] = Counter()
     numbered: dict[int, int] = {}
@@ -247,7 +247,7 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         # A mutant is killed by its first difference: collecting every one (the
         # default) would hold the verdict until the whole budget of examples ran.
         report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout, focus=Focus(report=False))
-    except (ConnectionError, *_lost()) as exc:  # the server went away: no verdict on the mutant
+    except (ConnectionError,) + _lost() as exc:  # the server went away: no verdict on the mutant
         return MutantVerdict(mutant, ERROR, time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
     except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, SCRIPT_ERROR,
