@@ -17,14 +17,15 @@ from bisect import bisect_right
 from itertools import accumulate
 from typing import Any, Callable, ClassVar, Iterator, Mapping
 
+from hypothesis.errors import HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, RuleStrategy
 
-from emq_kit._signals import Quiet
+from emq_kit._signals import Quiet, Refused
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.signature import signature
 from emq_kit.check.step import Divergence, Step, connection_errors
 from emq_kit.check.tally import Run
-from emq_kit.errors import KitBug
+from emq_kit.errors import KitBug, KitError, TargetFault
 from emq_kit.targets.protocol import Opened
 
 AIM = 8
@@ -226,3 +227,9 @@ class Machine(RuleBasedStateMachine):
         except ending as exc:
             self.run.fatal = self.run.fatal or exc
             raise
+        except (Divergence, Quiet, Refused, HypothesisException, KitError, TargetFault):
+            raise
+        except Exception as exc:  # the kit's own code raised: a kit bug, never a verdict (FLT-2)
+            bug = KitBug(exc)
+            self.run.fatal = self.run.fatal or bug
+            raise bug from exc

@@ -415,7 +415,7 @@ def test_a_snapshot_reply_of_another_shape_is_a_snapshot_divergence_not_a_kit_bu
     """A port's own snapshot.lua (here ours with its rows put in the dead location's
     place) answers in a shape the client cannot read: the target's difference, shown as
     the step's snapshot divergence with what could not be read, never 'emq bug'."""
-    from broken import Broken
+    from tests.broken import Broken
 
     url = request.getfixturevalue(where).url
     scripts = broken_dir(Broken("snapshot-rows-misplaced", "snapshot", "reply[#reply + 1] = rows",
