@@ -41,16 +41,24 @@ def _keys(server: ServerProcess) -> list[bytes]:
         r.close()
 
 
+@pytest.fixture
+def own_valkey() -> Iterator[ServerProcess]:
+    """A throwaway Valkey of one test's alone."""
+    with ServerProcess("valkey-server") as server:
+        yield server
+
+
 def test_a_campaign_on_two_workers_combines_its_runs_and_a_restart_replays_its_corpus(
-        valkey: ServerProcess, tmp_path: Path) -> None:
-    """Four runs on two worker processes, all on one Valkey: the two runs of our scripts
+        own_valkey: ServerProcess, tmp_path: Path) -> None:
+    """Four runs on two worker processes, all on one Valkey of its own ("nothing left" is judged
+    on it, whatever other tests write to the shared one): the two runs of our scripts
     conform while the two of a broken copy run beside them (their queues never meet),
     the broken copy's difference is listed once with both runs that found it and its
     trace kept in the corpus, each run's report written and valid, nothing left on the
     server. A second campaign on that corpus replays its traces first and sees each fail
     again."""
     broken = broken_dir(variant("missing-del"), tmp_path)
-    plan = Plan((PlanTarget("ours", url=valkey.url), PlanTarget("broken", url=valkey.url, scripts=str(broken))),
+    plan = Plan((PlanTarget("ours", url=own_valkey.url), PlanTarget("broken", url=own_valkey.url, scripts=str(broken))),
                 seeds=(1, 2), **SMALL)
     doc = run_campaign(plan, LOCAL2, tmp_path / "one")
     validate(doc)
@@ -74,14 +82,14 @@ def test_a_campaign_on_two_workers_combines_its_runs_and_a_restart_replays_its_c
     assert {Path(d["trace"]) for d in body["differences"]} <= set(corpus)
     assert not (tmp_path / "one" / "corpus" / "ours").exists()
     assert body["coverage"]["ours"]["reached"] > 0
-    assert _keys(valkey) == []  # every run's names gone (OWN-5)
+    assert _keys(own_valkey) == []  # every run's names gone (OWN-5)
     columns = matrix([("campaign.json", doc)])
     assert [c["name"] for c in columns["columns"]] == ["ours", "broken"]
     for d in body["differences"]:
         row = next(r for r in columns["rows"] if r["name"] == d["signature"]["cell"])
         assert row["cells"][1]["state"] == "differs" and row["cells"][0]["state"] != "differs"
 
-    again = Plan((PlanTarget("broken", url=valkey.url, scripts=str(broken)),), seeds=(3,), **SMALL)
+    again = Plan((PlanTarget("broken", url=own_valkey.url, scripts=str(broken)),), seeds=(3,), **SMALL)
     doc2 = run_campaign(again, LOCAL2, tmp_path / "two", corpus=tmp_path / "one" / "corpus")
     validate(doc2)
     (replayed,) = [r["replayed"] for r in doc2["campaign"]["runs"]]
