@@ -38,9 +38,12 @@ def run_selftest_on(spec: dask_cluster.ClusterSpec, url: str | None, budget: flo
         with claimed(url, chosen_layout.logical(), command="emq selftest", wipe=wipe) as names:
             chosen = chosen_mutants(url, only, names)  # the server and --only checked before the cluster is asked
         known = equivalents()
+    # Longest first: a mutant shown equivalent survives its whole budget, the longest
+    # task of the bag; handed out last it would be the run's tail (CMP-9).
+    longest_first = sorted(chosen, key=lambda m: m.key not in known)
     got: dict[str, MutantVerdict] = {}
     with dask_cluster.connected(spec) as client:
-        for done in dask_cluster.bag(client, chosen, judge_mutant,
+        for done in dask_cluster.bag(client, longest_first, judge_mutant,
                                      lambda m: (m, url, budget, seed, wipe, chosen_layout.name),
                                      retries=RETRIES, name=lambda m: f"mutant-{chosen.index(m)}"):
             mutant: Mutant = done.item

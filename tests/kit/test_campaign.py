@@ -23,8 +23,10 @@ from emq_kit.campaign import cluster as dask_cluster
 from emq_kit.campaign.campaign import run_campaign
 from emq_kit.campaign.matrix import matrix
 from emq_kit.campaign.plan import Plan, PlanTarget
+from emq_kit.campaign.selftest import run_selftest_on
 from emq_kit.campaign.tasks import EVENTS
 from emq_kit.report.document import validate
+from emq_kit.selftest.mutation import chosen_mutants, equivalents
 from emq_kit.server import ServerProcess
 from tests.broken import broken_dir, variant
 from tests.e2e.test_harm import one_line, run
@@ -146,6 +148,21 @@ def test_the_selftest_on_two_workers_judges_the_serial_runs_mutants_alike(
     """``emq selftest --cluster local:2`` judges the same mutants as the serial run with
     the same seed, each with the same verdict and rule."""
     _judged_alike(["selftest", "--only", "drop-state-write|retry", "--budget", "60", "--seed", "3"], tmp_path, capsys)
+
+
+def test_the_selftest_on_a_cluster_hands_out_the_equivalent_mutants_first() -> None:
+    """CMP-9: on one worker the verdicts come back in the order the mutants were handed
+    out, and the one shown equivalent (it runs its whole budget) goes out before the
+    killed one listed ahead of it; the verdicts are still listed in the serial order."""
+    only = "|claim|local reply"
+    listed = [m.key for m in chosen_mutants(None, only)]
+    known = equivalents()
+    assert len(listed) >= 2 and listed[0] not in known and any(k in known for k in listed[1:])
+    came: list[str] = []
+    verdicts = run_selftest_on(dask_cluster.cluster_of("local:1"), None, 3.0, 0, only,
+                               report=lambda k, n, v: came.append(v.mutant.key))
+    assert came[0] in known and sorted(came) == sorted(listed)
+    assert [v.mutant.key for v in verdicts] == listed
 
 
 def _judged_alike(common: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
