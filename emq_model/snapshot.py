@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterable, Iterator, Mapping
 
 from .spec import LOCATIONS
@@ -18,6 +19,9 @@ Score = int | float
 Entries = tuple[tuple[str, Score], ...]
 Row = tuple[tuple[str, bytes], ...]
 Counts = tuple[tuple[str, int], ...]
+Place = str | tuple[str, str]
+"""A sorted set of a queue: one of the four locations by name, or a lane as
+``("lane", group)`` (the model's own name for a lane key)."""
 """A lane hash (``glimit``, ``gactive``, ``gweight``): ``(group, value)`` sorted by group."""
 LANE_HASHES: tuple[str, ...] = ("glimit", "gactive", "gweight")
 
@@ -111,6 +115,19 @@ class Snapshot:
             stray=tuple(sorted(stray)),
             **sets,
         )
+
+    @cached_property
+    def index(self) -> dict[Place, dict[str, Score]]:
+        """Every non-empty sorted set by place (the four locations always), as
+        ``{member: score}``: made once a snapshot, for look-ups by member."""
+        out: dict[Place, dict[str, Score]] = {loc: dict(self.location(loc)) for loc in LOCATIONS}
+        out.update({("lane", g): dict(e) for g, e in self.lanes})
+        return out
+
+    @cached_property
+    def row_index(self) -> dict[str, Row]:
+        """Every row by id (its fields as the snapshot holds them): made once a snapshot."""
+        return dict(self.rows)
 
     def location(self, name: str) -> Entries:
         """The entries of one of the four sets."""

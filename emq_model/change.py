@@ -1,0 +1,124 @@
+"""A step's change to one queue's keyspace (specs/lifecycle.md INC-1..4): what a step
+wrote, by member, row and small key, so a step is judged by what it touched rather than
+by the whole queue.
+
+``between`` computes it exactly by diffing two whole snapshots: the reference every
+other producer of a ``Change`` (the model's own bookkeeping, a target's read of the keys
+a step wrote) must agree with. ``apply`` replays it on the snapshot before the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .snapshot import LANE_HASHES, Counts, Place, Row, Score, Snapshot, zset_order
+from .spec import LOCATIONS
+
+SMALL = ("ring", "paused", *LANE_HASHES, "completed", "failed", "stray")
+"""The keys a change carries whole (INC-2): few, short, read in one round trip."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """INC-1: ``members`` maps each ``(place, member)`` a step may have written to its
+    score after the step, or ``None`` when absent; ``rows`` maps each row id it may have
+    written to its fields after (sorted), or ``None`` when absent; ``sizes`` holds every
+    place's cardinality after the step (a place absent from ``sizes`` is empty: an empty
+    set is no key). ``small`` holds the small keys whole (``SMALL``), as the snapshot
+    after the step has them. A key a change names but the step did not write is allowed
+    (a producer may over-approximate); a key the step wrote and the change omits is not.
+    """
+
+    queue: str
+    members: Mapping[tuple[Place, str], Score | None]
+    rows: Mapping[str, Row | None]
+    sizes: Mapping[Place, int]
+    small: Mapping[str, object]
+
+    def touched(self) -> set[str]:
+        """Every id the change names, as a member or a row."""
+        return {m for _, m in self.members} | set(self.rows)
+
+
+def small_keys(snapshot: Snapshot) -> dict[str, object]:
+    """The small keys of ``snapshot`` whole (``SMALL``)."""
+    return {name: getattr(snapshot, name) for name in SMALL}
+
+
+def between(before: Snapshot, after: Snapshot) -> Change:
+    """INC-3: the exact change from ``before`` to ``after`` (same queue): every member
+    and row that differs, no other; ``apply(before, between(before, after)) == after``."""
+    was, now = before.index, after.index
+    members: dict[tuple[Place, str], Score | None] = {}
+    for place in was.keys() | now.keys():
+        old, new = was.get(place, {}), now.get(place, {})
+        for m in old.keys() | new.keys():
+            if m not in old or m not in new or old[m] != new[m]:
+                members[(place, m)] = new.get(m)
+    old_rows, new_rows = before.row_index, after.row_index
+    rows = {i: new_rows.get(i) for i in old_rows.keys() | new_rows.keys() if old_rows.get(i) != new_rows.get(i)}
+    sizes = {place: len(e) for place, e in now.items() if e}
+    return Change(after.queue, members, rows, sizes, small_keys(after))
+
+
+def apply(before: Snapshot, change: Change) -> Snapshot:
+    """INC-3: the snapshot after the step, from the one before and the step's change."""
+    sets: dict[Place, dict[str, Score]] = {p: dict(e) for p, e in before.index.items()}
+    for (place, m), score in change.members.items():
+        entries = sets.setdefault(place, {})
+        if score is None:
+            entries.pop(m, None)
+        else:
+            entries[m] = score
+    rows = dict(before.rows)
+    for i, row in change.rows.items():
+        if row is None:
+            rows.pop(i, None)
+        else:
+            rows[i] = row
+    small = change.small
+    lanes = tuple(sorted((p[1], zset_order(e.items())) for p, e in sets.items() if isinstance(p, tuple) and e))
+    pending, active, schedule, dead = (zset_order(sets[loc].items()) for loc in LOCATIONS)
+    return Snapshot(
+        before.queue, pending, active, schedule, dead, tuple(sorted(rows.items())),
+        _int(small["completed"]), _int(small["failed"]), _strs(small["stray"]), lanes, _strs(small["ring"]),
+        _strs(small["paused"]), _counts(small["glimit"]), _counts(small["gactive"]), _counts(small["gweight"]))
+
+
+def _int(value: object) -> int:
+    assert isinstance(value, int)
+    return value
+
+
+def _strs(value: object) -> tuple[str, ...]:
+    assert isinstance(value, tuple)
+    return value
+
+
+def _counts(value: object) -> Counts:
+    assert isinstance(value, tuple)
+    return value
+
+
+def agree(before: Snapshot, mine: Change, theirs: Change) -> bool:
+    """INC-4 (INV-8 by what changed): from the same ``before``, the two changes lead to
+    equal snapshots. Every key either side names is compared at its value after; a key
+    neither names is unchanged on both sides, so equal."""
+    if mine.small != theirs.small or dict(mine.sizes) != dict(theirs.sizes):
+        return False
+    was, old_rows = before.index, before.row_index
+
+    def score(change: Change, key: tuple[Place, str]) -> Score | None:
+        if key in change.members:
+            return change.members[key]
+        return was.get(key[0], {}).get(key[1])
+
+    def row(change: Change, i: str) -> Row | None:
+        return change.rows[i] if i in change.rows else old_rows.get(i)
+
+    if any(score(mine, key) != score(theirs, key) for key in mine.members.keys() | theirs.members.keys()):
+        return False
+    return all(row(mine, i) == row(theirs, i) for i in mine.rows.keys() | theirs.rows.keys())
+
+
