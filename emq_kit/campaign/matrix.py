@@ -71,7 +71,7 @@ def _column(name: str, described: dict[str, Any], source: str, cells: dict[str, 
     for cell in cells["unreached"]:
         states[cell] = {"state": UNREACHED}
     for cell in cells["not_implemented"]:
-        states[cell] = {"state": NOT_IMPLEMENTED}
+        states[cell] = {"state": NOT_IMPLEMENTED, "why": why_not(cell)}
     for d in found:
         cell = d["signature"]["cell"]
         if cell is not None and states.get(cell, {}).get("state") != DIFFERS:
@@ -79,6 +79,18 @@ def _column(name: str, described: dict[str, Any], source: str, cells: dict[str, 
                             "replay": d["replay"]}
     return {"name": name, "target": described, "profile": profile, "clock": clock, "source": source,
             "cells": states, "causes": {c["title"]: c["class"] for c in causes}}
+
+
+def why_not(cell: str) -> str:
+    """Why a target was sent no call that could reach ``cell`` (its check's
+    ``not_implemented``): raw calls need the raw capability, a wrong-typed key's refusal
+    the key faults (DP-9e), any other cell its op (DP-9a)."""
+    op, _, outcome = cell.partition("/")
+    if op == "raw":
+        return "the target does not declare the raw capability"
+    if outcome == "EMQTYPE":
+        return f"no key faults (or {op} not offered)"
+    return f"the target does not offer {op}"
 
 
 def _order(cell: str) -> tuple[int, str, str]:

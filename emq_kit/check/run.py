@@ -596,7 +596,7 @@ def _report(check: Check) -> Report:
         differences=found,
         unreproduced=unreproduced,
         causes=causes_of(found),
-        not_implemented=[c for c in run.coverage.total if not implemented(c, focus)],
+        not_implemented=[c for c in run.coverage.total if not implemented(c, focus)] + _uncallable(check),
         out_of_focus=[c for c in run.coverage.total if implemented(c, focus) and not _in_focus(c, focus)],
         op_mix=dict(run.op_mix.most_common()),
         focus=focus,
@@ -693,6 +693,13 @@ def implemented(cell: tuple[str, str], focus: Focus) -> bool:
     """Whether the target is sent calls that can reach ``cell``: its op, and for a
     wrong-typed key's refusal (CC-8) the key faults (a serverless driver may lack them)."""
     return focus.allows(cell[0]) and (cell[1] != errors.TYPE or focus.allows("spoil_key"))
+
+
+def _uncallable(check: Check) -> list[tuple[str, str]]:
+    """The raw calls' cells of a target that does not declare the raw capability: never
+    tried, so not implemented rather than unreached (CMP-8); a target that has it
+    counts them in its coverage."""
+    return [] if check.target.capabilities.raw else raw_cells(sweep=check.profile.sweep)
 
 
 def _in_focus(cell: tuple[str, str], focus: Focus) -> bool:

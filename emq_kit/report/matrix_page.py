@@ -25,7 +25,8 @@ def _cell(cell: dict[str, Any]) -> str:
         inner += f" {_e(cell['rule'])}"
         if cell.get("trace"):
             inner += f"<br><code>{_e(cell['trace'])}</code>"
-    return f'<td class="{state}" title="{state}">{inner}</td>'
+    title = f"{state}: {cell['why']}" if cell.get("why") else state
+    return f'<td class="{state}" title="{_e(title)}">{inner}</td>'
 
 
 def matrix_page(body: dict[str, Any], title: str = "emq conformance matrix") -> str:

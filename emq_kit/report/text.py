@@ -39,10 +39,12 @@ def format_report(report: Report) -> str:
     lines += [f"  {name.replace('_', '-')} phase: " + ", ".join(f"{k} {v}" for k, v in figures.items())
               for name, figures in report.phases.items()]
     if report.not_implemented:
-        ops = sorted({op for op, _ in report.not_implemented if not report.focus.allows(op)})
+        ops = sorted({op for op, _ in report.not_implemented if not report.focus.allows(op) and op != "raw"})
         why = [f"ops not sent: {', '.join(ops)}"] if ops else []
         if not report.focus.allows("spoil_key"):
             why.append("no key faults: EMQTYPE")
+        if any(op == "raw" for op, _ in report.not_implemented):  # only ever for want of the capability
+            why.append("raw calls: the target does not declare the raw capability")
         lines.append(f"  {len(report.not_implemented)} cells not implemented ({'; '.join(why)})")
     deep = [c for c in report.out_of_focus if not report.focus.gates(c)]  # DEPTH-2
     if len(report.out_of_focus) > len(deep):

@@ -99,3 +99,30 @@ def test_a_version_2_report_is_read_with_its_verdict_word_mapped(two_reports: tu
     for body in bodies:
         body["columns"][1].pop("source")
     assert [code for code, _, _ in now] == [cli.EXIT_FAIL] * 2 and bodies[0] == bodies[1]
+
+
+def test_a_driver_without_raw_calls_has_its_raw_cells_not_implemented(two_reports: tuple[Path, Path, dict],
+                                                                     tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The model driver declares no raw capability, so the kit never sends it a raw call:
+    its column's raw cells are ``not-implemented`` with that reason, not ``unreached``,
+    and its own report says why. Our scripts take raw calls: each of their raw cells is
+    ``conforms`` where reached and ``unreached`` where not, never ``not-implemented``."""
+    from tests.kit.processes import EMQ
+
+    ours, _, _ = two_reports
+    driven = tmp_path / "driver.json"
+    code, out, _ = run(["check", "--driver", f"{EMQ} driver --model", *SMALL, "--report", str(driven),
+                        "--traces", str(tmp_path / "t")], capsys)
+    assert code == 0 and "raw calls: the target does not declare the raw capability" in out, out
+    code, out, _ = run(["matrix", str(ours), str(driven), "--json", "--html", str(tmp_path / "m.html")], capsys)
+    body = json.loads(out)["matrix"]
+    ours_doc = json.loads(ours.read_text())["check"]["cells"]
+    raw = {r["name"]: r["cells"] for r in body["rows"] if r["kind"] == "cell" and r["name"].startswith("raw/")}
+    assert raw and set(raw) == {c for c in [*ours_doc["hits"], *ours_doc["unreached"]] if c.startswith("raw/")}
+    assert {mine["state"] for mine, _ in raw.values()} == {"conforms", "unreached"}  # seed 1 leaves some unreached
+    for name, (mine, model) in raw.items():
+        assert model == {"state": "not-implemented", "why": "the target does not declare the raw capability"}, name
+        assert mine["state"] == ("conforms" if ours_doc["hits"].get(name) else "unreached"), name
+    assert body["columns"][1]["counts"]["unreached"] == len(json.loads(driven.read_text())["check"]["cells"]["unreached"])
+    assert "not-implemented: the target does not declare the raw capability" in (tmp_path / "m.html").read_text()
