@@ -8,11 +8,12 @@ invariant, the id (or key) and what was seen, so a counterexample explains itsel
 from __future__ import annotations
 
 from collections import Counter
-from typing import NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from .branded_id import is_valid
+from .change import Change
 from .errors import ArgError
-from .snapshot import Snapshot, canonical_int
+from .snapshot import Score, Snapshot, canonical_int
 from .spec import LIMITS, ROW_FIELDS, STATE_OF, check_value
 
 _REQUIRED = ("state", "attempts", "payload")
@@ -47,12 +48,7 @@ def check_invariants(
     held: dict[str, list[str]] = {}
     for loc, member, score in snapshot.members():
         held.setdefault(member, []).append(loc)
-        if not is_valid(member, "JOB"):
-            out.append(Violation("INV-6", member, f"member of {loc} is not a well-formed JOB id"))
-        if loc in ("pending", "dead") and score != 0:
-            out.append(Violation("INV-4", member, f"score in {loc} is {score}, not 0"))
-        elif not isinstance(score, int) or score < 0:
-            out.append(Violation("INV-4", member, f"score in {loc} is {score}, not a non-negative integer"))
+        out.extend(_member_of(loc, member, score))
 
     for member, locs in sorted(held.items()):
         if len(locs) > 1:
@@ -66,19 +62,7 @@ def check_invariants(
             out.append(Violation("INV-3", member, f"row state is {state!r} but the id is in {locs[0]}"))
 
     for job_id, row in sorted(rows.items()):
-        if job_id not in held:
-            out.append(Violation("INV-2", job_id, f"row (state {row.get('state')!r}) is in no location (orphan row)"))
-        if not is_valid(job_id, "JOB"):
-            out.append(Violation("INV-6", job_id, "row key does not end in a well-formed JOB id"))
-        extra = sorted(set(row) - set(ROW_FIELDS))
-        missing = [f for f in _REQUIRED if f not in row]
-        if extra or missing:
-            out.append(Violation("INV-6", job_id, f"row fields: extra {extra}, missing {missing}"))
-        attempts = _attempts(row)
-        if attempts is None:
-            out.append(Violation("INV-5", job_id, f"attempts is {row.get('attempts')!r}, not a canonical integer"))
-        elif "active" in held.get(job_id, ()) and attempts < 1:
-            out.append(Violation("INV-5", job_id, f"active with attempts {attempts}"))
+        out.extend(_row_of(job_id, row, held.get(job_id, [])))
 
     for key in snapshot.stray:
         out.append(Violation("INV-6", key, "key under the queue prefix is outside the grammar"))
@@ -88,7 +72,7 @@ def check_invariants(
 
     out.extend(_lanes(snapshot, rows))
     if previous is not None:
-        out.extend(_against(snapshot, previous, rows, born))
+        out.extend(_against(snapshot, previous, born))
         if one_step:
             out.extend(_lane_step(snapshot, previous))
     return out
@@ -134,7 +118,13 @@ def _lanes(snapshot: Snapshot, rows: dict[str, dict[str, bytes]]) -> list[Violat
     for job_id, row in sorted(rows.items()):
         if "group" in row and _group(row["group"]) is None:
             out.append(Violation("INV-9", job_id, f"row group {row['group']!r} is not a well-formed group"))
+    return out + _lane_keys(snapshot, rows)
 
+
+def _lane_keys(snapshot: Snapshot, rows: Mapping[str, Mapping[str, bytes]]) -> list[Violation]:
+    """INV-10 and INV-11: the ring and the lane hashes (``rows``: the active jobs' rows
+    at least)."""
+    out: list[Violation] = []
     ring = list(snapshot.ring)
     for g in sorted({g for g in ring if ring.count(g) > 1}):
         out.append(Violation("INV-10", g, f"is on the ring {ring.count(g)} times"))
@@ -164,22 +154,23 @@ def _lanes(snapshot: Snapshot, rows: dict[str, dict[str, bytes]]) -> list[Violat
     return out
 
 
-def _lane_step(snapshot: Snapshot, previous: Snapshot) -> list[Violation]:
+def _lane_step(snapshot: Snapshot, previous: Snapshot, among: Iterable[str] | None = None) -> list[Violation]:
     """INV-12 (a paused lane is never served), INV-13 (a lane at its limit is never
     served), INV-14 (one grouped claim is one turn of the ring: it serves the first lane
     on the ring that held a job whose row says its group, at most its weight)."""
     out: list[Violation] = []
-    now_lanes, rows_now = snapshot.lane_map(), snapshot.row_map()
-    active_now = {m for m, _ in snapshot.active}
+    now, rows_now = snapshot.index, snapshot.row_index
     served: dict[str, list[str]] = {}
     # Served from lane g: it left g, is active, and its row says g. (An id reused beside a
     # lane's orphan, lifecycle.md §8, is in two places: its orphan copy is dropped from
-    # one lane, or stays there, while the job itself goes active from elsewhere.)
-    for g, entries in previous.lanes:
-        for member, _ in entries:
-            if (member in active_now and member not in now_lanes.get(g, {})
-                    and rows_now.get(member, {}).get("group") == g.encode()):
-                served.setdefault(g, []).append(member)
+    # one lane, or stays there, while the job itself goes active from elsewhere.) Only a
+    # member the step wrote can have left a lane (INC-1): ``among`` names them.
+    was = ((g, m) for g, entries in previous.lanes for m, _ in entries) if among is None else \
+        ((p[1], m) for m in sorted(among) for p, idx in previous.index.items() if isinstance(p, tuple) and m in idx)
+    for g, member in was:
+        if (member in now["active"] and member not in now.get(("lane", g), {})
+                and dict(rows_now.get(member, ())).get("group") == g.encode()):
+            served.setdefault(g, []).append(member)
     for members in served.values():
         members.sort()
     if not served:
@@ -195,42 +186,148 @@ def _lane_step(snapshot: Snapshot, previous: Snapshot) -> list[Violation]:
     if len(served) > 1:
         out.append(Violation("INV-14", None, f"one step served several lanes: {sorted(served)}"))
         return out
-    rows = previous.row_map()
+    rows = previous.row_index
     due = next((g for g in previous.ring
-                if any(rows.get(m, {}).get("group") == g.encode() for m, _ in dict(previous.lanes).get(g, ()))), None)
+                if any(dict(rows.get(m, ())).get("group") == g.encode() for m in previous.index.get(("lane", g), ()))),
+               None)
     (g,) = served
     if g != due:
         out.append(Violation("INV-14", g, f"was served, but the ring's turn was {due} (ring {list(previous.ring)})"))
     return out
 
 
-def _against(snapshot: Snapshot, previous: Snapshot, rows: dict[str, dict[str, bytes]], born: int) -> list[Violation]:
-    """INV-5 (attempts never decrease) and INV-7 (counters move with the jobs)."""
+def _against(snapshot: Snapshot, previous: Snapshot, born: int, among: Iterable[str] | None = None) -> list[Violation]:
+    """INV-5 (attempts never decrease) and INV-7 (counters move with the jobs); ``among``:
+    the ids the step wrote (INC-1), the only ones that can have moved (None: every id)."""
     out: list[Violation] = []
-    before = previous.row_map()
-    for job_id, row in sorted(rows.items()):
-        now_attempts, was = _attempts(row), before.get(job_id)
-        then_attempts = _attempts(was) if was is not None else None
+    before, now = previous.row_index, snapshot.row_index
+    for job_id in sorted(now if among is None else set(among) & now.keys()):
+        was = before.get(job_id)
+        now_attempts = _attempts(dict(now[job_id]))
+        then_attempts = _attempts(dict(was)) if was is not None else None
         if now_attempts is not None and then_attempts is not None and now_attempts < then_attempts:
             out.append(Violation("INV-5", job_id, f"attempts went from {then_attempts} to {now_attempts}"))
 
     for name in ("completed", "failed"):
-        then, now = getattr(previous, name), getattr(snapshot, name)
-        if now < then:
-            out.append(Violation("INV-7", None, f"counter {name} went from {then} to {now}"))
+        then, now_count = getattr(previous, name), getattr(snapshot, name)
+        if now_count < then:
+            out.append(Violation("INV-7", None, f"counter {name} went from {then} to {now_count}"))
     # Places left, not ids: an id reused beside a lane's orphan (lifecycle.md §8) is in
     # two places, and its completion empties one of them. With one place per id (INV-1)
     # this is the number of ids that vanished.
-    places = Counter(m for _, m, _ in previous.members())
-    places.subtract(m for _, m, _ in snapshot.members())
+    if among is None:
+        places = Counter(m for _, m, _ in previous.members())
+        places.subtract(m for _, m, _ in snapshot.members())
+    else:
+        places = Counter({m: sum(m in idx for idx in previous.index.values())
+                          - sum(m in idx for idx in snapshot.index.values()) for m in among})
     vanished = sum(n for n in places.values() if n > 0)
     if snapshot.completed - previous.completed > vanished + born:
         out.append(Violation("INV-7", None, f"completed grew by {snapshot.completed - previous.completed} "
                                             f"but only {vanished} jobs vanished" + (f" and {born} were born" if born else "")))
-    was_dead = {m for m, _ in previous.dead}
-    entered = len({m for m, _ in snapshot.dead} - was_dead)
+    was_dead, dead = previous.index["dead"], snapshot.index["dead"]
+    entered = len(set(dead if among is None else set(among) & dead.keys()) - was_dead.keys())
     if snapshot.failed - previous.failed > entered:
         out.append(Violation("INV-7", None, f"failed grew by {snapshot.failed - previous.failed} "
                                             f"but only {entered} jobs entered dead"))
     return out
 
+
+Carried = dict[str, tuple[Violation, ...]]
+"""The violations of INV-1..6 and INV-9 that one id's members and row make in a
+snapshot, by id (no entry: none): what ``check_step`` carries from step to step."""
+
+
+def of_ids(snapshot: Snapshot, ids: Iterable[str]) -> Carried:
+    """The per-id violations (``Carried``) of ``ids`` in ``snapshot``: each depends only on
+    the id's members and row, so a step changes those of the ids it wrote, no other."""
+    out: Carried = {}
+    for job_id in ids:
+        found = _of_id(snapshot, job_id)
+        if found:
+            out[job_id] = tuple(found)
+    return out
+
+
+def _member_of(loc: str, member: str, score: Score) -> list[Violation]:
+    """The violations of one member of ``loc`` (INV-4, INV-6)."""
+    out: list[Violation] = []
+    if not is_valid(member, "JOB"):
+        out.append(Violation("INV-6", member, f"member of {loc} is not a well-formed JOB id"))
+    if loc in ("pending", "dead") and score != 0:
+        out.append(Violation("INV-4", member, f"score in {loc} is {score}, not 0"))
+    elif not isinstance(score, int) or score < 0:
+        out.append(Violation("INV-4", member, f"score in {loc} is {score}, not a non-negative integer"))
+    return out
+
+
+def _row_of(job_id: str, row: Mapping[str, bytes], locs: list[str]) -> list[Violation]:
+    """The violations of ``job_id``'s row (INV-2, INV-5, INV-6), held in ``locs``."""
+    out: list[Violation] = []
+    if not locs:
+        out.append(Violation("INV-2", job_id, f"row (state {row.get('state')!r}) is in no location (orphan row)"))
+    if not is_valid(job_id, "JOB"):
+        out.append(Violation("INV-6", job_id, "row key does not end in a well-formed JOB id"))
+    extra = sorted(set(row) - set(ROW_FIELDS))
+    missing = [f for f in _REQUIRED if f not in row]
+    if extra or missing:
+        out.append(Violation("INV-6", job_id, f"row fields: extra {extra}, missing {missing}"))
+    attempts = canonical_int(row.get("attempts"))
+    if attempts is None:
+        out.append(Violation("INV-5", job_id, f"attempts is {row.get('attempts')!r}, not a canonical integer"))
+    elif "active" in locs and attempts < 1:
+        out.append(Violation("INV-5", job_id, f"active with attempts {attempts}"))
+    return out
+
+
+def _of_id(snapshot: Snapshot, job_id: str) -> list[Violation]:
+    """``check_invariants``'s per-id violations of ``job_id``, the same words."""
+    out: list[Violation] = []
+    held = [(place, idx[job_id]) for place, idx in snapshot.index.items() if job_id in idx]
+    locs = ["pending" if isinstance(place, tuple) else place for place, _ in held]
+    raw = snapshot.row_index.get(job_id)
+    row = dict(raw) if raw is not None else None
+    for loc, (_, score) in zip(locs, held):
+        out.extend(_member_of(loc, job_id, score))
+    if len(locs) > 1:
+        out.append(Violation("INV-1", job_id, f"is in {' and in '.join(locs)}"))
+    if locs and row is None:
+        out.append(Violation("INV-2", job_id, f"is in {locs[0]} but has no row (orphan member)"))
+    elif len(locs) == 1 and row is not None and row.get("state") != STATE_OF[locs[0]].encode():
+        out.append(Violation("INV-3", job_id, f"row state is {row.get('state')!r} but the id is in {locs[0]}"))
+    if row is not None:
+        out.extend(_row_of(job_id, row, locs))
+        for place, _ in held:
+            if isinstance(place, tuple) and row.get("group") != place[1].encode():
+                out.append(Violation("INV-9", job_id, f"is in lane {place[1]} but its row says group {row.get('group')!r}"))
+        if any(place == "pending" for place, _ in held) and "group" in row:
+            out.append(Violation("INV-9", job_id, f"is grouped ({row['group']!r}) but in the plain pending set"))
+        if "group" in row and _group(row["group"]) is None:
+            out.append(Violation("INV-9", job_id, f"row group {row['group']!r} is not a well-formed group"))
+    return out
+
+
+def check_step(snapshot: Snapshot, previous: Snapshot, change: Change, carried: Carried) -> tuple[list[Violation], Carried]:
+    """``check_invariants(snapshot, previous)`` judged by what the step changed (INC-1):
+    ``change`` from ``previous`` to ``snapshot`` (it may name more than the step wrote),
+    ``carried`` the per-id violations of ``previous``. The same violations as the whole
+    check, as a multiset (the order may differ), and the per-id ones of ``snapshot``."""
+    touched = change.touched()
+    now = {i: v for i, v in carried.items() if i not in touched}
+    now.update(of_ids(snapshot, touched))
+    out = [v for found in now.values() for v in found]
+    out.extend(_keys(snapshot))
+    out.extend(_against(snapshot, previous, 0, touched))
+    out.extend(_lane_step(snapshot, previous, touched))
+    return out, now
+
+
+def _keys(snapshot: Snapshot) -> list[Violation]:
+    """The violations no one id makes: stray keys (INV-6), counters (INV-7), the ring and
+    the lane hashes (INV-10, INV-11)."""
+    out = [Violation("INV-6", key, "key under the queue prefix is outside the grammar") for key in snapshot.stray]
+    for name in ("completed", "failed"):
+        if getattr(snapshot, name) < 0:
+            out.append(Violation("INV-7", None, f"counter {name} is {getattr(snapshot, name)}"))
+    rows = snapshot.row_index
+    return out + _lane_keys(snapshot, {m: dict(rows[m]) for m in snapshot.index["active"] if m in rows})

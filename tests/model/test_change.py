@@ -13,12 +13,12 @@ from emq_model.branded_id import encode
 from emq_model.change import Change, agree, apply, between
 from emq_model.snapshot import Snapshot
 
-IDS = [encode("JOB", n) for n in (1000, 2000, 3000, 4000)]
+IDS = [*(encode("JOB", n) for n in (1000, 2000, 3000, 4000)), "JOBzzzzzzzzzzz"]
 GROUPS = ["a", "b"]
-scores = st.sampled_from([0, 1, 7, 2.5])
-fields = st.dictionaries(st.sampled_from(["state", "attempts", "payload", "group"]),
-                         st.sampled_from([b"", b"1", b"pending", b"a"]), max_size=3)
-counts = st.dictionaries(st.sampled_from(GROUPS), st.integers(0, 3), max_size=2)
+scores = st.sampled_from([0, 0, 1, 7, 2.5, -1])
+fields = st.dictionaries(st.sampled_from(["state", "attempts", "payload", "group", "x"]),
+                         st.sampled_from([b"", b"0", b"1", b"2", b"pending", b"active", b"a", b"b", b"-"]), max_size=4)
+counts = st.dictionaries(st.sampled_from([*GROUPS, "-"]), st.integers(0, 3), max_size=2)
 
 
 @st.composite
