@@ -7,26 +7,25 @@ embedded fakeredis, on Valkey and on Redis 7 (throwaway servers started here), t
 port (ports/node, `bash scripts/install-node-port.sh` first) on that Valkey, and the
 model driver (`emq driver --model`). `emq matrix` draws its report into docs/matrix.html
 (the whole matrix) and the summary table between the README's `matrix` markers (each
-target's cells by state). Needs valkey-server, redis-server, node and `emq[campaign]`.
+target's cells by state; tests/kit/test_matrix.py holds the two to each other). Needs valkey-server, redis-server, node and `emq[campaign]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from emq_kit.campaign.matrix import summary, with_summary
+from emq_kit.errors import BadArgument
 from emq_kit.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "matrix.html"
 README = ROOT / "README.md"
-MARKERS = re.compile(r"(<!-- matrix: made by scripts/matrix.py -->\n).*?(<!-- /matrix -->)", re.S)
-STATES = ("conforms", "differs", "not-implemented", "unreached")
 
 
 def plan(valkey: str, redis7: str, seed: int, lua: str) -> str:
@@ -59,18 +58,6 @@ driver = "{emq} driver --model"
 """
 
 
-def table(body: dict, seed: int) -> str:
-    """The README's summary: a row per target, its cells counted by state."""
-    lines = ["| target | " + " | ".join(STATES) + " |", "|---|" + "---|" * len(STATES)]
-    for c in body["columns"]:
-        lines.append(f"| {c['name']} | " + " | ".join(str(c["counts"].get(s, 0)) for s in STATES) + " |")
-    causes = [r["name"] for r in body["rows"] if r["kind"] == "cause"]
-    lines.append("")
-    lines.append(f"`dev` profile, seed {seed}, virtual clock; causes found: {', '.join(causes) or 'none'}. "
-                 "Every cell: [docs/matrix.html](docs/matrix.html).")
-    return "\n".join(lines) + "\n"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
@@ -88,14 +75,14 @@ def main() -> int:
                         str(Path(tmp, "out")), "--report", str(report)], check=False)
         if not report.exists():
             return 2
-        subprocess.run([emq, "matrix", str(report), "--html", str(PAGE), "--report", str(Path(tmp, "matrix.json"))],
-                       check=False)
-        body = json.loads(Path(tmp, "matrix.json").read_text("utf-8"))["matrix"]
-    text = README.read_text("utf-8")
-    if not MARKERS.search(text):
-        print("scripts/matrix.py: README.md has no matrix markers", file=sys.stderr)
+        matrix = Path(tmp, "matrix.json")
+        subprocess.run([emq, "matrix", str(report), "--html", str(PAGE), "--report", str(matrix)], check=False)
+        body = json.loads(matrix.read_text("utf-8"))["matrix"]
+    try:
+        README.write_text(with_summary(README.read_text("utf-8"), summary(body, args.seed)), "utf-8")
+    except BadArgument as exc:
+        print(f"scripts/matrix.py: {exc}", file=sys.stderr)
         return 2
-    README.write_text(MARKERS.sub(lambda m: m.group(1) + table(body, args.seed) + m.group(2), text), "utf-8")
     print(f"wrote {PAGE.relative_to(ROOT)} and the README's table")
     return 0
 

@@ -6,6 +6,7 @@ the causes found; each cell ``conforms``, ``differs`` (with its trace),
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from emq_kit.report.verdicts import upgrade
 
 CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED = "conforms", "differs", "not-implemented", "unreached"
 STATES = (CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED)
+MARKERS = re.compile(r"(<!-- matrix: made by scripts/matrix.py -->\n)(.*?)(<!-- /matrix -->)", re.S)
+"""Where the README keeps its summary of the matrix (``summary``)."""
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -128,3 +131,23 @@ def verdict(body: dict[str, Any]) -> str:
     """``differs`` when any column differs somewhere, else ``conforms``."""
     return DIFFERS if any(c["counts"][DIFFERS] for c in body["columns"]) or any(
         r["kind"] == "cause" for r in body["rows"]) else CONFORMS
+
+
+def summary(body: dict[str, Any], seed: int) -> str:
+    """The README's picture of a matrix of ``dev`` runs at ``seed`` (scripts/matrix.py): a
+    row per target, its cells counted by state, then the causes found."""
+    lines = ["| target | " + " | ".join(STATES) + " |", "|---|" + "---|" * len(STATES)]
+    for c in body["columns"]:
+        lines.append(f"| {c['name']} | " + " | ".join(str(c["counts"].get(s, 0)) for s in STATES) + " |")
+    causes = [r["name"] for r in body["rows"] if r["kind"] == "cause"]
+    lines.append("")
+    lines.append(f"`dev` profile, seed {seed}, virtual clock; causes found: {', '.join(causes) or 'none'}. "
+                 "Every cell: [docs/matrix.html](docs/matrix.html).")
+    return "\n".join(lines) + "\n"
+
+
+def with_summary(readme: str, table: str) -> str:
+    """``readme`` with ``table`` between its matrix markers (else one ``BadArgument``)."""
+    if not MARKERS.search(readme):
+        raise BadArgument("README.md has no matrix markers")
+    return MARKERS.sub(lambda m: m.group(1) + table + m.group(3), readme)

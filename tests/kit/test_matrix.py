@@ -1,20 +1,32 @@
 """``emq matrix`` (specs/campaign.md CMP-8): two check reports with different verdicts
 drawn as one matrix, in JSON and as a self-contained page in a real headless Chromium;
-a file that is no report of this version is one line, exit 2."""
+a file that is no report of this version is one line, exit 2; the README's picture
+(scripts/matrix.py) is the summary of the page committed beside it."""
 
 from __future__ import annotations
 
+import html
+import importlib.util
 import json
+import re
+import tomllib
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
+import jsonschema
 import pytest
 
 from emq_kit import cli
+from emq_kit.campaign.matrix import MARKERS, STATES, matrix, summary, with_summary
+from emq_kit.campaign.plan import schema as plan_schema
+from emq_kit.errors import BadArgument
 from emq_kit.report.document import validate
 from tests.broken import broken_dir, variant
 from tests.browser import png_facts, render
 from tests.e2e.test_harm import one_line, run
 
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--profile", "dev", "--examples", "25", "--steps", "25", "--seed", "1", "--first"]
 
 
@@ -126,3 +138,58 @@ def test_a_driver_without_raw_calls_has_its_raw_cells_not_implemented(two_report
         assert mine["state"] == ("conforms" if ours_doc["hits"].get(name) else "unreached"), name
     assert body["columns"][1]["counts"]["unreached"] == len(json.loads(driven.read_text())["check"]["cells"]["unreached"])
     assert "not-implemented: the target does not declare the raw capability" in (tmp_path / "m.html").read_text()
+
+
+def _script() -> ModuleType:
+    """scripts/matrix.py, imported as the module it is (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("matrix_script", ROOT / "scripts" / "matrix.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_picture_is_the_summary_of_docs_matrix_page() -> None:
+    """scripts/matrix.py writes docs/matrix.html and the README's table from one matrix:
+    the table committed is ``summary`` of the counts and causes the committed page draws
+    (so neither is edited or regenerated alone)."""
+    page = (ROOT / "docs" / "matrix.html").read_text("utf-8")
+    names = re.findall(r"<th>([^<]+)<br><small>", page)
+    counts = re.search(r"<tr><th>cells</th>(.*?)</tr>", page)
+    assert names and counts is not None
+    tallies = [dict((s, int(n)) for n, s in re.findall(r"(\d+) ([a-z-]+)", td))
+               for td in re.findall(r"<td>(.*?)</td>", counts.group(1))]
+    causes = re.findall(r'<tr class="cause"><th class="row">([^<]+)</th>', page)
+    body = {"columns": [{"name": n, "counts": t} for n, t in zip(names, tallies, strict=True)],
+            "rows": [{"kind": "cause", "name": html.unescape(c)} for c in causes]}
+    readme = (ROOT / "README.md").read_text("utf-8")
+    said = MARKERS.search(readme)
+    assert said is not None
+    seed = re.search(r"seed (\d+),", said.group(2))
+    assert seed is not None and said.group(2) == summary(body, int(seed.group(1)))
+    assert [c.name for c in _targets()] == names  # the five targets the script plans, in its order
+
+
+def _targets() -> list[Any]:
+    from emq_kit.campaign.plan import PlanTarget
+
+    data = tomllib.loads(_script().plan("redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0", 1, "/tmp/lua"))
+    jsonschema.validate(data, plan_schema())
+    return [PlanTarget(**t) for t in data["targets"]]
+
+
+def test_the_summary_of_a_matrix_goes_between_the_readme_markers(two_reports: tuple[Path, Path, dict]) -> None:
+    """``summary`` counts each column's cells by state and names the causes; ``with_summary``
+    replaces only what is between the markers, and a README without them is refused."""
+    ours, theirs, _ = two_reports
+    body = matrix([(str(ours), json.loads(ours.read_text())), (str(theirs), json.loads(theirs.read_text()))])
+    table = summary(body, 1)
+    rows = [line.split(" | ") for line in table.splitlines()[2:4]]
+    assert [[int(n) for n in r[1:-1]] + [int(r[-1].rstrip(" |"))] for r in rows] == [
+        [c["counts"][s] for s in STATES] for c in body["columns"]]
+    cause = next(r["name"] for r in body["rows"] if r["kind"] == "cause")
+    assert f"causes found: {cause}." in table
+    readme = "intro\n<!-- matrix: made by scripts/matrix.py -->\nold\n<!-- /matrix -->\nrest\n"
+    assert with_summary(readme, table) == readme.replace("old\n", table)
+    with pytest.raises(BadArgument, match="no matrix markers"):
+        with_summary("intro\n", table)
