@@ -41,6 +41,13 @@ class Change:
         return {m for _, m in self.members} | set(self.rows)
 
 
+def _by_place(snapshot: Snapshot) -> dict[Place, tuple[tuple[str, Score], ...]]:
+    """Every non-empty sorted set of ``snapshot`` by place, as its entries."""
+    out: dict[Place, tuple[tuple[str, Score], ...]] = {loc: snapshot.location(loc) for loc in LOCATIONS if snapshot.location(loc)}
+    out.update({("lane", g): e for g, e in snapshot.lanes})
+    return out
+
+
 def small_keys(snapshot: Snapshot) -> dict[str, object]:
     """The small keys of ``snapshot`` whole (``SMALL``)."""
     return {name: getattr(snapshot, name) for name in SMALL}
@@ -49,15 +56,17 @@ def small_keys(snapshot: Snapshot) -> dict[str, object]:
 def between(before: Snapshot, after: Snapshot) -> Change:
     """INC-3: the exact change from ``before`` to ``after`` (same queue): every member
     and row that differs, no other; ``apply(before, between(before, after)) == after``."""
-    was, now = before.index, after.index
+    was, now = _by_place(before), _by_place(after)
     members: dict[tuple[Place, str], Score | None] = {}
     for place in was.keys() | now.keys():
-        old, new = was.get(place, {}), now.get(place, {})
-        for m in old.keys() | new.keys():
-            if m not in old or m not in new or old[m] != new[m]:
-                members[(place, m)] = new.get(m)
-    old_rows, new_rows = before.row_index, after.row_index
-    rows = {i: new_rows.get(i) for i in old_rows.keys() | new_rows.keys() if old_rows.get(i) != new_rows.get(i)}
+        old, new = was.get(place, ()), now.get(place, ())
+        if old != new:  # the whole set compared at once: most of a deep queue's did not move
+            scores = after.index.get(place, {})
+            for m in sorted({m for m, _ in set(old) ^ set(new)}):
+                members[(place, m)] = scores.get(m)
+    new_rows = after.row_index
+    rows = {} if before.rows == after.rows else \
+        {i: new_rows.get(i) for i in sorted({i for i, _ in set(before.rows) ^ set(after.rows)})}
     sizes = {place: len(e) for place, e in now.items() if e}
     return Change(after.queue, members, rows, sizes, small_keys(after))
 

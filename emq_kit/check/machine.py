@@ -44,8 +44,9 @@ from emq_kit.errors import KitBug
 from emq_kit.targets.protocol import Target
 from emq_live.client import BadReply
 from emq_model import branded_id, spec
+from emq_model.change import between
 from emq_model.errors import TYPE, EmqError
-from emq_model.invariants import Violation, check_invariants
+from emq_model.invariants import Carried, Violation, check_invariants, check_step, of_ids
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
@@ -170,6 +171,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if self._lanes_on():
             self.run.coverage.include(LANE_CELLS)
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
+        self._carried: dict[str, tuple[Snapshot, Carried]] = {}  # see _judge
         self._aside: BaseException | None = None
         # Deferred verification (emq_kit/check/window.py), shrinking included.
         size = window_size(self.target, self.clock.mode, self.run.focus.depth) if self.windowed else 0
@@ -308,7 +310,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         when the model's snapshot breaks an invariant (the verdict is due at this step)."""
         assert self.window is not None
         mine = self.models[step.queue].snapshot()
-        judged = check_invariants(mine, self.previous.get(step.queue))
+        judged = self._judge(step.queue, mine)
         self.previous[step.queue] = mine
         if self.window.add(Pending(step, dropped, (mine, judged))) or judged:
             self.drain()
@@ -341,6 +343,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if not self._diverged:
             with self._ends_the_run():
                 self.drain()
+            if not self._diverged and not self.stopped:
+                self._judge_whole()
 
     def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
         """``op`` on the target (``Target.call``); ``meanwhile`` (the model's side of the
@@ -354,7 +358,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             try:
                 meanwhile()
                 mine = self.models[queue].snapshot()
-                self._prepared = (mine, check_invariants(mine, self.previous.get(queue)))
+                self._prepared = (mine, self._judge(queue, mine))
             except BaseException as exc:  # noqa: BLE001 - re-raised by execute
                 self._aside = exc
 
@@ -375,12 +379,37 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         if not self.models[queue].spoiled:  # a spoiled location hides its members until mended
             self.damage[queue].settle(mine)
-        judged = prepared[1] if prepared else check_invariants(mine, self.previous.get(queue))
+        # A step not prepared (an operator's fault, a raw call) is judged whole (INC-4).
+        judged = prepared[1] if prepared else self._judge(queue, mine, whole=True)
         found = [v for v in judged if not self.damage[queue].excuses(v, mine, self.models[queue])]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
         if found:
             raise self.model_broke(step, [str(v) for v in found])
         self.previous[queue] = mine
+
+    def _judge(self, queue: str, mine: Snapshot, *, whole: bool = False) -> list[Violation]:
+        """INV-1..7 and INV-9..14 of ``mine`` against the queue's previous snapshot: by
+        what the step changed (``check_step``, INC-1) when the per-id violations of that
+        previous snapshot are known, else whole (the example's first step, after an
+        operator's fault or a raw call: INC-4). Keeps ``mine``'s per-id violations."""
+        previous, kept = self.previous.get(queue), self._carried.get(queue)
+        if previous is not None and kept is not None and kept[0] is previous and not whole:
+            judged, carried = check_step(mine, previous, between(previous, mine), kept[1])
+        else:
+            judged, carried = check_invariants(mine, previous), of_ids(mine, mine.ids())
+        self._carried[queue] = (mine, carried)
+        return judged
+
+    def _judge_whole(self) -> None:
+        """The end of an example (INC-4): each queue's last per-id violations, carried
+        step by step, are the whole check's of its last snapshot."""
+        for queue, previous in self.previous.items():
+            kept = self._carried.get(queue)
+            if kept is not None and kept[0] is previous and kept[1] != of_ids(previous, previous.ids()):
+                bug = KitBug(ModelBroken(f"the step check of queue {queue!r} disagrees with the whole check"),
+                             "the step check")
+                self.run.fatal = self.run.fatal or bug
+                raise bug
 
     def model_broke(self, step: Step, lines: list[str]) -> KitBug:
         """The invariants (or LANE-F) broken in a keyspace the target shares with the
