@@ -4,12 +4,17 @@ client on fakeredis, a server or a cluster. Open one with ``open_target``."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from emq_kit.check import hang, memory
 from emq_kit.targets.protocol import BatchReply, Capabilities
 from emq_live.client import BadReply, Queue
+from emq_live.delta import Kept, read_change, sort_keys
+from emq_live.tracking import Refused, Tracker
 from emq_live.urls import CLUSTER_SCHEMES, redact
 from emq_model.errors import ArgError, EmqError
 from emq_model.keyspace import check_queue, job_key, key_of, outside, pattern, prefix
@@ -112,7 +117,13 @@ class LiveTarget:
     with one snapshot.lua call. All three read the same keyspace (tests/kit/test_memory.py).
 
     On a server with ``observe`` it also takes a window of steps at once (``batch``,
-    ``batch_max``): deferred verification, emq_kit/check/window.py."""
+    ``batch_max``): deferred verification, emq_kit/check/window.py.
+
+    With ``read_changes`` on (a deep run, DEPTH-3) a server's snapshot after a step is
+    the last one patched with what the step wrote (``emq_live.delta``, keys named by
+    ``emq_live.tracking``), and steps go one by one: the cost of a read does not grow
+    with the queue. A queue's first read after a reset, one after ``read_whole`` and
+    any read in doubt are whole."""
 
     notes: tuple[str, ...] = ()
 
@@ -137,15 +148,59 @@ class LiveTarget:
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
         self.stuck = False  # a script SCRIPT KILL cannot stop runs on the server (CC-9): it answers nothing else
         self.spoiled: dict[str, bytes | None] = {}  # key -> its DUMP before ``spoil_key``
+        self.tracker: Tracker | None = None  # see read_changes
+        self.kept: dict[str, Kept] = {}  # queue -> its last snapshot, when read by change
+        self.touched: dict[str, set[str] | None] = {}  # queue -> keys written since its last read (None: flushed)
+        self.ids: dict[str, set[str]] = {}  # queue -> the ids the calls since its last read named
+        self.reads: Counter[str] = Counter()  # reads by change: "change" (patched) or "whole"
 
     def reset(self) -> None:
         self.queues.clear()
         self.spoiled.clear()  # a queue handed out anew is wiped, spoiled keys with it
+        self.kept.clear()  # DEPTH-4: the first read of an example is whole
+
+    def read_changes(self, on: bool) -> bool:
+        """From now on read a snapshot by what the steps since the last read wrote
+        (DEPTH-3), and take no windows; whether this target does. A server that refuses
+        key tracking (its ACL, a managed service), fakeredis and a cluster are read
+        whole, the first refusal said once on stderr and in ``notes``."""
+        if not on or self.tracker is not None:
+            return self.tracker is not None
+        from redis.cluster import RedisCluster
+
+        if self.url is None or isinstance(self.conn.redis, RedisCluster):
+            return False
+        try:
+            self.tracker = Tracker(self.conn.redis)
+            for name in self.queues:
+                self.tracker.watch(prefix(name))
+        except Refused as exc:
+            if self.tracker is not None:
+                self.tracker.close()
+                self.tracker = None
+            self._say(f"every snapshot is read whole: the server refuses key tracking ({exc})")
+            return False
+        self.capabilities = dataclasses.replace(self.capabilities, batch_max=0)
+        return True
+
+    def _say(self, note: str) -> None:
+        """``note`` once, on stderr and in ``notes``."""
+        if note not in self.notes:
+            self.notes = (*self.notes, note)
+            print(f"emq: {note}", file=sys.stderr)
+
+    def read_whole(self, name: str) -> bool:
+        """The next snapshot of ``name`` is read whole (DEPTH-4); whether the last one
+        was read by change, so a whole one may show more."""
+        return self.kept.pop(name, None) is not None and self.tracker is not None
 
     def queue(self, name: str) -> Any:
         if name not in self.queues:
             # The name is gated before any key is touched.
-            queue = (ObservedQueue if self.observe and self.conn.server is None else Queue)(self.conn, name)
+            observed = self.observe and self.conn.server is None and self.tracker is None
+            queue = (ObservedQueue if observed else Queue)(self.conn, name)
+            if self.tracker is not None:
+                self.tracker.watch(prefix(name))  # before the wipe: its writes are seen too
             self._wipe(name)
             self.used.add(name)
             self.queues[name] = queue
@@ -158,8 +213,13 @@ class LiveTarget:
         self.times = None  # before anything can raise: no window of an earlier call
         queue = self.queue(name)
         if not isinstance(queue, ObservedQueue):
+            if self.tracker is not None:
+                self.ids.setdefault(name, set()).update(named(args))
             with self._bounded(f"{op} on {name!r}"):
-                return call_then(queue, op, args, meanwhile)
+                answer = call_then(queue, op, args, meanwhile)
+            if self.tracker is not None:
+                self.ids[name].update((*named(answer), *queue.last_dropped))
+            return answer
         queue.meanwhile, queue.timed, queue.times = meanwhile, self.timed, None
         try:
             with self._bounded(f"{op} on {name!r}"):
@@ -230,7 +290,47 @@ class LiveTarget:
         queue = self.queue(name)
         if self.conn.server is not None:
             return memory.snapshot(queue, self.conn.server)
-        return queue.take_snapshot() if isinstance(queue, ObservedQueue) else queue.snapshot()
+        if isinstance(queue, ObservedQueue):
+            return queue.take_snapshot()
+        if self.tracker is None:
+            return queue.snapshot()
+        return self._by_change(name, queue)
+
+    def _by_change(self, name: str, queue: Queue) -> Snapshot:
+        """The snapshot of ``name`` patched with what was written since its last read,
+        or read whole when there is none kept or the change is in doubt (DEPTH-3/4)."""
+        assert self.tracker is not None
+        self._collect()
+        touched, ids = self.touched.pop(name, set()), self.ids.pop(name, set())
+        kept = self.kept.pop(name, None)
+        if kept is not None and touched is not None:
+            keys = sort_keys(name, touched)
+            change = read_change(self.conn.redis, name, kept.snapshot, keys, ids) if keys is not None else None
+            snap = kept.apply(change) if change is not None else None
+            if snap is not None:
+                self.kept[name] = kept
+                self.reads["change"] += 1
+                return snap
+        snap = queue.snapshot()
+        self.reads["whole"] += 1
+        self._collect()
+        self.touched.pop(name, None)  # the whole read saw it
+        self.kept[name] = Kept(snap)
+        return snap
+
+    def _collect(self) -> None:
+        """The keys the server named as written since the last collection, by queue."""
+        assert self.tracker is not None
+        keys = self.tracker.touched()
+        for name in self.queues:
+            if keys is None:
+                self.touched[name] = None
+                continue
+            head = prefix(name)
+            mine = {k for k in keys if k.startswith(head)}
+            held = self.touched.setdefault(name, set())
+            if held is not None:
+                held.update(mine)
 
     def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
         """``calls`` (op, queue, arguments; ops that are script calls) in one pipeline,
@@ -341,6 +441,8 @@ class LiveTarget:
             pass
         finally:
             self.used.clear()
+            if self.tracker is not None:
+                self.tracker.close()
             self.conn.close()
 
 
@@ -402,6 +504,23 @@ def _timeout(url: str | None) -> dict[str, Any] | None:
     if url is None or (hang.SERVER_SECONDS and url.startswith(CLUSTER_SCHEMES)):
         return None
     return {"socket_timeout": hang.SERVER_SECONDS or None}
+
+
+def named(value: Any) -> tuple[str, ...]:
+    """The job ids a call's arguments or answer name (its ``id`` and ``jobs``, a claim or
+    a list of claims): the candidates of a read by change (DEPTH-3)."""
+    if isinstance(value, dict):
+        jobs = value.get("jobs")
+        value = [value.get("id"), *(jobs if isinstance(jobs, (list, tuple)) else ())]
+    elif not isinstance(value, list):
+        value = [value]
+    out = []
+    for part in value:
+        if isinstance(part, tuple) and part:
+            part = part[0]  # an item (id, payload) or a claim (id, payload, token...)
+        if isinstance(part, str):
+            out.append(part)
+    return tuple(out)
 
 
 def call_then(queue: Any, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:

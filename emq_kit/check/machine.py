@@ -163,6 +163,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         with self._ends_the_run():
             self.now = self.clock.start(START)
         self.models = {q: QueueModel(q) for q in QUEUES}
+        # DEPTH-3: a deep queue's snapshot is read by what each step wrote, where the
+        # target can (before its queues are handed out: they are read one step at a time)
+        read_changes = getattr(self.target, "read_changes", None)
+        self.by_change = bool(read_changes is not None and read_changes(self.run.focus.depth > 0))
         self.impls = {q: self.target.queue(q) for q in QUEUES}
         self.previous: dict[str, Snapshot] = {}
         self.damage = {q: faults.Damage() for q in QUEUES}  # the operator's (FLT-3..5)
@@ -343,8 +347,21 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if not self._diverged:
             with self._ends_the_run():
                 self.drain()
+                self.read_whole()
             if not self._diverged and not self.stopped:
                 self._judge_whole()
+
+    def read_whole(self) -> None:
+        """DEPTH-4: where snapshots were read by change, each queue is read whole once
+        the example ended and held against the model's, so the verdict stays exact (a
+        member swapped for one no candidate named keeps every cardinality)."""
+        if not self.by_change or self.stopped or not self.steps:
+            return
+        for queue in QUEUES:
+            if self.target.read_whole(queue):  # type: ignore[attr-defined]
+                mine, theirs = self.models[queue].snapshot(), self._theirs(queue, self.steps[-1])
+                if mine != theirs:
+                    raise self.diverge("snapshot", "INV-8", self.steps[-1], diff(mine, theirs))
 
     def _call_target(self, queue: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None) -> Any:
         """``op`` on the target (``Target.call``); ``meanwhile`` (the model's side of the

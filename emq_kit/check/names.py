@@ -283,6 +283,14 @@ class Renamed:
     def bracket(self) -> tuple[int, int] | None:
         return self.inner.bracket()
 
+    def read_changes(self, on: bool) -> bool:
+        read = getattr(self.inner, "read_changes", None)
+        return bool(read is not None and read(on))
+
+    def read_whole(self, name: str) -> bool:
+        read = getattr(self.inner, "read_whole", None)
+        return bool(read is not None and read(self._on_server(name)))
+
     def reset(self) -> None:
         self.inner.reset()
 

@@ -1,0 +1,196 @@
+"""A queue's snapshot kept up to date from what each step wrote, read on the server by
+the keys it touched (specs/lifecycle.md DEPTH-3, DEPTH-4): a step's cost does not grow
+with the jobs already queued.
+
+``read_change`` reads, for the keys the server named as written (``emq_live.tracking``),
+only what can have changed: in each touched location the score of every candidate id
+and the location's cardinality, every touched row whole, every touched small key (a lane,
+the ring, ``paused``, a lane hash, a counter) whole. ``Kept.apply`` patches the last
+snapshot with it. Whatever it cannot place is a doubt (``None``), and the caller reads
+the whole snapshot instead: a touched key the grammar does not name, a key of another
+type than its grammar's, a value the snapshot would call stray, a flush, stray keys
+already kept, a cardinality that disagrees with the patched location (a member moved
+that no candidate named)."""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from emq_model import keyspace, spec
+from emq_model.change import Change
+from emq_model.snapshot import LANE_HASHES, Place, Score, Snapshot, canonical_int, norm_score, zset_key, zset_order
+
+COUNTERS = ("completed", "failed")
+
+
+@dataclass
+class Touched:
+    """The keys of one queue written since its last read, sorted by what they are."""
+
+    locations: set[str]
+    rows: set[str]
+    lanes: set[str]
+    small: set[str]
+
+
+def sort_keys(name: str, keys: Iterable[str]) -> Touched | None:
+    """``keys`` (all under the queue's prefix) by kind; ``None`` when one is no key of the
+    grammar (a stray key: the whole snapshot says which)."""
+    head = keyspace.prefix(name)
+    out = Touched(set(), set(), set(), set())
+    fixed = dict(zip(keyspace.KINDS, (*spec.LOCATIONS, *COUNTERS)))
+    for key in keys:
+        rest = key[len(head):]
+        if rest in fixed:
+            (out.locations if rest in spec.LOCATIONS else out.small).add(fixed[rest])
+        elif rest in keyspace.LANE_KINDS:
+            out.small.add(rest)
+        elif rest.startswith("job:") and rest != "job:":
+            out.rows.add(rest[len("job:"):])
+        elif (group := keyspace.group_of(name, key)) is not None:
+            out.lanes.add(group)
+        else:
+            return None
+    return out
+
+
+def read_change(client: Any, name: str, before: Snapshot, touched: Touched, ids: Iterable[str]) -> Change | None:
+    """The ``Change`` (INC-1) of queue ``name`` since ``before`` (its last snapshot), read
+    in one round trip, a pipeline of reads (the kit is the only writer between steps):
+    the score of each candidate (``ids`` and the touched rows' ids) in each touched
+    location, every location's cardinality, every touched row and lane whole, every
+    small key whole (INC-2). ``None``: a doubt (see the module docstring)."""
+    if before.stray:
+        return None  # a stray key may be the one mended or dropped: the whole snapshot says
+    head = keyspace.prefix(name)
+    candidates = sorted(set(ids) | touched.rows)
+    keys = dict(zip((*spec.LOCATIONS, *COUNTERS), keyspace.queue_keys(name)))
+    pipe = client.pipeline(transaction=False)
+    locations = sorted(touched.locations)
+    for loc in spec.LOCATIONS:
+        pipe.zcard(keys[loc])
+    for loc in locations:
+        for job in candidates:
+            pipe.zscore(keys[loc], job.encode("utf-8", "surrogateescape"))
+    rows = sorted(touched.rows)
+    for job in rows:
+        pipe.hgetall((head + "job:" + job).encode("utf-8", "surrogateescape"))
+    lanes = sorted(touched.lanes)
+    for group in lanes:
+        pipe.zrange(head + keyspace.LANE_HEAD + group + keyspace.LANE_TAIL, 0, -1, withscores=True)
+    for part in COUNTERS:
+        pipe.hgetall(keys[part])
+    pipe.lrange(head + "ring", 0, -1)
+    pipe.smembers(head + "paused")
+    for part in LANE_HASHES:
+        pipe.hgetall(head + part)
+    got = pipe.execute(raise_on_error=False)
+    if any(isinstance(r, Exception) for r in got):
+        return None  # WRONGTYPE above all: a spoiled key is stray, which the whole snapshot says
+    replies = iter(got)
+    sizes: dict[Place, int] = {loc: int(next(replies)) for loc in spec.LOCATIONS}
+    members: dict[tuple[Place, str], Score | None] = {}
+    for loc in locations:
+        for job in candidates:
+            score = next(replies)
+            members[(loc, job)] = None if score is None else norm_score(score)
+    row_of = {job: tuple(sorted(_fields(next(replies)).items())) or None for job in rows}
+    was = dict(before.lanes)  # the lanes, not ``before.index``: that is every location
+    sizes.update({("lane", g): len(e) for g, e in was.items() if g not in touched.lanes})
+    for group in lanes:
+        now = {_text(m): norm_score(s) for m, s in next(replies)}
+        members.update({(("lane", group), m): now.get(m) for m in dict(was.get(group, ())).keys() | now.keys()})
+        sizes[("lane", group)] = len(now)
+    small: dict[str, object] = {"stray": ()}
+    for part in (*COUNTERS, "ring", "paused", *LANE_HASHES):
+        value = _small(part, next(replies))
+        if value is None:
+            return None
+        small[part] = value
+    return Change(name, members, row_of, {p: n for p, n in sizes.items() if n}, small)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _fields(flat: Mapping[Any, Any]) -> dict[str, bytes]:
+    return {_text(f): bytes(v) for f, v in flat.items()}
+
+
+def _small(part: str, reply: Any) -> Any:
+    """A small key's value as the snapshot holds it; ``None`` where the snapshot would
+    call the key stray (a counter with another field or a value that is no count, a lane
+    hash value that is no integer)."""
+    if part == "ring":
+        return tuple(map(_text, reply))
+    if part == "paused":
+        return tuple(sorted(map(_text, reply)))
+    fields = _fields(reply)
+    if part in COUNTERS:
+        count = fields.pop("count", b"0")
+        return None if fields or canonical_int(count) is None else int(count)
+    if not all(canonical_int(v.removeprefix(b"-")) is not None for v in fields.values()):
+        return None
+    return tuple(sorted((g, int(v)) for g, v in fields.items()))
+
+
+class Kept:
+    """A queue's last snapshot, patched in place of a rebuild: ``apply`` costs what the
+    change names, plus copying the sets it touched."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.scores = {loc: dict(snapshot.location(loc)) for loc in spec.LOCATIONS}
+
+    def apply(self, change: Change) -> Snapshot | None:
+        """The snapshot after ``change`` (as ``emq_model.change.apply`` makes it, INC-3),
+        kept; ``None`` when a place's patched cardinality is not the change's (a member
+        moved that no candidate named: a doubt), after which this ``Kept`` is spoiled."""
+        snap = self.snapshot
+        updates: dict[str, Any] = {}
+        lanes: dict[str, dict[str, Score]] = {}
+        for (place, job), score in change.members.items():
+            if isinstance(place, tuple):
+                lanes.setdefault(place[1], dict(dict(snap.lanes).get(place[1], ())))
+                if score is None:
+                    lanes[place[1]].pop(job, None)
+                else:
+                    lanes[place[1]][job] = score
+                continue
+            entries = updates.setdefault(place, list(snap.location(place)))
+            scores = self.scores[place]
+            old = scores.get(job)
+            if old == score:
+                continue
+            if old is not None:
+                del entries[bisect.bisect_left(entries, zset_key((job, old)), key=zset_key)]
+                del scores[job]
+            if score is not None:
+                bisect.insort(entries, (job, score), key=zset_key)
+                scores[job] = score
+        for loc in spec.LOCATIONS:
+            if len(updates.get(loc, snap.location(loc))) != change.sizes.get(loc, 0):
+                return None  # a member moved that no candidate named
+            if loc in updates:
+                updates[loc] = tuple(updates[loc])
+        if lanes:
+            merged = {**dict(snap.lanes), **{g: zset_order(e.items()) for g, e in lanes.items()}}
+            updates["lanes"] = tuple(sorted((g, e) for g, e in merged.items() if e))
+        if any(len(e) != change.sizes.get(("lane", g), 0) for g, e in updates.get("lanes", snap.lanes)):
+            return None
+        if change.rows:
+            rows = list(snap.rows)
+            for job, row in change.rows.items():
+                at = bisect.bisect_left(rows, job, key=lambda r: r[0])
+                if at < len(rows) and rows[at][0] == job:
+                    del rows[at]
+                if row is not None:
+                    rows.insert(at, (job, row))
+            updates["rows"] = tuple(rows)
+        updates.update(change.small)
+        self.snapshot = dataclasses.replace(snap, **updates)
+        return self.snapshot

@@ -1,0 +1,216 @@
+"""A snapshot read by what a step wrote (specs/lifecycle.md DEPTH-3, DEPTH-4) on a real
+Valkey: it equals the whole read after every step of random programs on a deep queue,
+operator faults included; the read changes no server setting and leaves nothing behind;
+a user whose ACL refuses key tracking is read whole, said once."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import redis
+
+from emq_kit.check.live import LiveTarget, named
+from emq_kit.check.pools import POOL, QUEUES, background
+from emq_kit.selftest.mutation import Mutant, all_mutants, copy_scripts
+from emq_live import acl
+from emq_live.delta import Kept, read_change, sort_keys
+from emq_live.tracking import Tracker
+from emq_model import change, keyspace, spec
+from emq_model.errors import EmqError
+from tests.e2e.test_acl import PASSWORD, make_user
+from tests.livekit import flush_url
+
+GROUPS = ("a", "b")
+
+
+def random_call(rng: random.Random, claims: list[tuple[str, int]]) -> tuple[str, dict[str, Any]]:
+    """One op with arguments drawn from a small pool (duplicates, stale tokens, late
+    completes and lane traffic are common), at a virtual clock of its own."""
+    job, now = rng.choice(POOL), rng.randrange(0, 10_000)
+    token = rng.choice(claims) if claims and rng.random() < 0.8 else (job, rng.randrange(1, 4))
+    return rng.choice([
+        ("enqueue", {"id": job, "payload": b"p"}),
+        ("schedule", {"id": job, "payload": b"s", "delay_ms": rng.randrange(0, 5_000), "now": now}),
+        ("claim", {"lease_ms": rng.randrange(1, 5_000), "now": now}),
+        ("claim_many", {"n": rng.randrange(1, 4), "lease_ms": 1_000, "now": now}),
+        ("complete", {"id": token[0], "token": token[1]}),
+        ("retry", {"id": token[0], "token": token[1], "delay_ms": 10, "max_attempts": 2, "error": "e", "now": now}),
+        ("extend", {"id": token[0], "token": token[1], "lease_ms": 100, "now": now}),
+        ("promote", {"now": now, "limit": 5}),
+        ("reap", {"now": now, "limit": 5}),
+        ("remove", {"id": job}),
+        ("reprocess", {"id": job}),
+        ("enqueue_many", {"jobs": [(j, b"m") for j in rng.sample(POOL, 3)]}),
+        ("complete_many", {"jobs": [token]}),
+        ("lane_enqueue", {"id": job, "payload": b"l", "group": rng.choice(GROUPS)}),
+        ("lane_claim", {"lease_ms": 1_000, "now": now}),
+        ("lane_wclaim", {"lease_ms": 1_000, "now": now}),
+        ("lane_pause", {"group": rng.choice(GROUPS)}),
+        ("lane_resume", {"group": rng.choice(GROUPS)}),
+        ("lane_weight", {"group": rng.choice(GROUPS), "w": rng.randrange(1, 3)}),
+    ])
+
+
+def run(target: LiveTarget, name: str, op: str, args: dict[str, Any], claims: list[tuple[str, int]]) -> Any:
+    """``op`` on the target; its answer (None when refused), its claims kept."""
+    try:
+        answer = target.call(name, op, args)
+    except (EmqError, redis.exceptions.ResponseError):  # a refusal, or a wrong script's error
+        return None
+    for got in answer if isinstance(answer, list) else [answer]:
+        if hasattr(got, "token"):
+            claims.append((got.id, got.token))
+    return answer
+
+
+def operator(target: LiveTarget, name: str, rng: random.Random) -> Callable[[], None]:
+    """An operator's fault (FLT-3..5), and how it is undone: the reads in between are in
+    doubt, so whole."""
+    job = rng.choice(POOL)
+    return rng.choice([
+        lambda: (target.spoil_key(name, "pending", "string"), lambda: target.mend_key(name, "pending"))[1],
+        lambda: (target.stray_key(name, "junk", "list"), lambda: target.drop_key(name, "junk"))[1],
+        lambda: (target.forget_row(name, job), lambda: None)[1],
+    ])()
+
+
+def program(target: LiveTarget, rng: random.Random, steps: int, deep: int) -> None:
+    """``steps`` random calls and operator faults on both queues, ``deep`` background jobs
+    in each first: after every step, each queue's snapshot read by change is the whole
+    one."""
+    claims: list[tuple[str, int]] = []
+    undo: list[Callable[[], None]] = []
+    for name in QUEUES:
+        run(target, name, "enqueue_many", {"jobs": [(j, b"") for j in background(deep)]}, claims)
+        target.snapshot(name)
+    for _ in range(steps):
+        name = rng.choice(QUEUES)
+        if undo and rng.random() < 0.5:
+            undo.pop()()
+        elif rng.random() < 0.05:
+            undo.append(operator(target, name, rng))
+        else:
+            run(target, name, *random_call(rng, claims), claims)
+        for name in QUEUES:
+            assert target.snapshot(name) == target.queue(name).snapshot()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_read_by_change_equals_the_whole_read_after_every_step(valkey: Any, seed: int) -> None:
+    """Random programs of a deep run (300 background jobs a queue), operator faults
+    included; most reads are by change (else this proves nothing)."""
+    target = LiveTarget(flush_url(valkey))
+    try:
+        assert target.read_changes(True)
+        program(target, random.Random(seed), 150, 300)
+        assert target.reads["change"] > 3 * target.reads["whole"], target.reads
+    finally:
+        target.close()
+
+
+WRITES = ("ZADD", "ZREM", "HSET", "HINCRBY", "DEL", "HDEL")
+MANY_KEYS = ("claim", "promote", "reap", "retry", "complete", "lane_claim", "lib")
+
+
+def writing_mutants() -> list[Mutant]:
+    """Every fifth selftest mutant of a write in the scripts that move jobs between many
+    keys (a member left behind, misrouted, a row or counter not written...)."""
+    return [m for m in all_mutants() if m.script in MANY_KEYS and any(w in m.before for w in WRITES)][::5]
+
+
+@pytest.mark.parametrize("mutant", writing_mutants(), ids=lambda m: m.key)
+def test_a_read_by_change_equals_the_whole_read_under_a_mutant(valkey: Any, mutant: Mutant,
+                                                               tmp_path: Path) -> None:
+    """What a wrong script writes is read by change as exactly as what ours writes: a
+    member moved without its row, a member left in two places, a counter not counted."""
+    scripts = copy_scripts(tmp_path, mutant.script, mutant.apply)
+    target = LiveTarget(flush_url(valkey), str(scripts))
+    try:
+        assert target.read_changes(True)
+        program(target, random.Random(7), 80, 50)
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_change_read_is_the_reference_change(valkey: Any, seed: int) -> None:
+    """INC-3 for the server's producer: the ``Change`` read by the keys a step wrote
+    replays (``emq_model.change.apply``) to the whole snapshot after it, and agrees
+    (INC-4) with the exact change between the two whole snapshots; where ``Kept`` finds
+    no doubt, its patch is that snapshot too."""
+    rng, claims = random.Random(seed), []
+    url = flush_url(valkey)
+    target = LiveTarget(url)
+    name = QUEUES[0]
+    tracker = Tracker(target.conn.redis)
+    try:
+        tracker.watch(keyspace.prefix(name))
+        queue = target.queue(name)
+        target.call(name, "enqueue_many", {"jobs": [(j, b"") for j in background(200)]})
+        before, exact = queue.snapshot(), 0
+        tracker.touched()
+        for _ in range(120):
+            op, args = random_call(rng, claims)
+            answer = run(target, name, op, args, claims)
+            keys = sort_keys(name, tracker.touched() or ())
+            assert keys is not None
+            got = read_change(target.conn.redis, name, before, keys,
+                              {*named(args), *named(answer), *queue.last_dropped})
+            after = queue.snapshot()
+            assert got is not None
+            if change.apply(before, got) == after:
+                exact += 1
+                assert change.agree(before, change.between(before, after), got)
+                assert Kept(before).apply(got) == after
+            else:  # a member moved that no candidate named: the cardinality says so
+                assert Kept(before).apply(got) is None
+            before = after
+        assert exact > 100
+    finally:
+        tracker.close()
+        target.close()
+
+
+def test_tracking_changes_no_server_setting_and_ends_with_the_run(valkey: Any) -> None:
+    """DEPTH-3: no CONFIG is touched (``notify-keyspace-events`` as it was), and once the
+    target is closed no tracking client is left on the server, however the run ended:
+    the server ends tracking with the kit's connection."""
+    url = flush_url(valkey)
+    admin = redis.Redis.from_url(url)
+    setting = admin.config_get("notify-keyspace-events")
+    target = LiveTarget(url)
+    assert target.read_changes(True)
+    target.call(QUEUES[0], "enqueue", {"id": POOL[0], "payload": b"x"})
+    assert [c for c in admin.client_list() if "t" in c["flags"]]  # tracking while the run is on
+    assert admin.config_get("notify-keyspace-events") == setting
+    target.close()
+    assert not [c for c in admin.client_list() if "t" in c["flags"]]
+    assert admin.config_get("notify-keyspace-events") == setting
+    admin.close()
+
+
+def test_a_user_without_client_tracking_is_read_whole_said_once(valkey: Any, capsys: Any) -> None:
+    """specs/acl.json's least-privilege user has no CLIENT TRACKING: the target reads
+    every snapshot whole, says so once on stderr and in ``notes``, and the run goes on."""
+    admin = redis.Redis.from_url(valkey.url)  # database 0: the user may not SELECT
+    admin.set(keyspace.VERSION_KEY, spec.WIRE_VERSION, nx=True)  # the fence, which the user may only read
+    user = "emq-by-change"
+    make_user(admin, user, acl.rules())
+    url = f"redis://{user}:{PASSWORD}@127.0.0.1:{valkey.port}"
+    target = LiveTarget(url)
+    try:
+        assert not target.read_changes(True)
+        assert not target.read_changes(True)
+        assert len(target.notes) == 1 and "read whole" in target.notes[0]
+        assert capsys.readouterr().err.count("read whole") == 1
+        name = QUEUES[1]
+        target.call(name, "enqueue", {"id": POOL[1], "payload": b"x"})
+        assert target.snapshot(name).pending == ((POOL[1], 0),)
+        assert not target.reads  # read as before: no tracking at all
+    finally:
+        target.close()
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
