@@ -69,27 +69,59 @@ def stop_script(url: str) -> bool:
     from redis.exceptions import RedisClusterException
 
     from emq_live.client import _client
+    from emq_live.urls import plain
 
-    client = _client(url)
+    seed, cluster = plain(url)
     stopped = False
     try:
-        nodes = ([client.get_redis_connection(n) for n in client.get_primaries()] if hasattr(client, "get_primaries")
-                 else [client])
-        for node in nodes:
+        if cluster:  # the seed node first: busy, it would answer the cluster client's CLUSTER SLOTS BUSY
+            first = _client(seed)
             try:
-                node.execute_command("SCRIPT", "KILL")
-                stopped = True
-                _answers(node)
-            except redis.exceptions.ResponseError as exc:
-                if str(exc).startswith("UNKILLABLE"):
-                    raise Unkillable(f"a script is still running on {redact(url)} and has written: "
-                                     "SCRIPT KILL cannot stop it (restart the server)") from None
-                # NOTBUSY: nothing was running
+                stopped = _kill_on([first], url)
+            finally:
+                first.close()
+        client = _client(url)
+        try:
+            nodes = [client.get_redis_connection(n) for n in client.get_primaries()] if cluster else [client]
+            stopped = _kill_on(nodes, url) or stopped
+        finally:
+            client.close()
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RedisClusterException) as exc:
         raise ServerUnreachable(f"lost the server {redact(url)}: {exc}") from None
-    finally:
-        client.close()
     return stopped
+
+
+def _kill_on(nodes: list[Any], url: str) -> bool:
+    """``SCRIPT KILL`` on each of ``nodes`` (of ``url``), each waited for until it answers
+    again: whether a script was running on any."""
+    import redis
+
+    stopped = False
+    for node in nodes:
+        try:
+            node.execute_command("SCRIPT", "KILL")
+            stopped = True
+            _answers(node)
+        except redis.exceptions.ResponseError as exc:
+            if str(exc).startswith("UNKILLABLE"):
+                raise Unkillable(f"a script is still running on {redact(url)} and has written: "
+                                 "SCRIPT KILL cannot stop it (restart the server)") from None
+            # NOTBUSY: nothing was running
+    return stopped
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is a call's socket timeout, or what a cluster client raised in its
+    place: after a timeout it asks for the slots again and resends a pipeline's call, and
+    the node still running the hung script answers either ``BUSY``."""
+    import redis
+
+    while exc is not None:
+        if isinstance(exc, redis.exceptions.TimeoutError) or (
+                isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("BUSY")):
+            return True
+        exc = exc.__context__  # type: ignore[assignment]
+    return False
 
 
 def _answers(node: Any) -> None:

@@ -474,8 +474,17 @@ def _time_commands(calling: Any, clock: Callable[[], float]) -> None:
     ``calling`` (0 once it returned), so the parent can tell a hung script from a slow
     search."""
     import redis
+    from redis.cluster import RedisCluster
 
-    send = redis.Redis.execute_command
+    # A cluster client sends through its own path (to the node of the key's slot), not
+    # redis.Redis's: both are watched, or a cluster's hang would wait out the budget (CC-9).
+    for client in (redis.Redis, RedisCluster):
+        client.execute_command = _timing(client.execute_command, calling, clock)  # type: ignore[method-assign]
+
+
+def _timing(send: Callable[..., Any], calling: Any, clock: Callable[[], float]) -> Callable[..., Any]:
+    """``send`` (a client's ``execute_command``) noting in ``calling`` when each command
+    was sent, by ``clock``, and 0 once it returned."""
 
     def timed(self: Any, *args: Any, **options: Any) -> Any:
         calling.value = clock()
@@ -484,7 +493,7 @@ def _time_commands(calling: Any, clock: Callable[[], float]) -> None:
         finally:
             calling.value = 0.0
 
-    redis.Redis.execute_command = timed  # type: ignore[method-assign]
+    return timed
 
 
 

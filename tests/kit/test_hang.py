@@ -119,6 +119,26 @@ def test_a_server_stops_the_hung_script_and_answers_again(valkey, tmp_path: Path
         target.close()
 
 
+def test_a_cluster_node_stops_the_hung_script_and_answers_again(cluster, tmp_path: Path) -> None:
+    """On a cluster every node's connection is bounded by ``hang.SERVER_SECONDS`` (not
+    redis-py's 5 s, which would cut the call before the server hears SCRIPT KILL): the
+    hung claim is a hang difference, its primary stopped, and the next replay conforms."""
+    target = open_target(url=cluster.url, scripts=str(broken_dir(STALL, tmp_path)))
+    try:
+        client = target.conn.redis
+        bounds = {client.get_redis_connection(n).connection_pool.connection_kwargs["socket_timeout"]
+                  for n in client.get_primaries()}
+        assert bounds == {hang.SERVER_SECONDS}
+        _hung_at(replay(ORPHAN_CLAIM, target), 3)
+        for node in cluster.nodes:
+            with node.client() as r:
+                with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+                    r.execute_command("SCRIPT", "KILL")
+        assert replay(ORPHAN_CLAIM[:1], target).conforms
+    finally:
+        target.close()
+
+
 def test_a_hang_that_has_written_is_the_verdict_and_says_restart(tmp_path: Path) -> None:
     """lane_claim without its ``ZREM`` loops after the ring's ``LMOVE``: ``SCRIPT KILL``
     cannot stop it. ``emq replay`` still ends on the hang difference (exit 1) and says
