@@ -39,6 +39,18 @@ BACKENDS = ("model",) + LIVE
 OPS = tuple(spec.OPS) + tuple(spec.BATCHES)
 
 
+def edited_scripts(into: Any, script: str, old: str, new: str) -> str:
+    """A copy of our scripts in ``into`` whose ``<script>.lua`` has its one ``old`` replaced
+    by ``new``: a hand-broken variant."""
+    from emq_kit.selftest.mutation import copy_scripts
+
+    def edit(text: str) -> str:
+        assert text.count(old) == 1
+        return text.replace(old, new)
+
+    return str(copy_scripts(into, script, edit))
+
+
 def J(n: int) -> str:
     """The JOB id of snowflake ``n``."""
     return encode(JOB, n)

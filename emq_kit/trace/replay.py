@@ -56,6 +56,10 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
             return _diverged(machine, done, d)
         last = machine.steps[-1]  # its args as run (a clock op's ``now`` stamped by the virtual clock)
         done.append(Step(s.queue, s.op, last.args, last.model, last.target, index=len(done) + 1, at=last.at))
+    try:
+        machine.read_whole()  # DEPTH-4: a replay ends as an example does
+    except Divergence as d:
+        return _diverged(machine, done, d)
     return Replayed(done)
 
 

@@ -15,7 +15,7 @@ from emq_kit.check.pools import POOL, background
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
-from emq_kit.selftest.mutation import copy_scripts
+from tests.livekit import edited_scripts
 
 DEV = PROFILES["dev"]
 # A claim that skips the lowest pending member once pending holds more than 500: right on
@@ -27,11 +27,7 @@ DEEP_ONLY = ('local skip = redis.call("ZCARD", k.pending) > 500 and 1 or 0\n'
 
 @pytest.fixture(scope="module")
 def deep_only(tmp_path_factory: pytest.TempPathFactory) -> str:
-    def edit(text: str) -> str:
-        assert text.count(SHALLOW) == 1
-        return text.replace(SHALLOW, DEEP_ONLY)
-
-    return str(copy_scripts(tmp_path_factory.mktemp("depth"), "claim", edit))
+    return edited_scripts(tmp_path_factory.mktemp("depth"), "claim", SHALLOW, DEEP_ONLY)
 
 
 def test_background_ids_are_apart_from_the_pool_and_after_it_in_byte_order() -> None:

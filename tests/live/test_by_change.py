@@ -12,8 +12,11 @@ from typing import Any, Callable
 import pytest
 import redis
 
+from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget, named
 from emq_kit.check.pools import POOL, QUEUES, background
+from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.target import open_target
 from emq_kit.selftest.mutation import Mutant, all_mutants, copy_scripts
 from emq_live import acl
 from emq_live.delta import Kept, read_change, sort_keys
@@ -21,7 +24,7 @@ from emq_live.tracking import Tracker
 from emq_model import change, keyspace, spec
 from emq_model.errors import EmqError
 from tests.e2e.test_acl import PASSWORD, make_user
-from tests.livekit import flush_url
+from tests.livekit import edited_scripts, flush_url
 
 GROUPS = ("a", "b")
 
@@ -133,6 +136,51 @@ def test_a_read_by_change_equals_the_whole_read_under_a_mutant(valkey: Any, muta
         program(target, random.Random(7), 80, 50)
     finally:
         target.close()
+
+
+# A claim that also renames the highest pending member once pending is deep: no row
+# written, no cardinality changed, no candidate named; only a whole read sees it.
+CLAIM_LOOP = "for _, id in ipairs(dropped) do"
+SWAP = ('local last = redis.call("ZRANGE", k.pending, -1, -1, "WITHSCORES")\n'
+        'if #last == 2 and redis.call("ZCARD", k.pending) > 40 then\n'
+        '  redis.call("ZREM", k.pending, last[1])\n'
+        '  redis.call("ZADD", k.pending, last[2], last[1] .. "x")\n'
+        'end\n' + CLAIM_LOOP)
+
+
+@pytest.fixture(scope="module")
+def swapping(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return edited_scripts(tmp_path_factory.mktemp("swap"), "claim", CLAIM_LOOP, SWAP)
+
+
+def test_a_swapped_member_escapes_a_read_by_change_and_not_the_read_at_the_end(valkey: Any, swapping: str) -> None:
+    """DEPTH-4: a read by change cannot see a member swapped for one no candidate names
+    (every cardinality kept); ``read_whole`` reads it whole, which does."""
+    target = LiveTarget(flush_url(valkey), swapping)
+    name = QUEUES[0]
+    try:
+        assert target.read_changes(True)
+        target.call(name, "enqueue_many", {"jobs": [(j, b"") for j in background(50)]})
+        before = target.snapshot(name)
+        target.call(name, "claim", {"lease_ms": 1_000, "now": 1})
+        seen, whole = target.snapshot(name), target.queue(name).snapshot()
+        assert seen != whole and len(seen.pending) == len(whole.pending) == len(before.pending) - 1
+        assert whole.pending[-1][0] == before.pending[-1][0] + "x"
+        assert target.read_whole(name) and target.snapshot(name) == whole
+    finally:
+        target.close()
+
+
+def test_a_deep_run_finds_the_swap_at_the_end_of_its_example(valkey: Any, swapping: str) -> None:
+    """The machine's read at the end of an example (DEPTH-4) diverges on the swap, which
+    every read by change missed, and so does the replay of its shrunk steps."""
+    target = open_target(flush_url(valkey), swapping)
+    try:
+        report = run_check(target, PROFILES["dev"], seed=1, examples=3, steps=10, focus=Focus(report=False, depth=60))
+    finally:
+        target.close()
+    assert report.divergence is not None and report.divergence.rule == "INV-8", report.divergence
+    assert report.differences and report.differences[0].reproduced  # the replay reads whole at its end too
 
 
 @pytest.mark.parametrize("seed", [4, 5])
