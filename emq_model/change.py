@@ -9,10 +9,11 @@ a step wrote) must agree with. ``apply`` replays it on the snapshot before the s
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import Mapping
 
-from .snapshot import LANE_HASHES, Counts, Place, Row, Score, Snapshot, zset_order
+from .snapshot import LANE_HASHES, Counts, Entries, Place, Row, Score, Snapshot, zset_key, zset_order
 from .spec import LOCATIONS
 
 SMALL = ("ring", "paused", *LANE_HASHES, "completed", "failed", "stray")
@@ -72,27 +73,45 @@ def between(before: Snapshot, after: Snapshot) -> Change:
 
 
 def apply(before: Snapshot, change: Change) -> Snapshot:
-    """INC-3: the snapshot after the step, from the one before and the step's change."""
-    sets: dict[Place, dict[str, Score]] = {p: dict(e) for p, e in before.index.items()}
+    """INC-3: the snapshot after the step, from the one before and the step's change: only
+    the sets and rows the change names are touched, each entry moved in place."""
+    moved: dict[Place, list[tuple[str, Score | None]]] = {}
     for (place, m), score in change.members.items():
-        entries = sets.setdefault(place, {})
-        if score is None:
-            entries.pop(m, None)
-        else:
-            entries[m] = score
-    rows = dict(before.rows)
-    for i, row in change.rows.items():
-        if row is None:
-            rows.pop(i, None)
-        else:
-            rows[i] = row
+        moved.setdefault(place, []).append((m, score))
+    sets = {place: before.index.get(place, {}) for place in moved}
+    places: dict[Place, Entries] = {loc: before.location(loc) for loc in LOCATIONS}
+    places.update({("lane", g): e for g, e in before.lanes})
+    for place, members in moved.items():
+        if len(members) * 16 > len(places.get(place, ())):  # most of the set moved: sort it whole
+            held: dict[str, Score | None] = dict(sets[place])
+            held.update(members)
+            places[place] = zset_order((m, score) for m, score in held.items() if score is not None)
+            continue
+        entries = list(places.get(place, ()))
+        for m, score in members:
+            if m in sets[place]:
+                del entries[bisect_left(entries, zset_key((m, sets[place][m])), key=zset_key)]
+            if score is not None:
+                insort(entries, (m, score), key=zset_key)
+        places[place] = tuple(entries)
+    rows = list(before.rows)
+    for i, row in sorted(change.rows.items()):
+        at = bisect_left(rows, i, key=_first)
+        if at < len(rows) and rows[at][0] == i:
+            del rows[at]
+        if row is not None:
+            rows.insert(at, (i, row))
     small = change.small
-    lanes = tuple(sorted((p[1], zset_order(e.items())) for p, e in sets.items() if isinstance(p, tuple) and e))
-    pending, active, schedule, dead = (zset_order(sets[loc].items()) for loc in LOCATIONS)
+    lanes = tuple(sorted((p[1], e) for p, e in places.items() if isinstance(p, tuple) and e))
+    pending, active, schedule, dead = (places[loc] for loc in LOCATIONS)
     return Snapshot(
-        before.queue, pending, active, schedule, dead, tuple(sorted(rows.items())),
+        before.queue, pending, active, schedule, dead, tuple(rows),
         _int(small["completed"]), _int(small["failed"]), _strs(small["stray"]), lanes, _strs(small["ring"]),
         _strs(small["paused"]), _counts(small["glimit"]), _counts(small["gactive"]), _counts(small["gweight"]))
+
+
+def _first(entry: tuple[str, object]) -> str:
+    return entry[0]
 
 
 def _int(value: object) -> int:

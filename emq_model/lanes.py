@@ -30,6 +30,7 @@ class Lanes:
         self.glimit: dict[str, int] = {}
         self.gactive: dict[str, int] = {}
         self.gweight: dict[str, int] = {}
+        self.noted: set[str] = set()  # the ids added to or dropped from a lane (INC-1)
 
     def serviceable(self, group: str) -> bool:
         """LANE-4: the lane is not empty, not paused, and below its limit."""
@@ -66,11 +67,13 @@ class Lanes:
         return job_id in self.pending.get(group, {})
 
     def add(self, group: str, job_id: str) -> None:
+        self.noted.add(job_id)
         self.pending.setdefault(group, {})[job_id] = 0
 
     def discard(self, group: str, job_id: str) -> None:
         members = self.pending.get(group)
         if members is not None:
+            self.noted.add(job_id)
             members.pop(job_id, None)
             if not members:
                 del self.pending[group]

@@ -9,14 +9,66 @@ import copy
 from typing import Any, Iterable, NamedTuple
 
 from . import errors, spec
+from .change import Change, apply, small_keys
 from .keyspace import KEY_TYPES, check_queue, key_of, outside, prefix
 from .lanes import LaneClaimed, Lanes
-from .snapshot import Snapshot, zset_order
+from .snapshot import Place, Row, Score, Snapshot, norm_score, zset_order
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 LEASE_EXPIRED = b"lease expired"
 LANE_TYPED = ("ring", "paused", "glimit", "gactive")
 """The fixed lane keys typed with a lane a call takes (its serviceability reads them)."""
+
+
+class _Written(dict[str, Any]):
+    """A dict that notes in ``noted`` every key it writes, or its ``owner`` when it has
+    one (a row's fields note the row's id): the model knows which members and rows each
+    of its transitions touched (INC-1)."""
+
+    def __init__(self, noted: set[str], owner: str | None = None, fields: Any = ()) -> None:
+        super().__init__(fields)
+        self.noted, self.owner = noted, owner
+
+    def _note(self, key: Any) -> None:
+        self.noted.add(key if self.owner is None else self.owner)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._note(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._note(key)
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self._note(key)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._note(key)
+        return super().setdefault(key, default)
+
+    def clear(self) -> None:
+        for key in self:
+            self._note(key)
+        super().clear()
+
+    def update(self, *given: Any, **more: Any) -> None:
+        for key, value in dict(*given, **more).items():
+            self[key] = value
+
+    def popitem(self) -> tuple[str, Any]:
+        key, value = super().popitem()
+        self._note(key)
+        return key, value
+
+
+class _Rows(_Written):
+    """The rows: each row written in is kept as a ``_Written`` owned by its id, so a
+    field written in place notes the row too."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, _Written(self.noted, key, value))
 
 
 class Claimed(NamedTuple):
@@ -41,12 +93,14 @@ class QueueModel:
 
     def __init__(self, queue: str) -> None:
         self.queue = check_queue(queue)
-        self.sets: dict[str, dict[str, int]] = {loc: {} for loc in spec.LOCATIONS}
-        self.rows: dict[str, dict[str, bytes]] = {}
+        self.lanes = Lanes()
+        self._noted = self.lanes.noted  # every id written since the last snapshot (INC-1)
+        self._last: Snapshot | None = None  # that snapshot, which ``snapshot`` brings up to date
+        self.sets: dict[str, dict[str, int]] = {loc: _Written(self._noted) for loc in spec.LOCATIONS}
+        self.rows: dict[str, dict[str, bytes]] = _Rows(self._noted)
         self.completed = 0
         self.failed = 0
         self.last_dropped: tuple[str, ...] = ()
-        self.lanes = Lanes()
         self.spoiled: set[str | tuple[str, str]] = set()
         self._lost: dict[str | tuple[str, str], Any] = {}  # what each spoil overwrote, for ``mend``
         self.strays: set[str] = set()
@@ -498,6 +552,7 @@ class QueueModel:
         if name == "row":
             self.rows.pop(key[1], None)
         elif name == "lane":
+            self._last = None  # a lane went whole: the next snapshot is built whole
             self.lanes.pending.pop(key[1], None)
         elif name in self.sets:
             self.sets[name].clear()
@@ -519,6 +574,7 @@ class QueueModel:
             if lost is not None:
                 self.rows[key[1]] = lost
         elif name == "lane":
+            self._last = None  # a lane came back whole: the next snapshot is built whole
             if lost:
                 self.lanes.pending[key[1]] = lost
         elif name in self.sets:
@@ -603,13 +659,35 @@ class QueueModel:
         return dict(row) if row is not None else None
 
     def snapshot(self) -> Snapshot:
-        """The whole queue as an immutable value (the type emq_live reads too)."""
-        lanes = self.lanes
-        return Snapshot.build(self.queue, {k: v.items() for k, v in self.sets.items()}, self.rows,
-                              self.completed, self.failed,
+        """The whole queue as an immutable value (the type emq_live reads too): the last
+        one brought up to date by the ids written since (INC-3), equal to ``built()``."""
+        snap = self.built() if self._last is None else apply(self._last, self._change(self._last))
+        self._last = snap
+        self._noted.clear()
+        return snap
+
+    def built(self) -> Snapshot:
+        """The whole queue built from scratch: what ``snapshot`` must equal."""
+        return self._built({k: v.items() for k, v in self.sets.items()}, self.rows,
+                           {g: m.items() for g, m in self.lanes.pending.items()})
+
+    def _built(self, sets: Any, rows: Any, lanes: Any) -> Snapshot:
+        return Snapshot.build(self.queue, sets, rows, self.completed, self.failed,
                               [*(self._key_name(k) for k in self.spoiled), *(prefix(self.queue) + k for k in self.strays)],
-                              {g: m.items() for g, m in lanes.pending.items()}, lanes.ring, lanes.paused,
-                              lanes.hashes())
+                              lanes, self.lanes.ring, self.lanes.paused, self.lanes.hashes())
+
+    def _change(self, last: Snapshot) -> Change:
+        """The change since ``last``: every id written since, at its places and row now."""
+        members: dict[tuple[Place, str], Score | None] = {}
+        rows: dict[str, Row | None] = {}
+        for job_id in self._noted:
+            members.update({(place, job_id): None for place, held in last.index.items() if job_id in held})
+            members.update({(loc, job_id): norm_score(held[job_id]) for loc, held in self.sets.items() if job_id in held})
+            members.update({(("lane", g), job_id): norm_score(held[job_id])
+                            for g, held in self.lanes.pending.items() if job_id in held})
+            row = self.rows.get(job_id)
+            rows[job_id] = None if row is None else tuple(sorted(row.items()))
+        return Change(self.queue, members, rows, {}, small_keys(self._built({}, {}, {})))
 
     def __repr__(self) -> str:
         return f"QueueModel({self.queue!r}, counts={self.counts()})"

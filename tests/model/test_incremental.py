@@ -1,7 +1,8 @@
 """The invariants judged by what a step changed (``check_step``, specs/lifecycle.md INC-1)
 report exactly what the whole check (``check_invariants``, the reference) reports, step
 by step: on arbitrary pairs of snapshots, sound or not, and on random programs of the
-model, operator faults included."""
+model, operator faults included; and the model's snapshot, kept up to date by the ids
+its transitions wrote, is the one built whole."""
 
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ CALLS = st.one_of(
     st.tuples(st.just("lane_config"), st.sampled_from(["pause", "resume", "limit", "weight"]), st.sampled_from(["a", "b"])),
     st.tuples(st.just("forget_row"), st.sampled_from(POOL)),
     st.tuples(st.just("tick"), st.integers(0, 4)),
+    st.tuples(st.just("spoil"), st.sampled_from(["pending", "active", "row", "lane", "ring", "completed"]),
+              st.sampled_from(POOL), st.sampled_from(["a", "b"]), st.booleans()),
+    st.tuples(st.just("stray"), st.sampled_from(["x", "job", "pending:"]), st.booleans()),
 )
 
 
@@ -77,6 +81,11 @@ def run(m: QueueModel, call: tuple[Any, ...], now: int) -> int:
              "limit": lambda: m.lane_limit(a[1], 1), "weight": lambda: m.lane_weight(a[1], 2)}[a[0]]()
         elif op == "tick":
             return now + a[0]
+        elif op == "spoil":
+            which = {"row": {"id": a[1]}, "lane": {"group": a[2]}}.get(a[0], {})
+            (m.spoil if a[3] else m.mend)(a[0], **which)
+        elif op == "stray":
+            (m.write_stray if a[1] else m.drop_stray)(a[0])
     except Exception:  # noqa: BLE001 - a refusal: the model changed nothing
         pass
     return now
@@ -90,5 +99,6 @@ def test_the_step_check_is_the_whole_check_on_model_programs(program: list[tuple
     for call in program:
         now = run(m, call, now)
         after = m.snapshot()
+        assert after == m.built()  # the snapshot kept up to date is the one built whole (INC-3)
         agrees(before, after)
         before = after
