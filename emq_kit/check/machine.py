@@ -147,6 +147,12 @@ def _waiting(model: QueueModel) -> list[str]:
     return sorted({*model.sets["pending"], *(m for lane in model.lanes.pending.values() for m in lane)})
 
 
+def _any_waiting(model: QueueModel) -> bool:
+    """Whether ``_waiting(model)`` is not empty, without sorting it (a precondition, asked
+    every step: an empty lane is no entry)."""
+    return bool(model.sets["pending"] or model.lanes.pending)
+
+
 class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     """Model vs target, step by step. Build with ``Conformance.factory(target, run)``.
     The lane rules are ``LaneRules``'s (emq_kit/check/lanes.py), the raw calls
@@ -577,7 +583,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         args = {"browse": {"n": a.n}, "counts": {}, "state": {"id": a.job}, "job": {"id": a.job}}[which]
         self.step(a.q, which, args, spoil=self._spoil(a))
 
-    @precondition(lambda self: any(_waiting(m) for m in self.models.values()))
+    @precondition(lambda self: any(_any_waiting(m) for m in self.models.values()))
     @rule(a=VANDALIZE.strategy)
     def vandalize(self, a: Any) -> None:
         """An operator deletes the row of a waiting member's id by hand, plain or in a
@@ -676,12 +682,14 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         return list(self._each_holder())
 
     def _any_holder(self) -> bool:
-        return any(True for _ in self._each_holder())
+        """Whether ``_holders()`` is not empty, without sorting (a precondition, asked every
+        step)."""
+        return any(True for _ in self._each_holder(ordered=False))
 
-    def _each_holder(self) -> Iterator[tuple[str, str, int]]:
+    def _each_holder(self, ordered: bool = True) -> Iterator[tuple[str, str, int]]:
         for q, model in self.models.items():
             for loc in ("active", "pending", "schedule", "dead"):
-                for job in sorted(model.sets[loc]):
+                for job in sorted(model.sets[loc]) if ordered else model.sets[loc]:
                     if job in model.rows and model.rows[job]["attempts"] != b"0":
                         yield q, job, int(model.rows[job]["attempts"])
 
