@@ -9,10 +9,10 @@ import copy
 from typing import Any, Iterable, NamedTuple
 
 from . import errors, spec
-from .change import Change, apply, small_keys
+from .change import Change, apply
 from .keyspace import KEY_TYPES, check_queue, key_of, outside, prefix
 from .lanes import LaneClaimed, Lanes
-from .snapshot import Place, Row, Score, Snapshot, norm_score, zset_order
+from .snapshot import Place, Row, Score, Snapshot, norm_score, small_of, zset_order
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 LEASE_EXPIRED = b"lease expired"
@@ -668,13 +668,14 @@ class QueueModel:
 
     def built(self) -> Snapshot:
         """The whole queue built from scratch: what ``snapshot`` must equal."""
-        return self._built({k: v.items() for k, v in self.sets.items()}, self.rows,
-                           {g: m.items() for g, m in self.lanes.pending.items()})
+        return Snapshot.build(self.queue, {k: v.items() for k, v in self.sets.items()}, self.rows,
+                              self.completed, self.failed, self._stray(),
+                              {g: m.items() for g, m in self.lanes.pending.items()}, self.lanes.ring,
+                              self.lanes.paused, self.lanes.hashes())
 
-    def _built(self, sets: Any, rows: Any, lanes: Any) -> Snapshot:
-        return Snapshot.build(self.queue, sets, rows, self.completed, self.failed,
-                              [*(self._key_name(k) for k in self.spoiled), *(prefix(self.queue) + k for k in self.strays)],
-                              lanes, self.lanes.ring, self.lanes.paused, self.lanes.hashes())
+    def _stray(self) -> list[str]:
+        """The keys a snapshot lists as stray: the spoiled ones and the operator's own."""
+        return [*(self._key_name(k) for k in self.spoiled), *(prefix(self.queue) + k for k in self.strays)]
 
     def _change(self, last: Snapshot) -> Change:
         """The change since ``last``: every id written since, at its places and row now."""
@@ -687,7 +688,9 @@ class QueueModel:
                             for g, held in self.lanes.pending.items() if job_id in held})
             row = self.rows.get(job_id)
             rows[job_id] = None if row is None else tuple(sorted(row.items()))
-        return Change(self.queue, members, rows, {}, small_keys(self._built({}, {}, {})))
+        small = small_of(self.completed, self.failed, self._stray(), self.lanes.ring, self.lanes.paused,
+                         self.lanes.hashes())
+        return Change(self.queue, members, rows, {}, small)
 
     def __repr__(self) -> str:
         return f"QueueModel({self.queue!r}, counts={self.counts()})"

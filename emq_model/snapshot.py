@@ -55,6 +55,14 @@ def canonical_int(raw: bytes | None) -> int | None:
     return int(raw) if raw is not None and _CANONICAL.fullmatch(raw) else None
 
 
+def small_of(completed: int, failed: int, stray: Iterable[str], ring: Iterable[str], paused: Iterable[str],
+             hashes: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """A snapshot's small keys (the counters, the stray keys, the ring, the paused
+    groups, the lane hashes), each normalised as ``Snapshot.build`` keeps it."""
+    return {"completed": completed, "failed": failed, "stray": tuple(sorted(stray)), "ring": tuple(ring),
+            "paused": tuple(sorted(paused)), **{name: tuple(sorted(hashes.get(name, {}).items())) for name in LANE_HASHES}}
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A queue's keyspace. ``locations`` maps each of the four sets to its entries in
@@ -98,21 +106,13 @@ class Snapshot:
     ) -> "Snapshot":
         """A snapshot from plain mappings, normalised to the canonical order (an empty
         lane is no key, so it is left out)."""
-        sets = {loc: zset_order((m, norm_score(s)) for m, s in locations.get(loc, ())) for loc in LOCATIONS}
+        sets: dict[str, Any] = {loc: zset_order((m, norm_score(s)) for m, s in locations.get(loc, ())) for loc in LOCATIONS}
         lane_sets = ((g, zset_order((m, norm_score(s)) for m, s in e)) for g, e in (lanes or {}).items())
-        hashes = hashes or {}
         return cls(
             lanes=tuple(sorted((g, e) for g, e in lane_sets if e)),
-            ring=tuple(ring),
-            paused=tuple(sorted(paused)),
-            glimit=tuple(sorted(hashes.get("glimit", {}).items())),
-            gactive=tuple(sorted(hashes.get("gactive", {}).items())),
-            gweight=tuple(sorted(hashes.get("gweight", {}).items())),
             queue=queue,
             rows=tuple(sorted((i, tuple(sorted(r.items()))) for i, r in rows.items())),
-            completed=completed,
-            failed=failed,
-            stray=tuple(sorted(stray)),
+            **small_of(completed, failed, stray, ring, paused, hashes or {}),
             **sets,
         )
 
