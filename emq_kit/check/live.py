@@ -290,11 +290,12 @@ class LiveTarget:
         queue = self.queue(name)
         if self.conn.server is not None:
             return memory.snapshot(queue, self.conn.server)
-        if isinstance(queue, ObservedQueue):
-            return queue.take_snapshot()
-        if self.tracker is None:
-            return queue.snapshot()
-        return self._by_change(name, queue)
+        with self._bounded(f"the snapshot of {name!r}"):  # snapshot.lua is a script too (CC-9)
+            if isinstance(queue, ObservedQueue):
+                return queue.take_snapshot()
+            if self.tracker is None:
+                return queue.snapshot()
+            return self._by_change(name, queue)
 
     def _by_change(self, name: str, queue: Queue) -> Snapshot:
         """The snapshot of ``name`` patched with what was written since its last read,

@@ -40,7 +40,7 @@ from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, background, b
 from emq_kit.check.raw.rule import RawCalls
 from emq_kit.check.step import SLEEP, Crash, ModelBroken, Step, died, outcome, target_outcome
 from emq_kit.check.window import Pending, Window, window_size
-from emq_kit.errors import KitBug
+from emq_kit.errors import KitBug, ScriptHang
 from emq_kit.targets.protocol import Target
 from emq_live.client import BadReply
 from emq_model import branded_id, spec
@@ -446,8 +446,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _theirs(self, queue: str, step: Step, given: Any = None) -> Snapshot:
         """The target's snapshot of ``queue`` after ``step`` (``given``: the one a window
         brought back). One that cannot be read — a reply of another shape, from a port's
-        own snapshot.lua or a server answering ours wrongly — is the step's snapshot
-        divergence, never a kit error."""
+        own snapshot.lua or a server answering ours wrongly — or that never returns (CC-9)
+        is the step's snapshot divergence, never a kit error."""
         try:
             theirs = self.target.snapshot(queue) if given is None else given
             if isinstance(theirs, BadReply):
@@ -455,6 +455,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             return theirs
         except BadReply as exc:
             raise self.diverge("snapshot", "INV-8", step, [f"the target's snapshot cannot be read: {exc}"]) from None
+        except ScriptHang as exc:  # a port's snapshot.lua that never returns (CC-9)
+            self.run.halt = self.run.halt or exc.stuck  # the server runs it still: no step follows
+            raise self.diverge("snapshot", HANG_RULE, step, [f"the target's snapshot did not return: {exc}"]) from None
 
     # -- rules: producers --------------------------------------------------------------
 

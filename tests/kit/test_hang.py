@@ -35,6 +35,8 @@ STALL = Broken("claim-walk-stalls", "claim", "  rank = rank + #page\n", "",
                "claim's walk never moves past an orphan: the script never returns (CC-9)")
 NO_ZREM = Broken("serve-keeps-head", "lane_claim", '    redis.call("ZREM", lane.key, id)\n', "",
                  "lane_claim's serve loop never takes the head: an orphan is met forever (CC-9)")
+SCAN_FOREVER = Broken("snapshot-scans-forever", "snapshot", 'until cursor == "0"\n', 'until cursor == "1"\n',
+                     "snapshot.lua's SCAN loop never ends: the snapshot read never returns (CC-9)")
 JOB = "JOB00000000001"
 ORPHAN_CLAIM = [Step("alpha", "enqueue", {"id": JOB, "payload": b"p"}), Step("alpha", "forget_row", {"id": JOB}),
                 Step("alpha", "claim", {"lease_ms": 5, "now": 1_750_000_000_000})]
@@ -135,6 +137,26 @@ def test_a_cluster_node_stops_the_hung_script_and_answers_again(cluster, tmp_pat
                 with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
                     r.execute_command("SCRIPT", "KILL")
         assert replay(ORPHAN_CLAIM[:1], target).conforms
+    finally:
+        target.close()
+
+
+def test_a_snapshot_that_never_returns_is_a_hang_within_the_call_bound(valkey, tmp_path: Path) -> None:
+    """The snapshot read is a script call like any other: a port's snapshot.lua that never
+    returns is stopped past ``hang.SERVER_SECONDS`` and is a ``ScriptHang`` (CC-9), not
+    the socket's plain timeout, and the server answers again; the machine makes it the
+    step's snapshot divergence under CC-9."""
+    target = open_target(url=valkey.url, scripts=str(broken_dir(SCAN_FOREVER, tmp_path)), observe=False)
+    try:
+        target.call("alpha", "enqueue", {"id": JOB, "payload": b"p"})
+        with pytest.raises(ScriptHang, match="the snapshot of 'alpha' did not return"):
+            target.snapshot("alpha")
+        with valkey.client() as r:
+            with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+                r.execute_command("SCRIPT", "KILL")
+        result = replay(ORPHAN_CLAIM[:1], target)  # the machine's read after the step: its snapshot divergence
+        assert result.divergence is not None and result.divergence.kind == "snapshot" and result.index == 1
+        assert signature(result.divergence).rule == hang.RULE, result.divergence
     finally:
         target.close()
 
