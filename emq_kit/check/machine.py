@@ -424,15 +424,21 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         return judged
 
     def _judge_whole(self) -> None:
-        """The end of an example (INC-4): each queue's last per-id violations, carried
-        step by step, are the whole check's of its last snapshot."""
-        for queue, previous in self.previous.items():
-            kept = self._carried.get(queue)
-            if kept is not None and kept[0] is previous and kept[1] != of_ids(previous, previous.ids()):
-                bug = KitBug(ModelBroken(f"the step check of queue {queue!r} disagrees with the whole check"),
-                             "the step check")
-                self.run.fatal = self.run.fatal or bug
-                raise bug
+        """The end of an example (INC-3, INC-4): each model's snapshot, kept up to date
+        step by step, is the one built whole, and each queue's last per-id violations,
+        carried step by step, are the whole check's of its last snapshot."""
+        for queue, model in self.models.items():
+            previous, kept = self.previous.get(queue), self._carried.get(queue)
+            if model.snapshot() != model.built():
+                wrong = "the model's snapshot kept step by step is not the one built whole"
+            elif (previous is not None and kept is not None and kept[0] is previous
+                    and kept[1] != of_ids(previous, previous.ids())):
+                wrong = "the step check disagrees with the whole check"
+            else:
+                continue
+            bug = KitBug(ModelBroken(f"queue {queue!r}: {wrong}"), "the step check")
+            self.run.fatal = self.run.fatal or bug
+            raise bug
 
     def model_broke(self, step: Step, lines: list[str]) -> KitBug:
         """The invariants (or LANE-F) broken in a keyspace the target shares with the
