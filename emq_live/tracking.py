@@ -43,6 +43,14 @@ class Tracker:
             reply = self._ask(self.sub, "SUBSCRIBE", INVALIDATE)
             if not (isinstance(reply, list) and reply[0] == b"subscribe"):
                 raise Refused(f"SUBSCRIBE {INVALIDATE} answered {reply!r:.80}")
+            try:
+                self.touched()  # the PING that ends a step's names is allowed too
+            except redis.exceptions.ResponseError as exc:
+                raise Refused(f"PING: {exc}") from None
+            # Tracking tried at once, off again until a queue is watched (a refusal
+            # then would come mid-run): ``emq:{`` heads every queue's keys.
+            self._ask(self.ctl, "CLIENT", "TRACKING", "ON", "REDIRECT", self.id, "BCAST", "PREFIX", "emq:{")
+            self._ask(self.ctl, "CLIENT", "TRACKING", "OFF")
         except BaseException:
             self.close()
             raise

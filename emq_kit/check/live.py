@@ -175,13 +175,17 @@ class LiveTarget:
             for name in self.queues:
                 self.tracker.watch(prefix(name))
         except Refused as exc:
-            if self.tracker is not None:
-                self.tracker.close()
-                self.tracker = None
-            self._say(f"every snapshot is read whole: the server refuses key tracking ({exc})")
+            self._untrack(exc)
             return False
         self.capabilities = dataclasses.replace(self.capabilities, batch_max=0)
         return True
+
+    def _untrack(self, refused: Refused) -> None:
+        """Read whole from now on: the server refused tracking (said once)."""
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None
+        self._say(f"every snapshot is read whole: the server refuses key tracking ({refused})")
 
     def _say(self, note: str) -> None:
         """``note`` once, on stderr and in ``notes``."""
@@ -200,7 +204,10 @@ class LiveTarget:
             observed = self.observe and self.conn.server is None and self.tracker is None
             queue = (ObservedQueue if observed else Queue)(self.conn, name)
             if self.tracker is not None:
-                self.tracker.watch(prefix(name))  # before the wipe: its writes are seen too
+                try:
+                    self.tracker.watch(prefix(name))  # before the wipe: its writes are seen too
+                except Refused as exc:
+                    self._untrack(exc)
             self._wipe(name)
             self.used.add(name)
             self.queues[name] = queue

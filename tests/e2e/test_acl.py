@@ -212,3 +212,4 @@ def test_the_docs_give_the_acl_lines() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text("utf-8")
     assert acl.setuser() in doc
     assert acl.setuser(cluster=True) in doc
+    assert acl.setuser(tracking=True) in doc

@@ -240,25 +240,51 @@ def test_tracking_changes_no_server_setting_and_ends_with_the_run(valkey: Any) -
     admin.close()
 
 
-def test_a_user_without_client_tracking_is_read_whole_said_once(valkey: Any, capsys: Any) -> None:
-    """specs/acl.json's least-privilege user has no CLIENT TRACKING: the target reads
-    every snapshot whole, says so once on stderr and in ``notes``, and the run goes on."""
-    admin = redis.Redis.from_url(valkey.url)  # database 0: the user may not SELECT
-    admin.set(keyspace.VERSION_KEY, spec.WIRE_VERSION, nx=True)  # the fence, which the user may only read
-    user = "emq-by-change"
-    make_user(admin, user, acl.rules())
-    url = f"redis://{user}:{PASSWORD}@127.0.0.1:{valkey.port}"
-    target = LiveTarget(url)
+@pytest.fixture
+def admin(valkey: Any) -> Any:
+    """An administrator of ``valkey``'s database 0 (a restricted user may not SELECT),
+    the fence written (the user may only read it); users it makes are deleted after."""
+    r = redis.Redis.from_url(valkey.url)
+    r.set(keyspace.VERSION_KEY, spec.WIRE_VERSION, nx=True)
+    yield r
+    r.execute_command("ACL", "DELUSER", "emq-by-change")
+    r.close()
+
+
+def as_user(valkey: Any, admin: Any, rules: list[str]) -> LiveTarget:
+    make_user(admin, "emq-by-change", rules)
+    return LiveTarget(f"redis://emq-by-change:{PASSWORD}@127.0.0.1:{valkey.port}")
+
+
+def test_a_user_with_the_tracking_rules_reads_by_change(valkey: Any, admin: Any) -> None:
+    """specs/acl.json's ``tracking`` rules are enough to read by change."""
+    target = as_user(valkey, admin, acl.rules(tracking=True))
     try:
+        assert target.read_changes(True) and not target.notes
+        for job in POOL[:2]:
+            target.call(QUEUES[0], "enqueue", {"id": job, "payload": b"x"})
+            assert target.snapshot(QUEUES[0]) == target.queue(QUEUES[0]).snapshot()
+        assert target.reads == {"whole": 1, "change": 1}
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("rule", [None, *acl.spec()["tracking"]["rules"]])
+def test_a_user_without_a_tracking_rule_is_read_whole_said_once(valkey: Any, admin: Any, capsys: Any,
+                                                                 rule: str | None) -> None:
+    """specs/acl.json's least-privilege user (``None``), or one with the ``tracking``
+    rules but one: every snapshot is read whole, said once on stderr and in ``notes``,
+    and the run goes on."""
+    rules = acl.rules() if rule is None else [r for r in acl.rules(tracking=True) if r != rule]
+    target = as_user(valkey, admin, rules)
+    try:
+        target.read_changes(True)
         assert not target.read_changes(True)
-        assert not target.read_changes(True)
+        for name, job in zip(QUEUES, POOL):
+            target.call(name, "enqueue", {"id": job, "payload": b"x"})
+            assert target.snapshot(name).pending == ((job, 0),)
         assert len(target.notes) == 1 and "read whole" in target.notes[0]
         assert capsys.readouterr().err.count("read whole") == 1
-        name = QUEUES[1]
-        target.call(name, "enqueue", {"id": POOL[1], "payload": b"x"})
-        assert target.snapshot(name).pending == ((POOL[1], 0),)
         assert not target.reads  # read as before: no tracking at all
     finally:
         target.close()
-        admin.execute_command("ACL", "DELUSER", user)
-        admin.close()
