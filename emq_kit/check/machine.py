@@ -115,13 +115,13 @@ RULE_OPS: dict[str, tuple[str, ...]] = {
 """The ops each rule may send: a rule none of whose ops the focus allows is off."""
 LIFECYCLE = ("claim", "settle", "work", "promote", "reap")
 """The rules of the lifecycle ops: on in every example (the swarm turns only the other
-rules off), so they stay at least half of a run's calls whatever the swarm draws."""
+rules off), so they are about half of a run's calls whatever the swarm draws (COV-2)."""
 WEIGHTS = {"claim": 11, "settle": 9, "work": 8, "promote": 5, "reap": 5, "enqueue": 5, "schedule": 3, "tick": 4,
            "remove": 2, "read": 2, "reprocess": 2, "bad_queue": 3, "enqueue_many": 2, "claim_many": 2,
            "complete_many": 2, "vandalize": 2, "lane_enqueue": 4, "lane_claim": 4, "lane_config": 2, "lane_scene": 2, "raw_call": 3, "spoil_key": 5,
            "stray_keys": 2}
 """How often ``Selection`` picks each rule among those on: the lifecycle (claim, the
-settles, the pumps) at least half the steps, bad queue names a few per cent; the lanes
+settles, the pumps) about half the steps (COV-2), bad queue names a few per cent; the lanes
 often enough that a lane grows deep under a weight (``lane_wclaim/several``). A rule
 not named weighs 1."""
 

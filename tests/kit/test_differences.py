@@ -72,7 +72,8 @@ def test_one_run_reports_the_foreign_ports_differences_each_once_lifecycle_first
     validate(doc)
     assert [d["signature"] for d in doc["check"]["differences"]] == [{"cell": s.cell, "rule": s.rule} for s in sigs]
     assert doc["check"]["cells"]["not_implemented"] and doc["check"]["op_mix"] == report.op_mix
-    # the lifecycle ops are at least half of the run's calls, bad queue names a few per cent
+    # the lifecycle ops are about half of the run's calls (COV-2; at this seed at least
+    # half), bad queue names a few per cent
     lifecycle, bad_queues = shares(report)
     assert lifecycle >= 0.5 and 0.005 <= bad_queues <= 0.05, (lifecycle, bad_queues)
 
