@@ -96,6 +96,9 @@ class QueueModel:
         self.lanes = Lanes()
         self._noted = self.lanes.noted  # every id written since the last snapshot (INC-1)
         self._last: Snapshot | None = None  # that snapshot, which ``snapshot`` brings up to date
+        self.last_change: tuple[Snapshot, Change, Snapshot] | None = None
+        """The last ``snapshot()``'s: the one before, the change that brought it up to date
+        (it may name more ids than moved, INC-1) and the one after; None when built whole."""
         self.sets: dict[str, dict[str, int]] = {loc: _Written(self._noted) for loc in spec.LOCATIONS}
         self.rows: dict[str, dict[str, bytes]] = _Rows(self._noted)
         self.completed = 0
@@ -661,7 +664,12 @@ class QueueModel:
     def snapshot(self) -> Snapshot:
         """The whole queue as an immutable value (the type emq_live reads too): the last
         one brought up to date by the ids written since (INC-3), equal to ``built()``."""
-        snap = self.built() if self._last is None else apply(self._last, self._change(self._last))
+        if self._last is None:
+            snap, self.last_change = self.built(), None
+        else:
+            change = self._change(self._last)
+            snap = apply(self._last, change)
+            self.last_change = (self._last, change, snap)
         self._last = snap
         self._noted.clear()
         return snap

@@ -417,7 +417,11 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         operator's fault or a raw call: INC-4). Keeps ``mine``'s per-id violations."""
         previous, kept = self.previous.get(queue), self._carried.get(queue)
         if previous is not None and kept is not None and kept[0] is previous and not whole:
-            judged, carried = check_step(mine, previous, between(previous, mine), kept[1])
+            # the model's own change when it brought ``previous`` up to ``mine``, else the
+            # reference diff of the two (INC-3)
+            made = self.models[queue].last_change
+            change = made[1] if made is not None and made[0] is previous and made[2] is mine else between(previous, mine)
+            judged, carried = check_step(mine, previous, change, kept[1])
         else:
             judged, carried = check_invariants(mine, previous), of_ids(mine, mine.ids())
         self._carried[queue] = (mine, carried)
