@@ -163,12 +163,14 @@ class LiveTarget:
         """From now on read a snapshot by what the steps since the last read wrote
         (DEPTH-3), and take no windows; whether this target does. A server that refuses
         key tracking (its ACL, a managed service), fakeredis and a cluster are read
-        whole, the first refusal said once on stderr and in ``notes``."""
+        whole, said once on stderr and in ``notes``."""
         if not on or self.tracker is not None:
             return self.tracker is not None
         from redis.cluster import RedisCluster
 
         if self.url is None or isinstance(self.conn.redis, RedisCluster):
+            where = "fakeredis" if self.url is None else "a cluster"
+            self._say(f"every snapshot is read whole: key tracking is read on one server, not on {where}")
             return False
         try:
             self.tracker = Tracker(self.conn.redis)

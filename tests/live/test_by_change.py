@@ -288,3 +288,15 @@ def test_a_user_without_a_tracking_rule_is_read_whole_said_once(valkey: Any, adm
         assert not target.reads  # read as before: no tracking at all
     finally:
         target.close()
+
+
+def test_fakeredis_is_read_whole_said_once(capsys: Any) -> None:
+    """A deep run on fakeredis reads from the server's memory, whole: said once however
+    many examples ask."""
+    target = LiveTarget(None)
+    try:
+        assert not any(target.read_changes(True) for _ in range(3))
+        assert len(target.notes) == 1 and "fakeredis" in target.notes[0]
+        assert capsys.readouterr().err.count("read whole") == 1
+    finally:
+        target.close()
