@@ -402,21 +402,21 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         if not self.models[queue].spoiled:  # a spoiled location hides its members until mended
             self.damage[queue].settle(mine)
-        # A step not prepared (an operator's fault, a raw call) is judged whole (INC-4).
-        judged = prepared[1] if prepared else self._judge(queue, mine, whole=True)
+        judged = prepared[1] if prepared else self._judge(queue, mine)
         found = [v for v in judged if not self.damage[queue].excuses(v, mine, self.models[queue])]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
         if found:
             raise self.model_broke(step, [str(v) for v in found])
         self.previous[queue] = mine
 
-    def _judge(self, queue: str, mine: Snapshot, *, whole: bool = False) -> list[Violation]:
+    def _judge(self, queue: str, mine: Snapshot) -> list[Violation]:
         """INV-1..7 and INV-9..14 of ``mine`` against the queue's previous snapshot: by
         what the step changed (``check_step``, INC-1) when the per-id violations of that
-        previous snapshot are known, else whole (the example's first step, after an
-        operator's fault or a raw call: INC-4). Keeps ``mine``'s per-id violations."""
+        previous snapshot are known, else whole (the example's first step, an operator's
+        fault, a step after a known difference: INC-4). Keeps ``mine``'s per-id
+        violations."""
         previous, kept = self.previous.get(queue), self._carried.get(queue)
-        if previous is not None and kept is not None and kept[0] is previous and not whole:
+        if previous is not None and kept is not None and kept[0] is previous:
             # the model's own change when it brought ``previous`` up to ``mine``, else the
             # reference diff of the two (INC-3)
             made = self.models[queue].last_change
@@ -626,6 +626,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         step = self._record(queue, op, args)
         self._prepared = None
         self.damage[queue].note(self.models[queue], op, args)
+        self._carried.pop(queue, None)  # an operator's fault is judged whole (INC-4)
         faults.on_model(self.models[queue], op, args)
         faults.on_target(self.target, queue, op, args)
         if op == "mend_key":
