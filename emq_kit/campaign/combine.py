@@ -108,7 +108,9 @@ def _union(entry: dict[str, Any]) -> dict[str, Any]:
 def verdict(runs: list[RunRecord]) -> tuple[str, int]:
     """The campaign's verdict and exit code: ``counterexample`` (1) when a run found a
     difference, ``uncovered`` (1) when a run failed its gate without one,
-    ``environment`` (2) when a run ended without a verdict, ``conforms`` (0) otherwise."""
+    ``environment`` (2) when a run ended without a verdict, ``no-divergence`` (0) when a
+    run met no difference yet did not conform (a dev run: no conformance verdict, TR-18),
+    ``conforms`` (0) only when every run conformed."""
     judged = [r.document for r in runs if r.document is not None]
     if any(d["check"]["differences"] or any(k["verdict"] == "fails" and k["expected"] is None
                                             for k in d["check"].get("corpus", [])) for d in judged):
@@ -117,6 +119,8 @@ def verdict(runs: list[RunRecord]) -> tuple[str, int]:
         return "uncovered", EXIT_FAIL
     if any(r.status != VERDICT for r in runs):
         return ENVIRONMENT, EXIT_ENV
+    if any(d["verdict"] != "conforms" for d in judged):
+        return "no-divergence", EXIT_OK
     return "conforms", EXIT_OK
 
 

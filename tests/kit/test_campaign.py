@@ -143,6 +143,15 @@ def test_a_worker_killed_mid_run_is_retried_and_a_lost_server_is_no_verdict(tmp_
     assert doc["campaign"]["differences"] == [] and list(doc["campaign"]["coverage"]) == ["fake"]
 
 
+def test_a_campaign_of_dev_runs_alone_is_no_conformance_verdict(tmp_path: Path) -> None:
+    """TR-18: a dev run meets no difference but gives no conformance verdict, so a
+    campaign of dev runs alone is inconclusive (no-divergence, exit 0), never conforms."""
+    plan = Plan((PlanTarget("fake"),), seeds=(1, 2), **SMALL)
+    doc = run_campaign(plan, dask_cluster.cluster_of("local:1"), tmp_path / "out")
+    assert [r["detail"] for r in doc["campaign"]["runs"]] == ["no-divergence"] * 2
+    assert (doc["verdict"], doc["detail"], doc["exit"]) == ("inconclusive", "no-divergence", 0)
+
+
 def test_the_selftest_on_two_workers_judges_the_serial_runs_mutants_alike(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``emq selftest --cluster local:2`` judges the same mutants as the serial run with
