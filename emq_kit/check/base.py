@@ -60,30 +60,55 @@ class Selection(RuleStrategy):
                        for r in self.rules}
         self.always = frozenset(own.always_on if own else ()) | aimed  # never swarmed off (COV-2)
         self.allowed: list[Any] | None = None  # _in_focus's
-        self.free = {id(r) for r in self.rules if not r.bundles and not r.preconditions}  # always valid
+        self.gates: list[tuple[Any, tuple[str, ...], tuple[Callable[[Any], Any], ...]]] | None = None  # _valid's
+        # The rules laid end to end by weight for each set of valid rules met this
+        # example (the swarm is fixed for an example): _weighted's, by _valid's mask.
+        self.laid: dict[int, tuple[list[Any], list[int]]] = {}
         self.drawn = 0  # rules drawn: the fence test's proof that Hypothesis draws through this
 
     def do_draw(self, data: Any) -> tuple[Any, dict[str, Any]]:
         if isinstance(self.machine, Machine) and self.machine.clock.mode != "virtual":
             return self._draw_steady(data)
-        valid = [r for r in self._in_focus() if id(r) in self.free or self._holds(r)]
+        valid, mask = self._valid()
         if not valid:  # Hypothesis's own "no progress can be made" error (InvalidDefinition)
             return super().do_draw(data)
-        rule = self._weighted(data, valid)
+        rule = self._weighted(data, valid, mask)
         return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
 
-    def _weighted(self, data: Any, candidates: list[Any]) -> Any:
+    def _valid(self) -> tuple[list[Any], int]:
+        """The rules the focus allows whose bundles are not empty and whose preconditions
+        hold now (``_holds``, unrolled: asked of every rule at every step), in
+        ``_in_focus``'s order, and their positions there as a bit mask."""
+        if self.gates is None:
+            self.gates = [(r, tuple(b.name for b in r.bundles), tuple(r.preconditions)) for r in self._in_focus()]
+        machine, valid, mask = self.machine, [], 0
+        for at, (rule, bundles, preconditions) in enumerate(self.gates):
+            if bundles and not all(machine.bundle(b) for b in bundles):
+                continue
+            for holds in preconditions:
+                if not holds(machine):
+                    break
+            else:
+                valid.append(rule)
+                mask |= 1 << at
+        return valid, mask
+
+    def _weighted(self, data: Any, candidates: list[Any], mask: int = -1) -> Any:
         """One of ``candidates`` (the swarm drawn first, once an example), by the
-        machine's ``weights``."""
+        machine's ``weights``; ``mask`` names ``candidates`` (``_valid``'s; -1: every
+        rule in focus)."""
         self.drawn += 1
         if self.off is None:
             swarm = data.draw_bytes(len(self.rules) + 1, len(self.rules) + 1)
             self.off = {r.function.__name__ for r, b in zip(self.rules, swarm[1:])
                         if b < swarm[0] and r.function.__name__ not in self.always}
-        on = {id(r) for r in candidates if r.function.__name__ not in self.off} or {id(r) for r in candidates}
-        live = [r for r in self.heaviest if id(r) in on]
-        # One index into the rules laid end to end, each as many times as it weighs.
-        ends = list(accumulate(self.weight[id(r)] for r in live))
+        laid = self.laid.get(mask)
+        if laid is None:
+            on = {id(r) for r in candidates if r.function.__name__ not in self.off} or {id(r) for r in candidates}
+            live = [r for r in self.heaviest if id(r) in on]
+            # One index into the rules laid end to end, each as many times as it weighs.
+            laid = self.laid[mask] = (live, list(accumulate(self.weight[id(r)] for r in live)))
+        live, ends = laid
         return live[bisect_right(ends, data.draw_integer(0, ends[-1] - 1))]
 
     def _draw_steady(self, data: Any) -> tuple[Any, dict[str, Any]]:

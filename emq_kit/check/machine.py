@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import (
     initialize,
-    invariant,
     precondition,
     rule,
 )
@@ -167,7 +166,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def begin(self) -> None:
         """Two fresh models at the clock's start, the target's two queues, no claim kept."""
         with self._ends_the_run():
-            self.now = self.clock.start(START)
+            self._clock_to(self.clock.start(START))
         self.models = {q: QueueModel(q) for q in QUEUES}
         # DEPTH-3: a deep queue's snapshot is read by what each step wrote, where the
         # target can (before its queues are handed out: they are read one step at a time)
@@ -644,7 +643,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         self.drain()
         self._record("", SLEEP, {"ms": ms})
         with self._ends_the_run():
-            self.now = self.clock.sleep(self.now, ms)
+            self._clock_to(self.clock.sleep(self.now, ms))
 
     # -- rules: the clock ----------------------------------------------------------------
 
@@ -653,7 +652,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if self.stopped:
             return
         with self._ends_the_run():  # the server clock waits on TIME
-            self.now = self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"]))
+            self._clock_to(self.clock.advance(min(self.now + delta, spec.LIMITS["ms_max"])))
 
     # -- rules: hostile callers ----------------------------------------------------------
 
@@ -716,7 +715,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             # a raw call's edge may leave a score at the clock's last ms: never step past it
             to = min(marks[pick % len(marks)] + offset, spec.LIMITS["ms_max"])
             with self._ends_the_run():
-                self.now = self.clock.advance(max(self.now, to))
+                self._clock_to(self.clock.advance(max(self.now, to)))
 
     def _kept(self, pick: int) -> Kept:
         """A kept claim: 0 is the newest."""
@@ -738,9 +737,11 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _other(self, q: str) -> str:
         return QUEUES[1 - QUEUES.index(q)]
 
-    @invariant()
-    def clock_is_valid(self) -> None:
-        assert 0 <= self.now <= spec.LIMITS["ms_max"]
+    def _clock_to(self, now: int) -> None:
+        """The machine's clock moves to ``now``, a time the ops accept (0 to ``ms_max``):
+        checked where it moves, the only places it does, rather than after every step."""
+        assert 0 <= now <= spec.LIMITS["ms_max"], f"the machine's clock left its range: {now}"
+        self.now = now
 
 
 def _spoiled(op: str, args: dict[str, Any], spoil: tuple[int, int], absent: tuple[str, ...] = ()) -> dict[str, Any]:
