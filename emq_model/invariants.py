@@ -118,27 +118,28 @@ def _lanes(snapshot: Snapshot, rows: dict[str, dict[str, bytes]]) -> list[Violat
     for job_id, row in sorted(rows.items()):
         if "group" in row and _group(row["group"]) is None:
             out.append(Violation("INV-9", job_id, f"row group {row['group']!r} is not a well-formed group"))
-    return out + _lane_keys(snapshot, rows)
+    return out + _lane_keys(snapshot, {m: rows[m]["group"] for m, _ in snapshot.active if "group" in rows.get(m, {})})
 
 
-def _lane_keys(snapshot: Snapshot, rows: Mapping[str, Mapping[str, bytes]]) -> list[Violation]:
-    """INV-10 and INV-11: the ring and the lane hashes (``rows``: the active jobs' rows
-    at least)."""
+def _lane_keys(snapshot: Snapshot, groups: Mapping[str, bytes]) -> list[Violation]:
+    """INV-10 and INV-11: the ring and the lane hashes (``groups``: the group field of
+    each active job's row that has one)."""
     out: list[Violation] = []
     ring = list(snapshot.ring)
-    for g in sorted({g for g in ring if ring.count(g) > 1}):
-        out.append(Violation("INV-10", g, f"is on the ring {ring.count(g)} times"))
-    want = serviceable(snapshot)
-    for g in sorted(want - set(ring)):
-        out.append(Violation("INV-10", g, "is serviceable but not on the ring"))
-    for g in sorted(set(ring) - want):
-        out.append(Violation("INV-10", g, "is on the ring but not serviceable (empty, paused or at its limit)"))
+    if ring or snapshot.lanes:  # else no lane is serviceable and none is on the ring
+        for g in sorted({g for g in ring if ring.count(g) > 1}):
+            out.append(Violation("INV-10", g, f"is on the ring {ring.count(g)} times"))
+        want = serviceable(snapshot)
+        for g in sorted(want - set(ring)):
+            out.append(Violation("INV-10", g, "is serviceable but not on the ring"))
+        for g in sorted(set(ring) - want):
+            out.append(Violation("INV-10", g, "is on the ring but not serviceable (empty, paused or at its limit)"))
 
     counted: dict[str, int] = {}
-    for member, _ in snapshot.active:
-        raw = rows.get(member, {}).get("group")
-        if raw is not None:
-            counted[raw.decode("latin-1")] = counted.get(raw.decode("latin-1"), 0) + 1
+    for raw in groups.values():
+        counted[raw.decode("latin-1")] = counted.get(raw.decode("latin-1"), 0) + 1
+    if not (counted or ring or snapshot.paused or snapshot.glimit or snapshot.gactive or snapshot.gweight):
+        return out  # no lane key and no grouped job active: nothing below can break
     gactive = dict(snapshot.gactive)
     for g in sorted(gactive.keys() | counted.keys()):
         if gactive.get(g, 0) != counted.get(g, 0):
@@ -159,6 +160,8 @@ def _lane_step(snapshot: Snapshot, previous: Snapshot, among: Iterable[str] | No
     served), INV-14 (one grouped claim is one turn of the ring: it serves the first lane
     on the ring that held a job whose row says its group, at most its weight)."""
     out: list[Violation] = []
+    if not previous.lanes:  # no lane held a job before the step: none was served
+        return out
     now, rows_now = snapshot.index, snapshot.row_index
     served: dict[str, list[str]] = {}
     # Served from lane g: it left g, is active, and its row says g. (An id reused beside a
@@ -330,4 +333,5 @@ def _keys(snapshot: Snapshot) -> list[Violation]:
         if getattr(snapshot, name) < 0:
             out.append(Violation("INV-7", None, f"counter {name} is {getattr(snapshot, name)}"))
     rows = snapshot.row_index
-    return out + _lane_keys(snapshot, {m: dict(rows[m]) for m in snapshot.index["active"] if m in rows})
+    return out + _lane_keys(snapshot, {m: value for m in snapshot.index["active"] if m in rows
+                                       for field, value in rows[m] if field == "group"})

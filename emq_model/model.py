@@ -683,18 +683,26 @@ class QueueModel:
 
     def _stray(self) -> list[str]:
         """The keys a snapshot lists as stray: the spoiled ones and the operator's own."""
+        if not self.spoiled and not self.strays:  # as in most steps: no key to name
+            return []
         return [*(self._key_name(k) for k in self.spoiled), *(prefix(self.queue) + k for k in self.strays)]
 
     def _change(self, last: Snapshot) -> Change:
         """The change since ``last``: every id written since, at its places and row now."""
         members: dict[tuple[Place, str], Score | None] = {}
         rows: dict[str, Row | None] = {}
-        for job_id in self._noted:
-            members.update({(place, job_id): None for place, held in last.index.items() if job_id in held})
-            members.update({(loc, job_id): norm_score(held[job_id]) for loc, held in self.sets.items() if job_id in held})
-            members.update({(("lane", g), job_id): norm_score(held[job_id])
-                            for g, held in self.lanes.pending.items() if job_id in held})
-            row = self.rows.get(job_id)
+        was, sets, lanes, held_rows = last.index.items(), self.sets.items(), self.lanes.pending.items(), self.rows
+        for job_id in self._noted:  # plain loops: a step notes a few ids, each looked up in a few places
+            for place, held in was:
+                if job_id in held:
+                    members[(place, job_id)] = None
+            for loc, in_set in sets:
+                if job_id in in_set:
+                    members[(loc, job_id)] = norm_score(in_set[job_id])
+            for g, in_lane in lanes:
+                if job_id in in_lane:
+                    members[(("lane", g), job_id)] = norm_score(in_lane[job_id])
+            row = held_rows.get(job_id)
             rows[job_id] = None if row is None else tuple(sorted(row.items()))
         small = small_of(self.completed, self.failed, self._stray(), self.lanes.ring, self.lanes.paused,
                          self.lanes.hashes())
