@@ -49,6 +49,13 @@ def _by_place(snapshot: Snapshot) -> dict[Place, tuple[tuple[str, Score], ...]]:
     return out
 
 
+def sizes_of(snapshot: Snapshot) -> dict[Place, int]:
+    """Every non-empty place's cardinality in ``snapshot`` (a change's ``sizes``)."""
+    out: dict[Place, int] = {loc: len(snapshot.location(loc)) for loc in LOCATIONS if snapshot.location(loc)}
+    out.update({("lane", g): len(e) for g, e in snapshot.lanes if e})
+    return out
+
+
 def small_keys(snapshot: Snapshot) -> dict[str, object]:
     """The small keys of ``snapshot`` whole (``SMALL``)."""
     return {name: getattr(snapshot, name) for name in SMALL}
@@ -68,8 +75,7 @@ def between(before: Snapshot, after: Snapshot) -> Change:
     new_rows = after.row_index
     rows = {} if before.rows == after.rows else \
         {i: new_rows.get(i) for i in sorted({i for i, _ in set(before.rows) ^ set(after.rows)})}
-    sizes = {place: len(e) for place, e in now.items() if e}
-    return Change(after.queue, members, rows, sizes, small_keys(after))
+    return Change(after.queue, members, rows, sizes_of(after), small_keys(after))
 
 
 def apply(before: Snapshot, change: Change) -> Snapshot:

@@ -6,10 +6,11 @@ call raises an ``EmqError`` and changes nothing (all checks come before the firs
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any, Iterable, NamedTuple
 
 from . import errors, spec
-from .change import Change, apply
+from .change import Change, apply, sizes_of
 from .keyspace import KEY_TYPES, check_queue, key_of, outside, prefix
 from .lanes import LaneClaimed, Lanes
 from .snapshot import Place, Row, Score, Snapshot, norm_score, small_of, zset_order
@@ -667,9 +668,9 @@ class QueueModel:
         if self._last is None:
             snap, self.last_change = self.built(), None
         else:
-            change = self._change(self._last)
-            snap = apply(self._last, change)
-            self.last_change = (self._last, change, snap)
+            made = self._change(self._last)
+            snap = apply(self._last, made)
+            self.last_change = (self._last, dataclasses.replace(made, sizes=sizes_of(snap)), snap)
         self._last = snap
         self._noted.clear()
         return snap
@@ -706,7 +707,7 @@ class QueueModel:
             rows[job_id] = None if row is None else tuple(sorted(row.items()))
         small = small_of(self.completed, self.failed, self._stray(), self.lanes.ring, self.lanes.paused,
                          self.lanes.hashes())
-        return Change(self.queue, members, rows, {}, small)
+        return Change(self.queue, members, rows, {}, small)  # sizes: ``snapshot`` adds them after
 
     def __repr__(self) -> str:
         return f"QueueModel({self.queue!r}, counts={self.counts()})"

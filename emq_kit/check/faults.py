@@ -83,8 +83,11 @@ class Damage:
 
     def settle(self, snapshot: Snapshot) -> None:
         """The queue is ``snapshot`` now (no key spoiled): an id no place holds any more
-        is no longer damaged (the claim that met its orphan dropped it)."""
-        self.forgotten &= {m for _, m, _ in snapshot.members()}
+        is no longer damaged (the claim that met its orphan dropped it). Costs what is
+        forgotten, not the queue (looked up by member)."""
+        if self.forgotten:
+            held = snapshot.index.values()  # the four locations and every lane
+            self.forgotten = {m for m in self.forgotten if any(m in places for places in held)}
 
     def excuses(self, v: Violation, snapshot: Snapshot, model: QueueModel) -> bool:
         """Whether the operator broke what ``v`` reports in ``snapshot`` (``model``'s):

@@ -16,6 +16,7 @@ from emq_live.client import BadReply, Queue
 from emq_live.delta import Kept, read_change, sort_keys
 from emq_live.tracking import Refused, Tracker
 from emq_live.urls import redact
+from emq_model.change import Change
 from emq_model.errors import ArgError, EmqError
 from emq_model.keyspace import check_queue, job_key, key_of, outside, pattern, prefix
 from emq_model.model import QueueModel
@@ -61,6 +62,11 @@ class ModelTarget:
 
     def snapshot(self, name: str) -> Snapshot:
         return self.queue(name).snapshot()
+
+    def last_change(self, name: str) -> tuple[Snapshot, Change, Snapshot] | None:
+        """The change that brought ``name``'s last snapshot up from the one before (INC-3),
+        with both; None when it was built whole."""
+        return self.queue(name).last_change
 
     def call(self, name: str, op: str, args: dict[str, Any], meanwhile: Callable[[], None] | None = None) -> Any:
         return call_then(self.queue(name), op, args, meanwhile)
@@ -153,11 +159,13 @@ class LiveTarget:
         self.touched: dict[str, set[str] | None] = {}  # queue -> keys written since its last read (None: flushed)
         self.ids: dict[str, set[str]] = {}  # queue -> the ids the calls since its last read named
         self.reads: Counter[str] = Counter()  # reads by change: "change" (patched) or "whole"
+        self.changes: dict[str, tuple[Snapshot, Change, Snapshot]] = {}  # see last_change
 
     def reset(self) -> None:
         self.queues.clear()
         self.spoiled.clear()  # a queue handed out anew is wiped, spoiled keys with it
         self.kept.clear()  # DEPTH-4: the first read of an example is whole
+        self.changes.clear()
 
     def read_changes(self, on: bool) -> bool:
         """From now on read a snapshot by what the steps since the last read wrote
@@ -199,6 +207,11 @@ class LiveTarget:
         """The next snapshot of ``name`` is read whole (DEPTH-4); whether the last one
         was read by change, so a whole one may show more."""
         return self.kept.pop(name, None) is not None and self.tracker is not None
+
+    def last_change(self, name: str) -> tuple[Snapshot, Change, Snapshot] | None:
+        """The change read for ``name``'s last snapshot (DEPTH-3) with the snapshot it was
+        patched onto and the one it made; None when that read was whole."""
+        return self.changes.get(name)
 
     def queue(self, name: str) -> Any:
         if name not in self.queues:
@@ -316,11 +329,14 @@ class LiveTarget:
         if kept is not None and touched is not None:
             keys = sort_keys(name, touched)
             change = read_change(self.conn.redis, name, kept.snapshot, keys, ids) if keys is not None else None
+            was = kept.snapshot
             snap = kept.apply(change) if change is not None else None
-            if snap is not None:
+            if snap is not None and change is not None:
                 self.kept[name] = kept
                 self.reads["change"] += 1
+                self.changes[name] = (was, change, snap)
                 return snap
+        self.changes.pop(name, None)
         snap = queue.snapshot()
         self.reads["whole"] += 1
         self._collect()

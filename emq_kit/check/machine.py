@@ -43,7 +43,7 @@ from emq_kit.errors import KitBug, ScriptHang
 from emq_kit.targets.protocol import Target
 from emq_live.client import BadReply
 from emq_model import branded_id, spec
-from emq_model.change import between
+from emq_model.change import agree, between
 from emq_model.errors import TYPE, EmqError
 from emq_model.invariants import Carried, Violation, check_invariants, check_step, of_ids
 from emq_model.model import Claimed, QueueModel
@@ -101,6 +101,7 @@ READ = Draw("Read", q=QUEUE, which=READS, job=POOL, n=range(1, 5), spoil=SPOILS,
 VANDALIZE = Draw("Vandalize", q=QUEUE, pick=range(8))
 Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
 CLAIMS = ("claim", "claim_many", "lane_claim", "lane_wclaim")  # the ops that drop orphans (T-claim-5)
+DOUBTS = frozenset((*faults.ARGS, "raw"))  # steps whose snapshots are compared whole (INC-4)
 # The ops a window may hold: the script calls of a queue (browse and job are answered
 # outside scripts by the built-in client: the window is sent before them; the lane ops
 # go step by step, LANE-F judges their answers as they come).
@@ -181,6 +182,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             self.run.coverage.include(LANE_CELLS)
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
         self._carried: dict[str, tuple[Snapshot, Carried]] = {}  # see _judge
+        self._agreed: dict[str, tuple[Snapshot, Snapshot]] = {}  # the last (mine, theirs) found equal: _same
         self._aside: BaseException | None = None
         # Deferred verification (emq_kit/check/window.py), shrinking included.
         size = window_size(self.target, self.clock.mode, self.run.focus.depth) if self.windowed else 0
@@ -242,11 +244,11 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if isinstance(step.target, Crash):  # a driver that died has no keyspace to compare
             self.stopped = True
             return None
-        mine = self.models[queue].snapshot()
-        if mine != self._theirs(queue, step):
+        mine, theirs = self.models[queue].snapshot(), self._theirs(queue, step)
+        if mine != theirs:
             self.stopped = True
             return None
-        self.previous[queue] = mine
+        self.previous[queue], self._agreed[queue] = mine, (mine, theirs)
         return step.model
 
     def execute(self, queue: str, op: str, args: dict[str, Any]) -> Any:
@@ -397,8 +399,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         prepared, self._prepared = self._prepared, None  # made for this step's queue
         mine = prepared[0] if prepared else self.models[queue].snapshot()
         theirs = self._theirs(queue, step, theirs)
-        if mine != theirs:
+        if not self._same(queue, step, mine, theirs):
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
+        self._agreed[queue] = (mine, theirs)
         if not self.models[queue].spoiled:  # a spoiled location hides its members until mended
             self.damage[queue].settle(mine)
         judged = prepared[1] if prepared else self._judge(queue, mine)
@@ -407,6 +410,20 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if found:
             raise self.model_broke(step, [str(v) for v in found])
         self.previous[queue] = mine
+
+    def _same(self, queue: str, step: Step, mine: Snapshot, theirs: Snapshot) -> bool:
+        """INV-8: whether the two snapshots after ``step`` are equal. By the two sides'
+        changes (``agree``, INC-4) when each brought the pair last found equal up to
+        ``mine`` and ``theirs``; whole on any doubt: an operator's fault, a raw call, a
+        first step, a read of the target's that was whole."""
+        agreed = self._agreed.get(queue)
+        made = self.models[queue].last_change
+        read = getattr(self.target, "last_change", None)
+        got = read(queue) if read is not None and agreed is not None and made is not None else None
+        if (got is None or made is None or agreed is None or step.op in DOUBTS or made[0] is not agreed[0]
+                or made[2] is not mine or got[0] is not agreed[1] or got[2] is not theirs):
+            return mine == theirs
+        return agree(made[0], made[1], got[1])
 
     def _judge(self, queue: str, mine: Snapshot) -> list[Violation]:
         """INV-1..7 and INV-9..14 of ``mine`` against the queue's previous snapshot: by
@@ -428,12 +445,15 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
 
     def _judge_whole(self) -> None:
         """The end of an example (INC-3, INC-4): each model's snapshot, kept up to date
-        step by step, is the one built whole, and each queue's last per-id violations,
-        carried step by step, are the whole check's of its last snapshot."""
+        step by step, is the one built whole, the last two snapshots INV-8 found equal
+        (by their changes, ``_same``) are equal whole, and each queue's last per-id
+        violations, carried step by step, are the whole check's of its last snapshot."""
         for queue, model in self.models.items():
-            previous, kept = self.previous.get(queue), self._carried.get(queue)
+            previous, kept, agreed = self.previous.get(queue), self._carried.get(queue), self._agreed.get(queue)
             if model.snapshot() != model.built():
                 wrong = "the model's snapshot kept step by step is not the one built whole"
+            elif agreed is not None and agreed[0] != agreed[1]:
+                wrong = "INV-8 by the two changes disagrees with the whole comparison"
             elif (previous is not None and kept is not None and kept[0] is previous
                     and kept[1] != of_ids(previous, previous.ids())):
                 wrong = "the step check disagrees with the whole check"

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 from emq_kit.errors import BadArgument, KitBug
 from emq_kit.targets.protocol import BatchReply, Capabilities, Target
 from emq_model import errors, keyspace
+from emq_model.change import Change
 from emq_model.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -217,6 +218,7 @@ class Renamed:
 
     def __init__(self, target: Target, names: Names, shown: Sequence[str]) -> None:
         self.inner, self.run_names, self.shown = target, names, tuple(shown)
+        self._told: dict[str, list[tuple[Any, Any]]] = {}  # see snapshot
 
     @property
     def capabilities(self) -> Capabilities:
@@ -247,8 +249,25 @@ class Renamed:
         return self.inner.dropped(self._on_server(name))
 
     def snapshot(self, name: str) -> Any:
-        """The server's snapshot, told in the logical name (``Names.told``)."""
-        return self.run_names.told(name, self.inner.snapshot(self._on_server(name)))
+        """The server's snapshot, told in the logical name (``Names.told``); the last two
+        told of each queue are kept, so ``last_change`` names the very objects handed out."""
+        got = self.inner.snapshot(self._on_server(name))
+        told = self.run_names.told(name, got)
+        self._told[name] = [*self._told.get(name, [])[-1:], (got, told)]
+        return told
+
+    def last_change(self, name: str) -> tuple[Snapshot, Change, Snapshot] | None:
+        """The wrapped target's ``last_change`` of ``name``, told in the logical name."""
+        read = getattr(self.inner, "last_change", None)
+        made = read(self._on_server(name)) if read is not None else None
+        if made is None:
+            return None
+        told = {id(got): mine for got, mine in self._told.get(name, [])}
+        before, after = told.get(id(made[0])), told.get(id(made[2]))
+        if before is None or after is None:
+            return None
+        small = {**made[1].small, "stray": after.stray}
+        return before, dataclasses.replace(made[1], queue=name, small=small), after
 
     def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
         """A window's calls (emq_kit/check/window.py) on the server's names, each reply's

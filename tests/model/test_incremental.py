@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emq_model.branded_id import encode
-from emq_model.change import Change, between
+from emq_model.change import Change, agree, between
 from emq_model.invariants import check_invariants, check_step, of_ids
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
@@ -106,4 +106,5 @@ def test_the_step_check_is_the_whole_check_on_model_programs(program: list[tuple
         if m.last_change is not None:  # the model's own change, as the machine judges by it
             assert m.last_change[0] is before and m.last_change[2] is after
             agrees(before, after, made=m.last_change[1])
+            assert agree(before, m.last_change[1], between(before, after))  # INV-8 by change (INC-4)
         before = after
