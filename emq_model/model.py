@@ -261,12 +261,20 @@ class QueueModel:
         orphan up to the ``n``-th member with a row (CC-8 types their rows first)."""
         met: list[str] = []
         found = 0
-        for job_id, _ in zset_order(self.sets[PENDING].items()):
+        for job_id, _ in self.ordered(PENDING):
             if found == n:
                 break
             met.append(job_id)
             found += job_id in self.rows or ("row", job_id) in self.spoiled
         return met
+
+    def ordered(self, loc: str) -> tuple[tuple[str, Score], ...]:
+        """The entries of location ``loc`` in a sorted set's order (``zset_order``): the
+        last snapshot's when nothing was written since (INC-3: it is the one built whole),
+        so a deep queue is not sorted again."""
+        if self._last is not None and not self._noted:
+            return self._last.location(loc)
+        return zset_order(self.sets[loc].items())
 
     def _claim(self, n: int, lease_ms: int, now: int) -> list[Claimed]:
         """Up to ``n`` claims with one ``now``: the pending members met are typed first

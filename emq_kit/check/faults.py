@@ -20,7 +20,7 @@ from emq_model.errors import TYPE
 from emq_model.invariants import Violation
 from emq_model.keyspace import KEY_TYPES, prefix
 from emq_model.model import QueueModel
-from emq_model.snapshot import Snapshot, zset_order
+from emq_model.snapshot import Snapshot
 
 ARGS: dict[str, tuple[set[str], set[str]]] = {
     "forget_row": ({"id"}, {"id"}),
@@ -353,9 +353,9 @@ class KeyFaultRules:
         for reprocess), grouped when the spoiled key is a lane key (only a grouped job's
         call types its lane)."""
         if op == "claim":
-            ids = [m for m, _ in zset_order(mine.sets["pending"].items())]
+            ids = [m for m, _ in mine.ordered("pending")]
         elif op in PUMPED:
-            ids = [m for m, _ in zset_order(mine.sets[PUMPED[op]].items())]
+            ids = [m for m, _ in mine.ordered(PUMPED[op])]
         elif op in LANE_CLAIMS:
             ids = [mine.lanes.head(g) for g in mine.lanes.ring if mine.lanes.pending.get(g)]
         else:
