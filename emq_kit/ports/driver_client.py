@@ -21,6 +21,7 @@ import json
 import queue as queues
 import shlex
 import subprocess
+import sys
 import threading
 from collections import deque
 from typing import Any, Callable, Sequence
@@ -262,6 +263,15 @@ class DriverTarget:
 
     def time_calls(self, on: bool) -> bool:
         return False  # the port reads its server's clock itself (--clock server)
+
+    def read_changes(self, on: bool) -> bool:
+        """A deep run's reads by change (DEPTH-3) are the built-in client's: a driver's
+        snapshot is its port's whole one, said once on stderr and in ``notes``."""
+        note = "every snapshot is read whole: a driver answers its queue's whole snapshot"
+        if on and note not in self.notes:
+            self.notes.append(note)
+            print(f"emq: {note}", file=sys.stderr)
+        return False
 
     def bracket(self) -> tuple[int, int] | None:
         return None

@@ -113,6 +113,15 @@ def test_the_model_driver_conforms() -> None:
     assert "INCONCLUSIVE (no-divergence)" in done.stdout and "driver" in done.stdout
 
 
+def test_a_deep_run_through_a_driver_says_once_it_reads_whole() -> None:
+    """DEPTH-3: a driver's snapshot is its port's whole one; a deep run says so once,
+    however many examples ask, and goes on."""
+    done = check(f"{shlex.quote(str(EMQ))} driver --model", "--profile", "dev", "--examples", "3", "--steps", "5",
+                 "--depth", "30")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.count("read whole: a driver answers its queue's whole snapshot") == 1, done.stderr
+
+
 def test_the_python_driver_conforms_on_valkey(valkey) -> None:
     done = check(f"{shlex.quote(str(EMQ))} driver --live", "--url", valkey.url, "--profile", "dev")
     assert done.returncode == 0, done.stdout + done.stderr
