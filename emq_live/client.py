@@ -180,6 +180,12 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
+def _texts(flat: Sequence[Any]) -> list[str]:
+    """Each item of ``flat`` as ``_text`` reads it, in one pass (a snapshot's members,
+    ids and field names: most of what a step's snapshot reply holds)."""
+    return [v.decode("utf-8", "surrogateescape") if type(v) is bytes else _text(v) for v in flat]
+
+
 def _pairs(flat: Sequence[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[0::2], flat[1::2]))
 
@@ -503,8 +509,9 @@ class Queue:
 
     def _snapshot_of(self, reply: Any) -> Snapshot:
         n = len(spec.LOCATIONS)
-        locations = {loc: [(_text(m), norm_score(s)) for m, s in _pairs(reply[i])] for i, loc in enumerate(spec.LOCATIONS)}
-        rows = {_text(i): {_text(f): bytes(v) for f, v in _pairs(fields)} for i, fields in _pairs(reply[n])}
+        locations = {loc: list(zip(_texts(reply[i][0::2]), map(norm_score, reply[i][1::2])))
+                     for i, loc in enumerate(spec.LOCATIONS)}
+        rows = {_text(i): dict(zip(_texts(fields[0::2]), map(bytes, fields[1::2]))) for i, fields in _pairs(reply[n])}
         stray = [_text(k) for k in reply[n + 3]]
         counters = []
         for key, flat in zip(self.keys[4:6], reply[n + 1 : n + 3]):

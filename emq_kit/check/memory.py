@@ -16,6 +16,7 @@ type, which makes the key stray), the same objects its commands use.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from emq_model import keyspace, spec
@@ -44,16 +45,23 @@ def _hash(value: Any) -> list[Any]:
     return flat
 
 
+@lru_cache(maxsize=64)
+def _layout(queue: str) -> tuple[tuple[bytes, ...], tuple[bytes, ...], bytes, dict[bytes, bytes]]:
+    """The fixed keys of ``queue`` (the queue's, then the lanes'), its prefix, and the
+    type each fixed key must hold: the same for every snapshot of the queue."""
+    fixed = tuple(k.encode() for k in keyspace.queue_keys(queue))
+    lane_fixed = tuple(k.encode() for k in keyspace.lane_keys(queue).values())
+    expected = dict(zip(fixed, [b"zset"] * len(spec.LOCATIONS) + [b"hash", b"hash"]))
+    expected.update(zip(lane_fixed, [b"list", b"set", b"hash", b"hash", b"hash"]))
+    return fixed, lane_fixed, keyspace.prefix(queue).encode(), expected
+
+
 def reply(db: Any, queue: str) -> list[Any]:
     """What snapshot.lua answers for ``queue`` on the database ``db`` (a fakeredis
     ``Database``): the four locations, the rows, the two counters, the stray keys, the
     lanes, the ring, the paused set and the three lane hashes."""
-    fixed = [k.encode() for k in keyspace.queue_keys(queue)]
-    lane_fixed = [k.encode() for k in keyspace.lane_keys(queue).values()]
-    head = keyspace.prefix(queue).encode()
+    fixed, lane_fixed, head, expected = _layout(queue)
     row_head = head + b"job:"
-    expected = dict(zip(fixed, [b"zset"] * len(spec.LOCATIONS) + [b"hash", b"hash"]))
-    expected.update(zip(lane_fixed, [b"list", b"set", b"hash", b"hash", b"hash"]))
     values: dict[bytes, Any] = {}
     rows: list[Any] = []
     lanes: list[Any] = []
