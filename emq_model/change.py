@@ -88,7 +88,13 @@ def apply(before: Snapshot, change: Change) -> Snapshot:
     places: dict[Place, Entries] = {loc: before.location(loc) for loc in LOCATIONS}
     places.update({("lane", g): e for g, e in before.lanes})
     for place, members in moved.items():
-        if len(members) * 16 > len(places.get(place, ())):  # most of the set moved: sort it whole
+        old = places.get(place, ())
+        if all(score is not None and m not in sets[place] for m, score in members):
+            added = zset_order((m, s) for m, s in members if s is not None)  # only new members: at the end when past the last
+            if not old or zset_key(old[-1]) < zset_key(added[0]):
+                places[place] = old + added
+                continue
+        if len(members) * 16 > len(old):  # most of the set moved: sort it whole
             held: dict[str, Score | None] = dict(sets[place])
             held.update(members)
             places[place] = zset_order((m, score) for m, score in held.items() if score is not None)
