@@ -374,27 +374,23 @@ def _sweep(check: Check) -> Swept:
 
 def _search(check: Check) -> Searched:
     """Rounds of fresh seeds: the profile's examples searched past any difference found
-    (the first only, without ``focus.report``); a gated profile's rounds past the first
-    half of them, and its extra examples while a cell in focus is unreached, aimed at
-    what is (COV-2)."""
+    (the first only, without ``focus.report``); a gated profile's extra examples while a
+    cell in focus is unreached, aimed at what is (COV-2)."""
     run, profile, focus = check.run, check.profile, check.focus
     run.phase = PhaseName.SEARCH
     per_round = check.examples or profile.examples
     budget = per_round + (profile.extra_examples if profile.gate else 0)
-    # COV-2: a gated run searches the first half of its nominal examples undirected (the
-    # common cells), then aims each later round at what is still unreached
-    undirected = max(per_round // 2, 1) if profile.gate else per_round
     searched = 0  # examples generated, not counting those spent shrinking
-    round_no, size = 0, undirected if focus.report or not check.found else 0
+    round_no, size = 0, per_round if focus.report or not check.found else 0
     aims: frozenset[tuple[str, str]] = frozenset()
     aimed = {"rounds": 0, "examples": 0, "steps": 0, "calls": 0}
     shrunk: dict[str, Any] | None = None
     spent: dict[str, float] = {"steps": 0, "budget": check.shrink_steps, "cut": 0, "seconds": 0.0}
     while size > 0:
         before, run.hunting, run.shrinking, run.best, cuts_before = run.examples, None, False, None, run.cuts
-        # COV-2: past the undirected examples a gated round aims at what is still
-        # unreached; its calls are its phase's, not the search's mix
-        run.aim = frozenset(_unreached(run, focus)) if profile.gate and searched >= undirected else frozenset()
+        # COV-2: past the nominal examples a gated round aims at what is still unreached;
+        # its calls are its phase's, not the search's mix
+        run.aim = frozenset(_unreached(run, focus)) if profile.gate and searched >= per_round else frozenset()
         mix, steps_before = run.op_mix, run.steps
         if run.aim:
             run.op_mix, aims = Counter(), aims | run.aim
