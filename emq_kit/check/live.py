@@ -37,6 +37,15 @@ WINDOW = 64
 ``ci`` example (50 steps), one pipeline of twice as many commands."""
 
 
+def say_once(notes: Sequence[str], note: str) -> tuple[str, ...]:
+    """``notes`` with ``note`` in it, said on stderr the first time only: what a target
+    did on its own that the user should know (DEPTH-4), one line each."""
+    if note in notes:
+        return tuple(notes)
+    print(f"emq: {note}", file=sys.stderr)
+    return (*notes, note)
+
+
 class ModelTarget:
     """A second, independent model: the machine run against it must always pass, which
     checks the machine itself (and serves ``emq driver --model``)."""
@@ -178,7 +187,7 @@ class LiveTarget:
 
         if self.url is None or isinstance(self.conn.redis, RedisCluster):
             where = "fakeredis" if self.url is None else "a cluster"
-            self._say(f"every snapshot is read whole: key tracking is read on one server, not on {where}")
+            self.notes = say_once(self.notes, f"every snapshot is read whole: key tracking is read on one server, not on {where}")
             return False
         try:
             self.tracker = Tracker(self.conn.redis)
@@ -195,13 +204,7 @@ class LiveTarget:
         if self.tracker is not None:
             self.tracker.close()
             self.tracker = None
-        self._say(f"every snapshot is read whole: the server refuses key tracking ({refused})")
-
-    def _say(self, note: str) -> None:
-        """``note`` once, on stderr and in ``notes``."""
-        if note not in self.notes:
-            self.notes = (*self.notes, note)
-            print(f"emq: {note}", file=sys.stderr)
+        self.notes = say_once(self.notes, f"every snapshot is read whole: the server refuses key tracking ({refused})")
 
     def read_whole(self, name: str) -> bool:
         """The next snapshot of ``name`` is read whole (DEPTH-4); whether the last one

@@ -21,13 +21,12 @@ import json
 import queue as queues
 import shlex
 import subprocess
-import sys
 import threading
 from collections import deque
 from typing import Any, Callable, Sequence
 
 from emq_kit._signals import Refused
-from emq_kit.check.live import LiveTarget, call_then
+from emq_kit.check.live import LiveTarget, call_then, say_once
 from emq_kit.check.pools import QUEUES
 from emq_kit.check.step import Crash
 from emq_kit.errors import (
@@ -267,10 +266,8 @@ class DriverTarget:
     def read_changes(self, on: bool) -> bool:
         """A deep run's reads by change (DEPTH-3) are the built-in client's: a driver's
         snapshot is its port's whole one, said once on stderr and in ``notes``."""
-        note = "every snapshot is read whole: a driver answers its queue's whole snapshot"
-        if on and note not in self.notes:
-            self.notes.append(note)
-            print(f"emq: {note}", file=sys.stderr)
+        if on:
+            self.notes = list(say_once(self.notes, "every snapshot is read whole: a driver answers its queue's whole snapshot"))
         return False
 
     def bracket(self) -> tuple[int, int] | None:
