@@ -20,10 +20,12 @@ the value or for the ratio):
   a ratio to it (``goal_ratio``). ``check.valkey.server_clock``: the same on Valkey
   under ``--clock server``; ``check.node.valkey``: the Node port through its driver
   (batches on), held against the built-in client on the same server.
-  ``check.valkey.depth``: the same on Valkey with ``--depth`` background jobs in each
-  queue (10,000 by default; ``--depth-examples`` examples, the fill's steps counted as
-  the run counts them), held against the same run at depth 10 (specs/lifecycle.md
-  DEPTH-1): whether a step's cost grows with the jobs already queued.
+  ``check.valkey.depth``: the same on Valkey once ``--depth`` background jobs are in
+  each queue (10,000 by default; ``--depth-examples`` examples), the checked steps after
+  the fill only, held against the same at depth 10 (specs/lifecycle.md DEPTH-5): whether
+  a step's cost grows with the jobs already queued. Beside it ``check.valkey.depth.fill``
+  and ``check.valkey.depth.end``: the seconds per 1,000 background jobs of the fill's
+  checked steps and of the examples' ends (each queue read and checked whole, DEPTH-4).
 - ``lifecycle.*``: jobs per second through enqueue -> claim -> complete from one Python
   process, one call per op (single) or one script call per op per batch (batched).
   Ceiling on Valkey: the server replaying the identical EVALSHA stream with no client
@@ -308,16 +310,33 @@ def hypothesis_floor(params: Params) -> float:
     return done[0] / (time.perf_counter() - started)
 
 
-def bench_check(target: Any, params: Params, clock: Clock | None = None, depth: int = 0) -> float:
+def bench_check(target: Any, params: Params, clock: Clock | None = None) -> float:
     """Checked steps per second of the conformance machine on ``target`` (under
-    ``clock``, the virtual one by default; ``depth`` background jobs in each queue)."""
+    ``clock``, the virtual one by default)."""
+    return checked(target, params, clock).steps_per_second
+
+
+def bench_deep(target: Any, params: Params, depth: int) -> dict[str, float]:
+    """A run with ``depth`` background jobs in each queue, by part (DEPTH-5): ``rate``, the
+    checked steps per second once the queues are filled; ``fill`` and ``end``, the
+    seconds per 1,000 background jobs of the fill's steps and of the examples' ends
+    (their whole reads and checks); ``fill_steps``."""
+    part = checked(target, params, depth=depth).phases["depth"]
+    per = 1_000 / part["jobs"]
+    return {"rate": part["steps"] / part["seconds"] if part["seconds"] else 0.0, "fill": part["fill_seconds"] * per,
+            "end": part["end_seconds"] * per, "fill_steps": part["fill_steps"]}
+
+
+def checked(target: Any, params: Params, clock: Clock | None = None, depth: int = 0) -> Any:
+    """The report of a dev run of ``params``'s examples and seed on ``target``; ``Wrong``
+    unless it conforms."""
     from emq_kit.check.focus import Focus
 
     report = run_check(target, PROFILES["dev"], examples=params.examples, steps=params.steps, seed=params.seed,
                        clock=clock, focus=Focus(depth=depth))
     if not report.ok:
         raise Wrong(f"the conformance run on {report.target.get('target')} did not conform: {report.verdict} ({report.detail})")
-    return report.steps_per_second
+    return report
 
 
 # -- the lifecycle ---------------------------------------------------------------------
@@ -647,13 +666,7 @@ def check_figures(url: str, params: Params, names: Names | None = None) -> list[
                           note="--clock server: step by step, TIME read in each clock op's own round trip"))
     finally:
         clock.close()
-    deep = replace(params, examples=params.depth_examples)
-    out.append(Figure("check.valkey.depth",
-                      measure_check(deep, lambda: open_target(url, names=names), depth=params.depth), "steps/s",
-                      measure_check(deep, lambda: open_target(url, names=names), depth=SHALLOW),
-                      f"the same at depth {SHALLOW}",
-                      note=f"--depth {params.depth:,}, {deep.examples} examples x {deep.steps} steps, the fill's "
-                           "steps counted"))
+    out += depth_figures(url, params, names)
     if (NODE_DRIVER.parent / "node_modules").is_dir() and shutil.which("node"):  # the port installed (scripts/install-node-port.sh)
         with tempfile.TemporaryDirectory() as lua:
             bundle.write(lua)
@@ -665,11 +678,35 @@ def check_figures(url: str, params: Params, names: Names | None = None) -> list[
     return out
 
 
-def measure_check(params: Params, opened: Callable[[], Any], clock: Clock | None = None, depth: int = 0) -> float:
+def depth_figures(url: str, params: Params, names: Names | None = None) -> list[Figure]:
+    """DEPTH-5 on the Valkey at ``url``: the checked steps per second of ``depth_examples``
+    examples once each queue holds ``depth`` background jobs, held against the same at
+    depth ``SHALLOW``; beside it, never left out, what the fill's steps and the examples'
+    ends (whole reads and checks, DEPTH-4) cost per 1,000 background jobs. The best of
+    ``repeat`` runs by rate."""
+    deep = replace(params, examples=params.depth_examples)
+    runs = {}
+    for depth in (params.depth, SHALLOW):
+        target = open_target(url, names=names)
+        try:
+            runs[depth] = max((bench_deep(target, deep, depth) for _ in range(params.repeat)), key=lambda r: r["rate"])
+        finally:
+            target.close()
+    got = runs[params.depth]
+    what = f"--depth {params.depth:,}, {deep.examples} examples x {deep.steps} steps"
+    return [Figure("check.valkey.depth", got["rate"], "steps/s", runs[SHALLOW]["rate"], f"the same at depth {SHALLOW}",
+                   note=f"{what}, the checked steps once the queues are filled (the fill's and the end's apart)"),
+            Figure("check.valkey.depth.fill", got["fill"], "s per 1,000 jobs",
+                   note=f"{what}: the fill's {got['fill_steps']:.0f} checked steps (DEPTH-1)"),
+            Figure("check.valkey.depth.end", got["end"], "s per 1,000 jobs",
+                   note=f"{what}: the examples' ends, each queue read and checked whole (DEPTH-4)")]
+
+
+def measure_check(params: Params, opened: Callable[[], Any], clock: Clock | None = None) -> float:
     """``bench_check`` on the target ``opened`` returns, closed afterwards."""
     target = opened()
     try:
-        return best(params.repeat, lambda: bench_check(target, params, clock, depth))
+        return best(params.repeat, lambda: bench_check(target, params, clock))
     finally:
         target.close()
 

@@ -13,6 +13,7 @@ per-choice cost was most of a step's (docs/engine.md).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterator
 
 from hypothesis import event
@@ -184,6 +185,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         self._carried: dict[str, tuple[Snapshot, Carried]] = {}  # see _judge
         self._agreed: dict[str, tuple[Snapshot, Snapshot]] = {}  # the last (mine, theirs) found equal: _same
         self._aside: BaseException | None = None
+        self._filled: tuple[float, int] | None = None  # perf_counter() and run.steps once filled (DEPTH-5)
         # Deferred verification (emq_kit/check/window.py), shrinking included.
         size = window_size(self.target, self.clock.mode, self.run.focus.depth) if self.windowed else 0
         self.window = Window(self.target, size) if size else None
@@ -351,12 +353,19 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def teardown(self) -> None:
         """The example ended: judge what its window still holds (unless it already
         diverged)."""
+        if self._filled is not None:  # DEPTH-5: the checked steps with the queues filled
+            deep, (since, steps) = self.run.deep, self._filled
+            ended = time.perf_counter()
+            deep.steps += self.run.steps - steps
+            deep.seconds += ended - since
         if not self._diverged:
             with self._ends_the_run():
                 self.drain()
                 self.read_whole()
             if not self._diverged and not self.stopped:
                 self._judge_whole()
+        if self._filled is not None:
+            self.run.deep.end_seconds += time.perf_counter() - ended
 
     def read_whole(self) -> None:
         """DEPTH-4: where snapshots were read by change, each queue is read whole once
@@ -495,8 +504,15 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         """Start most examples with work waiting, so claims find jobs early; a deep run
         first fills every queue with its background jobs (DEPTH-1), in the same
         initializer, so a depth draws nothing more."""
+        depth = self.run.focus.depth
+        started, steps = time.perf_counter(), self.run.steps
         for queue in QUEUES:
-            self.fill(queue, self.run.focus.depth)
+            self.fill(queue, depth)
+        if depth:  # DEPTH-5: the fill's wall and steps apart from the steps that follow it
+            deep, self._filled = self.run.deep, (time.perf_counter(), self.run.steps)
+            deep.fill_steps += self.run.steps - steps
+            deep.fill_seconds += self._filled[0] - started
+            self.run.filled += depth * len(QUEUES)
         for i in range(a.n):
             self.step(QUEUES[0], "enqueue", {"id": POOL[(a.first + i) % len(POOL)], "payload": b"backlog"})
 

@@ -156,7 +156,8 @@ class Report:
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The once-per-run phases beside the rounds, apart from the figures above (their
     counts depend on the server's clock): ``sweep`` (raw calls the draws leave out) and
-    ``server_clock`` (its own examples and steps)."""
+    ``server_clock`` (its own examples and steps); a deep run's ``depth`` (DEPTH-5: the
+    fill's steps and seconds, the steps after it and theirs, the examples' ends)."""
     differences: list[Difference] = field(default_factory=list)  # lifecycle first, then surface
     unreproduced: list[Difference] = field(default_factory=list)  # met, but no replay of its steps showed it
     causes: list[Cause] = field(default_factory=list)  # the differences grouped, lifecycle first
@@ -592,7 +593,7 @@ def _report(check: Check) -> Report:
         divergence=divergence,
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
-        phases=check.phases,
+        phases={**(run.deep.figures(run.filled) if focus.depth else {}), **check.phases},
         differences=found,
         unreproduced=unreproduced,
         causes=causes_of(found),

@@ -37,7 +37,8 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     assert data["params"]["sizes"] == [10, 100] and data["params"]["batch"] == 20
     figures = {f["key"]: f for f in data["figures"]}
     want = {"model", "rtt.fakeredis", "rtt.valkey", "hypothesis.floor", "check.model", "check.fakeredis", "check.valkey",
-            "check.valkey.server_clock", "check.node.valkey", "check.valkey.depth",
+            "check.valkey.server_clock", "check.node.valkey", "check.valkey.depth", "check.valkey.depth.fill",
+            "check.valkey.depth.end",
             "lifecycle.fakeredis.single", "lifecycle.fakeredis.batched", "lifecycle.valkey.single",
             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
     for label, sizes in (("valkey", (10, 100)), ("fakeredis", (10, 40))):

@@ -46,6 +46,20 @@ def test_a_deep_run_fills_every_queue_through_the_targets_batches_and_conforms()
     # two enqueue_many a queue an example (500, then 1), in every example
     assert report.op_mix["enqueue_many"] >= 2 * 2 * report.examples
     assert ("claim", "empty") in report.out_of_focus and ("claim", "empty") not in report.unreached
+    # DEPTH-5: the fill's steps apart from those after it, every checked step in one or the other
+    part = report.phases["depth"]
+    assert part["jobs"] == 501 * 2 * report.examples and part["fill_steps"] == 2 * 2 * report.examples
+    assert part["fill_steps"] + part["steps"] == report.steps and part["steps"] > 0
+    assert 0 < part["fill_seconds"] + part["seconds"] + part["end_seconds"] <= report.seconds
+
+
+def test_a_shallow_run_has_no_depth_phase() -> None:
+    target = open_target(model=True)
+    try:
+        report = run_check(target, DEV, seed=3, examples=2, steps=10)
+    finally:
+        target.close()
+    assert report.ok and "depth" not in report.phases
 
 
 def test_a_defect_only_a_deep_queue_shows_is_found_shrunk_and_replayed(deep_only: str) -> None:
