@@ -72,9 +72,9 @@ def read_change(client: Any, name: str, before: Snapshot, touched: Touched, ids:
     locations = sorted(touched.locations)
     for loc in spec.LOCATIONS:
         pipe.zcard(keys[loc])
-    for loc in locations:
-        for job in candidates:
-            pipe.zscore(keys[loc], job.encode("utf-8", "surrogateescape"))
+    wire = [job.encode("utf-8", "surrogateescape") for job in candidates]
+    for loc in locations if wire else ():
+        pipe.zmscore(keys[loc], wire)  # every candidate's score in one command a location
     rows = sorted(touched.rows)
     for job in rows:
         pipe.hgetall((head + "job:" + job).encode("utf-8", "surrogateescape"))
@@ -93,9 +93,8 @@ def read_change(client: Any, name: str, before: Snapshot, touched: Touched, ids:
     replies = iter(got)
     sizes: dict[Place, int] = {loc: int(next(replies)) for loc in spec.LOCATIONS}
     members: dict[tuple[Place, str], Score | None] = {}
-    for loc in locations:
-        for job in candidates:
-            score = next(replies)
+    for loc in locations if wire else ():
+        for job, score in zip(candidates, next(replies), strict=True):
             members[(loc, job)] = None if score is None else norm_score(score)
     row_of = {job: tuple(sorted(_fields(next(replies)).items())) or None for job in rows}
     was = dict(before.lanes)  # the lanes, not ``before.index``: that is every location
@@ -153,6 +152,7 @@ class Kept:
         snap = self.snapshot
         updates: dict[str, Any] = {}
         lanes: dict[str, dict[str, Score]] = {}
+        moves: dict[str, list[tuple[str, Score | None]]] = {}
         for (place, job), score in change.members.items():
             if isinstance(place, tuple):
                 lanes.setdefault(place[1], dict(dict(snap.lanes).get(place[1], ())))
@@ -161,17 +161,10 @@ class Kept:
                 else:
                     lanes[place[1]][job] = score
                 continue
-            entries = updates.setdefault(place, list(snap.location(place)))
-            scores = self.scores[place]
-            old = scores.get(job)
-            if old == score:
-                continue
-            if old is not None:
-                del entries[bisect.bisect_left(entries, zset_key((job, old)), key=zset_key)]
-                del scores[job]
-            if score is not None:
-                bisect.insort(entries, (job, score), key=zset_key)
-                scores[job] = score
+            if self.scores[place].get(job) != score:
+                moves.setdefault(place, []).append((job, score))
+        for place, moved in moves.items():
+            updates[place] = self._moved(place, list(snap.location(place)), moved)
         for loc in spec.LOCATIONS:
             if len(updates.get(loc, snap.location(loc))) != change.sizes.get(loc, 0):
                 return None  # a member moved that no candidate named
@@ -194,3 +187,23 @@ class Kept:
         updates.update(change.small)
         self.snapshot = dataclasses.replace(snap, **updates)
         return self.snapshot
+
+    def _moved(self, place: str, entries: list[tuple[str, Score]], moved: list[tuple[str, Score | None]]) -> list[tuple[str, Score]]:
+        """``entries`` (the location ``place`` before) with ``moved`` applied, each member
+        found and placed by bisection; new members all past the last one (a fill's)
+        appended at once."""
+        scores = self.scores[place]
+        if all(score is not None and job not in scores for job, score in moved):
+            added = zset_order((job, score) for job, score in moved if score is not None)
+            if not entries or zset_key(entries[-1]) < zset_key(added[0]):
+                scores.update(added)
+                return entries + list(added)
+        for job, score in moved:
+            old = scores.get(job)
+            if old is not None:
+                del entries[bisect.bisect_left(entries, zset_key((job, old)), key=zset_key)]
+                del scores[job]
+            if score is not None:
+                bisect.insort(entries, (job, score), key=zset_key)
+                scores[job] = score
+        return entries

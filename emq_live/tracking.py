@@ -24,7 +24,7 @@ INVALIDATE = "__redis__:invalidate"
 
 class Refused(Exception):
     """The server (or the user's ACL) does not let the kit track keys: a managed service
-    without CLIENT, an ACL without CLIENT or SUBSCRIBE, a server without tracking."""
+    without CLIENT, an ACL without CLIENT, SUBSCRIBE or ZMSCORE, a server without tracking."""
 
 
 class Tracker:
@@ -47,6 +47,9 @@ class Tracker:
                 self.touched()  # the PING that ends a step's names is allowed too
             except redis.exceptions.ResponseError as exc:
                 raise Refused(f"PING: {exc}") from None
+            # The read by change's one command beyond a client's (emq_live.delta), tried
+            # on a key of the grammar no queue has: refused now, not mid-run.
+            self._ask(self.ctl, "ZMSCORE", "emq:{}:pending", "-")
             # Tracking tried at once, off again until a queue is watched (a refusal
             # then would come mid-run): ``emq:{`` heads every queue's keys.
             self._ask(self.ctl, "CLIENT", "TRACKING", "ON", "REDIRECT", self.id, "BCAST", "PREFIX", "emq:{")

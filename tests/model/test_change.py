@@ -54,6 +54,10 @@ def test_between_is_exact_and_apply_replays_it(before: Snapshot, after: Snapshot
     assert apply(before, change) == after
     assert apply(before, widened(before, change, extra)) == after
     assert between(before, before).members == {} and between(before, before).rows == {}
+    for made in (apply(before, change), apply(before, widened(before, change, extra))):
+        fresh = dataclasses.replace(made)  # the look-ups built from its members, not carried
+        assert made.index == fresh.index and list(made.index) == list(fresh.index)
+        assert made.row_index == fresh.row_index
     assert {i for (_, i), s in change.members.items()} <= before.ids() | after.ids()
 
 
