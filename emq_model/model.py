@@ -683,6 +683,12 @@ class QueueModel:
         self._noted.clear()
         return snap
 
+    @property
+    def settled(self) -> Snapshot | None:
+        """The last snapshot when nothing was written since (the model is in it), else
+        None."""
+        return self._last if not self._noted else None
+
     def built(self) -> Snapshot:
         """The whole queue built from scratch: what ``snapshot`` must equal."""
         return Snapshot.build(self.queue, {k: v.items() for k, v in self.sets.items()}, self.rows,

@@ -14,7 +14,7 @@ per-choice cost was most of a step's (docs/engine.md).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from hypothesis import event
 from hypothesis import strategies as st
@@ -36,6 +36,7 @@ from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import PREPARES as LANE_PREPARES
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.lanes import LaneRules
+from emq_kit.check.orders import Orders, nth_of_union
 from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, background, bad_values
 from emq_kit.check.raw.rule import RawCalls
 from emq_kit.check.step import SLEEP, Crash, ModelBroken, Step, died, outcome, target_outcome
@@ -143,14 +144,9 @@ def _given(answer: Any) -> Any:
     return answer
 
 
-def _waiting(model: QueueModel) -> list[str]:
-    """The ids waiting in ``model``'s plain pending set and in its lanes, sorted."""
-    return sorted({*model.sets["pending"], *(m for lane in model.lanes.pending.values() for m in lane)})
-
-
 def _any_waiting(model: QueueModel) -> bool:
-    """Whether ``_waiting(model)`` is not empty, without sorting it (a precondition, asked
-    every step: an empty lane is no entry)."""
+    """Whether an id waits in ``model``'s plain pending set or in its lanes (a
+    precondition, asked every step: an empty lane is no entry)."""
     return bool(model.sets["pending"] or model.lanes.pending)
 
 
@@ -170,6 +166,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         with self._ends_the_run():
             self._clock_to(self.clock.start(START))
         self.models = {q: QueueModel(q) for q in QUEUES}
+        self.orders = {q: Orders(model) for q, model in self.models.items()}  # the rules' draws
         # DEPTH-3: a deep queue's snapshot is read by what each step wrote, where the
         # target can (before its queues are handed out: they are read one step at a time)
         read_changes = getattr(self.target, "read_changes", None)
@@ -568,8 +565,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         """The holder of a job's latest token settles it: from active, late from pending
         after a reap, or too late from schedule or dead. A skewed token is the previous holder's (-1) or one never
         handed out (+1): both must be refused while the job is live (EMQSTALE)."""
-        holders = self._holders()
-        q, job, token = holders[a.pick % len(holders)]
+        q, job, token = self._holder(a.pick)
         op = self._offered(a.op, SETTLES)
         self.step(q, op, self._settle_args(op, a, job, max(token + a.skew, 1)), spoil=self._spoil(a))
 
@@ -639,10 +635,13 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         an id reused meanwhile (the pool is small) must not be served from the lane
         (lifecycle.md §8). A lane's orphan may share its id with a job elsewhere, even an
         active one: its row goes then (FLT-3, FLT-6)."""
-        pending = _waiting(self.models[a.q])
-        if not pending:
+        model = self.models[a.q]
+        lanes = [m for lane in model.lanes.pending.values() for m in lane]
+        pending = self.orders[a.q].sorted_members("pending")
+        if not pending and not lanes:
             return
-        self.forget(a.q, pending[a.pick % len(pending)])
+        waiting = len(set(lanes) - model.sets["pending"].keys()) + len(pending)  # the ids waiting, plain or in a lane
+        self.forget(a.q, nth_of_union(pending, lanes, a.pick % waiting))
 
     def forget(self, queue: str, job: str) -> None:
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
@@ -720,32 +719,35 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _pick(self, q: str, loc: str, pick: int | None, fallback: str) -> str:
         """A member of the model's ``loc`` chosen by ``pick`` (so the op meets the state
         it cares about), or ``fallback`` when ``pick`` is None or the location is empty."""
-        members = sorted(self.models[q].sets[loc])
+        members = self.orders[q].sorted_members(loc)
         return members[pick % len(members)] if members and pick is not None else fallback
 
-    def _holders(self) -> list[tuple[str, str, int]]:
-        """(queue, id, token) of every job whose latest token a worker may still hold
-        (attempts >= 1): active ones; pending ones (a reap's leftovers, a late ack); and
-        ones already settled into schedule or dead, whose holder must now be refused
-        (the reference's defect: complete or retry from schedule/dead)."""
-        return list(self._each_holder())
+    def _holder(self, pick: int) -> tuple[str, str, int]:
+        """(queue, id, token) of the ``pick``-th (modulo their number) job whose latest
+        token a worker may still hold (attempts >= 1), by queue, then location (active
+        ones; pending ones: a reap's leftovers, a late ack; ones already settled into
+        schedule or dead, whose holder must now be refused: the reference's defect,
+        complete or retry from schedule/dead), then id."""
+        held = [(q, order) for q in self.models for order in self._holding(q)]
+        n = pick % sum(len(order) for _, order in held)
+        for q, order in held:
+            if n < len(order):
+                return q, order[n], int(self.models[q].rows[order[n]]["attempts"])
+            n -= len(order)
+        raise AssertionError("a holder picked past the last")
+
+    def _holding(self, q: str) -> list[list[str]]:
+        """The holders of ``q`` by location, each sorted (see ``_holder``)."""
+        return [self.orders[q].sorted_holders(loc) for loc in ("active", "pending", "schedule", "dead")]
 
     def _any_holder(self) -> bool:
-        """Whether ``_holders()`` is not empty, without sorting (a precondition, asked every
-        step)."""
-        return any(True for _ in self._each_holder(ordered=False))
-
-    def _each_holder(self, ordered: bool = True) -> Iterator[tuple[str, str, int]]:
-        for q, model in self.models.items():
-            for loc in ("active", "pending", "schedule", "dead"):
-                for job in sorted(model.sets[loc]) if ordered else model.sets[loc]:
-                    if job in model.rows and model.rows[job]["attempts"] != b"0":
-                        yield q, job, int(model.rows[job]["attempts"])
+        """Whether a job has a holder (a precondition, asked every step)."""
+        return any(order for q in self.models for order in self._holding(q))
 
     def _advance(self, q: str, loc: str, at: At) -> None:
         """Move the clock forward to a score of ``loc`` (a lease deadline or a run-at)
         minus one, on it, or one past it: the boundaries where `<` and `<=` differ."""
-        marks = sorted(set(self.models[q].sets[loc].values()))
+        marks = self.orders[q].sorted_marks(loc)
         if at is not None and marks and not self.stopped:
             pick, offset = at
             # a raw call's edge may leave a score at the clock's last ms: never step past it

@@ -1,0 +1,120 @@
+"""The orders the rules draw from, kept step by step (specs/lifecycle.md INC-1): each
+location's members sorted, the holders of a token among them (attempts >= 1) sorted,
+and the distinct scores sorted, of one queue's model. Each is patched with the ids the
+model's last change named instead of sorting a whole set each draw, so a draw's cost
+does not grow with the jobs already queued; each answers exactly what sorting the
+model's sets anew would."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import Counter
+from typing import Iterable
+
+from emq_model import spec
+from emq_model.model import QueueModel
+from emq_model.snapshot import Snapshot
+
+
+class Orders:
+    """The kept orders of ``model``: valid for the model's last snapshot when nothing was
+    written since (``QueueModel.settled``), brought up from the snapshot they were made
+    for by the model's change to it, else made anew from the model's sets."""
+
+    def __init__(self, model: QueueModel) -> None:
+        self.model = model
+        self.at: Snapshot | None = None  # the snapshot the orders below are the model's at
+        self.members: dict[str, list[str]] = {}
+        self.holders: dict[str, list[str]] = {}
+        self.scores: dict[str, dict[str, int]] = {}  # member -> score, as the orders hold it
+        self.counts: dict[str, Counter[int]] = {}  # score -> members holding it
+        self.marks: dict[str, list[int]] = {}
+
+    def sorted_members(self, loc: str) -> list[str]:
+        """``sorted(model.sets[loc])``."""
+        return self._now().members[loc]
+
+    def sorted_holders(self, loc: str) -> list[str]:
+        """The members of ``loc`` whose row's attempts is not ``0``, sorted."""
+        return self._now().holders[loc]
+
+    def sorted_marks(self, loc: str) -> list[int]:
+        """``sorted(set(model.sets[loc].values()))``."""
+        return self._now().marks[loc]
+
+    def _now(self) -> Orders:
+        """These orders, up to date with the model."""
+        settled = self.model.settled
+        made = self.model.last_change
+        if settled is None or self.at is None or made is None or made[0] is not self.at or made[2] is not settled:
+            if settled is not self.at or settled is None:
+                self._whole()
+        else:
+            for job in made[1].touched():
+                self._place(job)
+        self.at = settled
+        return self
+
+    def _whole(self) -> None:
+        """Every order made anew from the model's sets."""
+        for loc in spec.LOCATIONS:
+            held = self.model.sets[loc]
+            self.members[loc] = sorted(held)
+            self.holders[loc] = [job for job in self.members[loc] if self._holds(job)]
+            self.scores[loc] = dict(held)
+            self.counts[loc] = Counter(held.values())
+            self.marks[loc] = sorted(self.counts[loc])
+
+    def _holds(self, job: str) -> bool:
+        row = self.model.rows.get(job)
+        return row is not None and row["attempts"] != b"0"
+
+    def _place(self, job: str) -> None:
+        """``job`` moved to where the model holds it now, in every order."""
+        for loc in spec.LOCATIONS:
+            now = self.model.sets[loc].get(job)
+            old = self.scores[loc].get(job)
+            _put(self.members[loc], job, now is not None, old is not None)
+            _put(self.holders[loc], job, now is not None and self._holds(job), _has(self.holders[loc], job))
+            if now == old and (now is None or type(now) is type(old)):
+                continue
+            counts, marks = self.counts[loc], self.marks[loc]
+            if old is not None:
+                del self.scores[loc][job]
+                counts[old] -= 1
+                if not counts[old]:
+                    del counts[old]
+                    del marks[bisect_left(marks, old)]
+            if now is not None:
+                self.scores[loc][job] = now
+                if not counts[now]:
+                    insort(marks, now)
+                counts[now] += 1
+
+
+def _has(order: list[str], job: str) -> bool:
+    at = bisect_left(order, job)
+    return at < len(order) and order[at] == job
+
+
+def _put(order: list[str], job: str, now: bool, was: bool) -> None:
+    """``job`` in the sorted ``order`` when ``now``, out of it otherwise (``was``: in it)."""
+    if now and not was:
+        insort(order, job)
+    elif was and not now:
+        del order[bisect_left(order, job)]
+
+
+def nth_of_union(big: list[str], small: Iterable[str], n: int) -> str:
+    """The ``n``-th of ``sorted(set(big) | set(small))`` (``big`` sorted, without
+    duplicates; ``small`` few), without building it."""
+    extra = sorted({job for job in small if not _has(big, job)})
+    before = 0
+    for i, job in enumerate(extra):
+        at = bisect_left(big, job) + i
+        if at == n:
+            return job
+        if at > n:
+            break
+        before = i + 1
+    return big[n - before]

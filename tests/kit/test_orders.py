@@ -1,0 +1,42 @@
+"""The rules' draws from kept orders (emq_kit/check/orders.py) answer exactly what sorting
+the model's sets anew answers, on random programs of the model (operator faults, lanes,
+snapshots skipped or taken twice included); and the generated steps are unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emq_kit.check.orders import Orders, nth_of_union
+from emq_model import spec
+from emq_model.model import QueueModel
+from tests.model.test_incremental import CALLS, run
+
+
+def holds(m: QueueModel, job: str) -> bool:
+    return job in m.rows and m.rows[job]["attempts"] != b"0"
+
+
+@settings(max_examples=150)
+@given(st.lists(st.tuples(CALLS, st.sampled_from([0, 1, 1, 1, 2])), max_size=40))
+def test_the_kept_orders_are_the_sorted_sets(program: list[tuple[tuple[Any, ...], int]]) -> None:
+    m, now = QueueModel("q"), 0
+    orders = Orders(m)
+    for call, snapshots in program:
+        now = run(m, call, now)
+        for _ in range(snapshots):  # none: drawn with writes not yet in a snapshot
+            m.snapshot()
+        for loc in spec.LOCATIONS:
+            assert orders.sorted_members(loc) == sorted(m.sets[loc])
+            assert orders.sorted_holders(loc) == [j for j in sorted(m.sets[loc]) if holds(m, j)]
+            assert orders.sorted_marks(loc) == sorted(set(m.sets[loc].values()))
+
+
+@given(st.lists(st.text("abcdef", max_size=2), unique=True), st.lists(st.text("abcdef", max_size=2)), st.data())
+def test_the_nth_of_a_union_is_the_sorted_unions(big: list[str], small: list[str], data: st.DataObject) -> None:
+    union = sorted(set(big) | set(small))
+    if union:
+        n = data.draw(st.integers(0, len(union) - 1))
+        assert nth_of_union(sorted(big), small, n) == union[n]
