@@ -12,6 +12,7 @@ past an orphan (read-only: a server can stop it), and lane_claim's serve loop wi
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,18 @@ ORPHAN_CLAIM = [Step("alpha", "enqueue", {"id": JOB, "payload": b"p"}), Step("al
 ORPHAN_LANE_CLAIM = [Step("alpha", "lane_enqueue", {"id": JOB, "payload": b"p", "group": "g"}),
                      Step("alpha", "forget_row", {"id": JOB}),
                      Step("alpha", "lane_claim", {"lease_ms": 5, "now": 1_750_000_000_000})]
+
+
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerProcess]:
+    """A private Valkey whose hung scripts are stopped sooner: both bounds a fifth of
+    their defaults, in the same order (the server answers ``BUSY`` and hears ``SCRIPT
+    KILL`` after 1 s of a script, the kit's call gives up after 2 s). For the tests that
+    wait a hang out several times (each replay that meets it); the defaults' own are the
+    replays on the session's server."""
+    monkeypatch.setattr(hang, "SERVER_SECONDS", 2.0)
+    with ServerProcess("valkey-server", config={"busy-reply-threshold": "1000"}) as server:
+        yield server
 
 
 def _hung_at(result, index: int) -> None:
@@ -79,10 +92,12 @@ def test_the_embedded_search_names_a_script_that_never_returns(tmp_path: Path, m
     assert document["check"]["phases"]["reproduce"]["reproduced"] == len(found)
 
 
-def test_the_orphan_met_forever_by_lane_claim_is_a_hang_on_fakeredis(tmp_path: Path) -> None:
+def test_the_orphan_met_forever_by_lane_claim_is_a_hang_on_fakeredis(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The edit of the issue that once left ``emq check`` running forever: the replay of
     its three steps diverges at the grouped claim as a hang, bounded by the embedded
-    runtime's CPU bound."""
+    runtime's CPU bound (1 s here: the default's own test is the next one)."""
+    monkeypatch.setattr(embedded, "CPU_SECONDS", 1.0)
     target = open_target(scripts=str(broken_dir(NO_ZREM, tmp_path)))
     try:
         _hung_at(replay(ORPHAN_LANE_CLAIM, target), 3)
@@ -141,17 +156,17 @@ def test_a_cluster_node_stops_the_hung_script_and_answers_again(cluster, tmp_pat
         target.close()
 
 
-def test_a_snapshot_that_never_returns_is_a_hang_within_the_call_bound(valkey, tmp_path: Path) -> None:
+def test_a_snapshot_that_never_returns_is_a_hang_within_the_call_bound(quick: ServerProcess, tmp_path: Path) -> None:
     """The snapshot read is a script call like any other: a port's snapshot.lua that never
     returns is stopped past ``hang.SERVER_SECONDS`` and is a ``ScriptHang`` (CC-9), not
     the socket's plain timeout, and the server answers again; the machine makes it the
     step's snapshot divergence under CC-9."""
-    target = open_target(url=valkey.url, scripts=str(broken_dir(SCAN_FOREVER, tmp_path)), observe=False)
+    target = open_target(url=quick.url, scripts=str(broken_dir(SCAN_FOREVER, tmp_path)), observe=False)
     try:
         target.call("alpha", "enqueue", {"id": JOB, "payload": b"p"})
         with pytest.raises(ScriptHang, match="the snapshot of 'alpha' did not return"):
             target.snapshot("alpha")
-        with valkey.client() as r:
+        with quick.client() as r:
             with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
                 r.execute_command("SCRIPT", "KILL")
         result = replay(ORPHAN_CLAIM[:1], target)  # the machine's read after the step: its snapshot divergence
@@ -174,22 +189,25 @@ def test_a_hang_that_has_written_is_the_verdict_and_says_restart(tmp_path: Path)
         assert "CC-9" in done.stdout and "SCRIPT KILL cannot stop it" in done.stdout, done.stdout + done.stderr
 
 
-def test_a_search_on_a_server_names_the_hang_and_leaves_the_server_usable(tmp_path: Path) -> None:
+def test_a_search_on_a_server_names_the_hang_and_leaves_the_server_usable(quick: ServerProcess, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """``emq check --url`` with the stalling claim: its windows send many calls in one
     pipeline, so after the first hang the server runs the next hung calls the pipeline
     held (it answered the run's next command ``BUSY``: ``emq bug``). The kit stops each
     until the server answers: the verdict is the hang, and the server is free after it.
-    A private server: a failure here would leave it busy."""
+    A private server: a failure here would leave it busy. In this process, for the
+    quicker bounds: the search, its minimizing and its reproducing wait one out at every
+    replay that meets the hang."""
     scripts = str(broken_dir(STALL, tmp_path))
-    with ServerProcess("valkey-server") as server:
-        # --first: the hung calls one window's pipeline held are the first difference's;
-        # the search past it would meet the same hang again, each time waiting out its bound
-        done = emq("check", "--scripts", scripts, "--url", server.url, "--profile", "dev", "--seed", "1",
-                   "--first", "--json", timeout=900)
-        assert done.returncode == 1, done.stdout + done.stderr
-        report = json.loads(done.stdout)
-        assert any(d["signature"]["rule"] == "CC-9" for d in report["check"]["differences"]), report["check"]
-        with server.client() as r:
-            assert r.ping()
-            with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
-                r.execute_command("SCRIPT", "KILL")
+    # --first: the hung calls one window's pipeline held are the first difference's;
+    # the search past it would meet the same hang again, each time waiting out its bound
+    code = cli.main(["check", "--scripts", scripts, "--url", quick.url, "--profile", "dev", "--seed", "1",
+                     "--first", "--json", "--traces", str(tmp_path / "traces")])
+    out = capsys.readouterr()
+    assert code == cli.EXIT_FAIL, out.out + out.err
+    report = json.loads(out.out)
+    assert any(d["signature"]["rule"] == "CC-9" for d in report["check"]["differences"]), report["check"]
+    with quick.client() as r:
+        assert r.ping()
+        with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+            r.execute_command("SCRIPT", "KILL")
