@@ -4,6 +4,8 @@ exits, summary and JSON; the same seed gives the same run."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -24,6 +26,7 @@ from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
 from emq_model.spec import cells
 from tests.kit.test_differences import shares
+from tests.once import made_once
 
 # A target with the lane ops (ours, the model) must also reach the lane cells.
 EVERY = cells() + LANE_CELLS
@@ -134,17 +137,31 @@ def test_the_same_seed_sends_the_same_steps_whatever_the_process_imported(first:
     assert len(sent[0]) > 50 and sent[0] == sent[1]
 
 
-def test_the_command_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["check", "--profile", "dev", "--seed", "3"]) == cli.EXIT_OK
-    out = capsys.readouterr().out
+def _dev_run(tmp: Path) -> None:
+    """``emq check --profile dev --seed 3`` with ``--report``: the text it printed
+    (``out.txt``) and its JSON document (``check.json``), in ``tmp``."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["check", "--profile", "dev", "--seed", "3", "--report", str(tmp / "check.json")]) == cli.EXIT_OK
+    (tmp / "out.txt").write_text(out.getvalue(), "utf-8")
+
+
+@pytest.fixture(scope="module")
+def dev_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """That run's directory: one run read by the summary's test and the JSON's, for all
+    the workers of a test run (the same document ``--json`` prints: ``Outputs.emit``)."""
+    return made_once(tmp_path_factory, "check-dev-3", _dev_run)
+
+
+def test_the_command_prints_a_summary_and_exits_0(dev_run: Path) -> None:
+    out = (dev_run / "out.txt").read_text("utf-8")
     assert out.startswith("emq check: INCONCLUSIVE (no-divergence)") and "not a conformance verdict" in out
     for word in ("examples", "steps", "invariant checks", "cells", "checked steps/s", "seed 3"):
         assert word in out
 
 
-def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["check", "--profile", "dev", "--seed", "3", "--json"]) == cli.EXIT_OK
-    data = json.loads(capsys.readouterr().out)
+def test_json_summary(dev_run: Path) -> None:
+    data = json.loads((dev_run / "check.json").read_text("utf-8"))
     body = data["check"]
     assert (data["verdict"], data["detail"]) == ("inconclusive", "no-divergence") and data["seed"] == 3 and body["profile"] == "dev"
     assert body["cells"]["total"] == len(EVERY) + len(raw_cells(sweep=False)) and body["differences"] == []

@@ -25,21 +25,27 @@ from emq_kit.report.document import validate
 from tests.broken import broken_dir, variant
 from tests.browser import png_facts, render
 from tests.e2e.test_harm import one_line, run
+from tests.once import made_once
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--profile", "dev", "--examples", "25", "--steps", "25", "--seed", "1", "--first"]
 
 
+def _two_reports(where: Path) -> None:
+    """A check of our scripts that conforms and one of a broken copy that differs, both
+    on fakeredis, as --report files ``ours.json`` and ``broken.json`` in ``where``."""
+    broken = broken_dir(variant("missing-del"), where)
+    assert cli.main(["check", *SMALL, "--report", str(where / "ours.json"), "--traces", str(where / "t")]) == 0
+    assert cli.main(["check", *SMALL, "--scripts", str(broken), "--report", str(where / "broken.json"),
+                     "--traces", str(where / "t")]) == 1
+
+
 @pytest.fixture(scope="module")
 def two_reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
-    """A check of our scripts that conforms and one of a broken copy that differs, both
-    on fakeredis, as --report files; and the broken one's document."""
-    where = tmp_path_factory.mktemp("reports")
-    broken = broken_dir(variant("missing-del"), where)
+    """Those two reports, made once for all the workers of a test run; and the broken
+    one's document."""
+    where = made_once(tmp_path_factory, "matrix-reports", _two_reports)
     ours, theirs = where / "ours.json", where / "broken.json"
-    assert cli.main(["check", *SMALL, "--report", str(ours), "--traces", str(where / "t")]) == 0
-    assert cli.main(["check", *SMALL, "--scripts", str(broken), "--report", str(theirs),
-                     "--traces", str(where / "t")]) == 1
     return ours, theirs, json.loads(theirs.read_text())
 
 
