@@ -26,8 +26,9 @@ SHRUNK = [Step("alpha", "enqueue", {"id": j, "payload": b"backlog"}) for j in (A
 ORPHAN = Signature("claim/empty", "T-claim")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def foreign():
+    """The foreign port's driver, started once for the module: every replay resets it first."""
     target = DriverTarget(FOREIGN, partial=True)
     yield target
     target.close()
