@@ -736,10 +736,15 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
 
 
 @pytest.mark.parametrize("where", ["fakeredis", "valkey", "driver"])
-def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: Path, request: Any) -> None:
+def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: Path, request: Any,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Every edit above, and a file nested too deep or too large, is exit 2 naming the
     JSON path (no ``emq bug``), on each target, before the target is touched: no key
-    on the server, and the driver — a command that would make a file — never started."""
+    on the server, and the driver — a command that would make a file — never started.
+    Through ``cli.main`` (what the console script runs) in this process, in ``tmp_path``:
+    the driver would start there."""
+    monkeypatch.chdir(tmp_path)
     flags = {"fakeredis": [], "valkey": ["--url", request.getfixturevalue("empty").url],
              "driver": ["--driver", "touch STARTED"]}[where]
     for name, (edit, words) in EDITS.items():
@@ -752,7 +757,7 @@ def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: P
     cases = {**{name: words for name, (_, words) in EDITS.items()}, "deep": "nested deeper than 32 levels",
              "large": "more than a trace holds"}
     for name, words in cases.items():
-        code, out, err = emq("replay", f"{name}.json", *flags, cwd=tmp_path)
+        code, out, err = run(["replay", f"{name}.json", *flags], capsys)
         assert code == 2 and out == "" and words in err and len(err.splitlines()) == 1, (name, err)
         assert "emq bug" not in err
     assert not (tmp_path / "STARTED").exists()
