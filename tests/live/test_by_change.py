@@ -300,3 +300,31 @@ def test_fakeredis_is_read_whole_said_once(capsys: Any) -> None:
         assert capsys.readouterr().err.count("read whole") == 1
     finally:
         target.close()
+
+
+@pytest.fixture(scope="module")
+def corrupt_fill(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Enqueue (enqueue_many's too) with one job of a deep fill scored 1, not 0: the
+    251st job a queue takes."""
+    return edited_scripts(tmp_path_factory.mktemp("fill"), "enqueue", 'redis.call("ZADD", k.pending, "0", id)',
+                          'redis.call("ZADD", k.pending, redis.call("ZCARD", k.pending) == 250 and "1" or "0", id)')
+
+
+def test_a_fill_that_corrupts_one_job_is_caught_at_its_step_read_by_change_or_whole(valkey: Any,
+                                                                                     corrupt_fill: str) -> None:
+    """The fill's steps are checked as any other (DEPTH-1): one job of 500 scored wrong is
+    the first fill step's INV-8 difference, read by change on Valkey (DEPTH-3: the
+    scores of the step's candidates, one command a location) as read whole on fakeredis."""
+    found = []
+    for url in (flush_url(valkey), None):
+        target = open_target(url, corrupt_fill)
+        try:
+            report = run_check(target, PROFILES["dev"], seed=2, examples=2, steps=5,
+                               focus=Focus(report=False, depth=600))
+        finally:
+            target.close()
+        assert report.divergence is not None and report.divergence.rule == "INV-8", report.divergence
+        step = report.divergence.step
+        assert step.op == "enqueue_many" and len(step.args["jobs"]) == 500
+        found.append((step.index, step.queue))
+    assert found[0] == found[1] == (1, QUEUES[0])
