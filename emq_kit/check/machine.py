@@ -166,7 +166,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         with self._ends_the_run():
             self._clock_to(self.clock.start(START))
         self.models = {q: QueueModel(q) for q in QUEUES}
-        self.orders = {q: Orders(model) for q, model in self.models.items()}  # the rules' draws
+        self.orders: dict[str, Orders] = {}  # the rules' draws, see _orders
         # DEPTH-3: a deep queue's snapshot is read by what each step wrote, where the
         # target can (before its queues are handed out: they are read one step at a time)
         read_changes = getattr(self.target, "read_changes", None)
@@ -637,7 +637,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         active one: its row goes then (FLT-3, FLT-6)."""
         model = self.models[a.q]
         lanes = [m for lane in model.lanes.pending.values() for m in lane]
-        pending = self.orders[a.q].sorted_members("pending")
+        pending = self._orders(a.q).sorted_members("pending")
         if not pending and not lanes:
             return
         waiting = len(set(lanes) - model.sets["pending"].keys()) + len(pending)  # the ids waiting, plain or in a lane
@@ -719,8 +719,15 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _pick(self, q: str, loc: str, pick: int | None, fallback: str) -> str:
         """A member of the model's ``loc`` chosen by ``pick`` (so the op meets the state
         it cares about), or ``fallback`` when ``pick`` is None or the location is empty."""
-        members = self.orders[q].sorted_members(loc)
+        members = self._orders(q).sorted_members(loc)
         return members[pick % len(members)] if members and pick is not None else fallback
+
+    def _orders(self, q: str) -> Orders:
+        """The kept orders of ``q``'s model (made anew for a model that replaced it)."""
+        kept = self.orders.get(q)
+        if kept is None or kept.model is not self.models[q]:
+            kept = self.orders[q] = Orders(self.models[q])
+        return kept
 
     def _holder(self, pick: int) -> tuple[str, str, int]:
         """(queue, id, token) of the ``pick``-th (modulo their number) job whose latest
@@ -738,7 +745,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
 
     def _holding(self, q: str) -> list[list[str]]:
         """The holders of ``q`` by location, each sorted (see ``_holder``)."""
-        return [self.orders[q].sorted_holders(loc) for loc in ("active", "pending", "schedule", "dead")]
+        return [self._orders(q).sorted_holders(loc) for loc in ("active", "pending", "schedule", "dead")]
 
     def _any_holder(self) -> bool:
         """Whether a job has a holder (a precondition, asked every step)."""
@@ -747,7 +754,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _advance(self, q: str, loc: str, at: At) -> None:
         """Move the clock forward to a score of ``loc`` (a lease deadline or a run-at)
         minus one, on it, or one past it: the boundaries where `<` and `<=` differ."""
-        marks = self.orders[q].sorted_marks(loc)
+        marks = self._orders(q).sorted_marks(loc)
         if at is not None and marks and not self.stopped:
             pick, offset = at
             # a raw call's edge may leave a score at the clock's last ms: never step past it
