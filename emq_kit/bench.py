@@ -24,7 +24,7 @@ the value or for the ratio):
   each queue (10,000 by default; ``--depth-examples`` examples), the checked steps after
   the fill only, held against the same at depth 10 (specs/lifecycle.md DEPTH-5): whether
   a step's cost grows with the jobs already queued. Beside it ``check.valkey.depth.fill``
-  and ``check.valkey.depth.end``: the seconds per 1,000 background jobs of the fill's
+  and ``check.valkey.depth.end``: the milliseconds per 1,000 background jobs of the fill's
   checked steps and of the examples' ends (each queue read and checked whole, DEPTH-4).
 - ``lifecycle.*``: jobs per second through enqueue -> claim -> complete from one Python
   process, one call per op (single) or one script call per op per batch (batched).
@@ -319,10 +319,10 @@ def bench_check(target: Any, params: Params, clock: Clock | None = None) -> floa
 def bench_deep(target: Any, params: Params, depth: int) -> dict[str, float]:
     """A run with ``depth`` background jobs in each queue, by part (DEPTH-5): ``rate``, the
     checked steps per second once the queues are filled; ``fill`` and ``end``, the
-    seconds per 1,000 background jobs of the fill's steps and of the examples' ends
+    milliseconds per 1,000 background jobs of the fill's steps and of the examples' ends
     (their whole reads and checks); ``fill_steps``."""
     part = checked(target, params, depth=depth).phases["depth"]
-    per = 1_000 / part["jobs"]
+    per = 1_000_000 / part["jobs"]
     return {"rate": part["steps"] / part["seconds"] if part["seconds"] else 0.0, "fill": part["fill_seconds"] * per,
             "end": part["end_seconds"] * per, "fill_steps": part["fill_steps"]}
 
@@ -682,8 +682,8 @@ def depth_figures(url: str, params: Params, names: Names | None = None) -> list[
     """DEPTH-5 on the Valkey at ``url``: the checked steps per second of ``depth_examples``
     examples once each queue holds ``depth`` background jobs, held against the same at
     depth ``SHALLOW``; beside it, never left out, what the fill's steps and the examples'
-    ends (whole reads and checks, DEPTH-4) cost per 1,000 background jobs. The best of
-    ``repeat`` runs by rate."""
+    ends (whole reads and checks, DEPTH-4) cost in milliseconds per 1,000 background
+    jobs. The best of ``repeat`` runs by rate."""
     deep = replace(params, examples=params.depth_examples)
     runs = {}
     for depth in (params.depth, SHALLOW):
@@ -696,9 +696,9 @@ def depth_figures(url: str, params: Params, names: Names | None = None) -> list[
     what = f"--depth {params.depth:,}, {deep.examples} examples x {deep.steps} steps"
     return [Figure("check.valkey.depth", got["rate"], "steps/s", runs[SHALLOW]["rate"], f"the same at depth {SHALLOW}",
                    note=f"{what}, the checked steps once the queues are filled (the fill's and the end's apart)"),
-            Figure("check.valkey.depth.fill", got["fill"], "s per 1,000 jobs",
+            Figure("check.valkey.depth.fill", got["fill"], "ms/1,000 jobs",
                    note=f"{what}: the fill's {got['fill_steps']:.0f} checked steps (DEPTH-1)"),
-            Figure("check.valkey.depth.end", got["end"], "s per 1,000 jobs",
+            Figure("check.valkey.depth.end", got["end"], "ms/1,000 jobs",
                    note=f"{what}: the examples' ends, each queue read and checked whole (DEPTH-4)")]
 
 
