@@ -45,6 +45,13 @@ ORPHAN_LANE_CLAIM = [Step("alpha", "lane_enqueue", {"id": JOB, "payload": b"p", 
                      Step("alpha", "lane_claim", {"lease_ms": 5, "now": 1_750_000_000_000})]
 
 
+QUICK_CPU = 0.5
+"""The embedded bound of CPU seconds where a test meets a hang many times (a search's
+shrinking and minimizing wait it out at each replay that meets it): still many times the
+CPU of a call these runs draw (their batches hold at most four jobs); the default's own
+test is ``test_the_embedded_bound_stops_a_loop_and_spares_the_largest_call``."""
+
+
 @pytest.fixture
 def quick(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerProcess]:
     """A private Valkey whose hung scripts are stopped sooner: both bounds a fifth of
@@ -70,10 +77,10 @@ def test_the_embedded_search_names_a_script_that_never_returns(tmp_path: Path, m
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """``emq check --scripts COPY`` on the embedded fakeredis ends (it never ended): a
     counterexample at the claim that met the orphan, the steps before it its trace, and
-    its cause says the script never returned. The bound is made 1 s of CPU here: the
+    its cause says the script never returned. The bound is made ``QUICK_CPU`` here: the
     minimizer replays the hang several times, each waiting out the bound (the default's
     own test is the replay below)."""
-    monkeypatch.setattr(embedded, "CPU_SECONDS", 1.0)
+    monkeypatch.setattr(embedded, "CPU_SECONDS", QUICK_CPU)
     scripts = str(broken_dir(STALL, tmp_path))
     report = tmp_path / "check.json"
     assert cli.main(["check", "--scripts", scripts, "--profile", "dev", "--seed", "1", "--traces",
@@ -87,7 +94,7 @@ def test_the_embedded_search_names_a_script_that_never_returns(tmp_path: Path, m
     assert d is not None, [x["signature"] for x in found]
     trace = Trace.load(d["trace"])
     assert [s.op for s in trace.steps][-2:] == ["forget_row", "claim"], trace.steps
-    assert "raised ScriptHang: hang: the script ran past 1 s of CPU" in out, out
+    assert f"raised ScriptHang: hang: the script ran past {QUICK_CPU:g} s of CPU" in out, out
     assert document["check"]["phases"]["reproduce"]["reproduced"] == len(found)
 
 
@@ -95,8 +102,8 @@ def test_the_orphan_met_forever_by_lane_claim_is_a_hang_on_fakeredis(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The edit of the issue that once left ``emq check`` running forever: the replay of
     its three steps diverges at the grouped claim as a hang, bounded by the embedded
-    runtime's CPU bound (1 s here: the default's own test is the next one)."""
-    monkeypatch.setattr(embedded, "CPU_SECONDS", 1.0)
+    runtime's CPU bound (``QUICK_CPU`` here: the default's own test is the next one)."""
+    monkeypatch.setattr(embedded, "CPU_SECONDS", QUICK_CPU)
     target = open_target(scripts=str(broken_dir(NO_ZREM, tmp_path)))
     try:
         _hung_at(replay(ORPHAN_LANE_CLAIM, target), 3)

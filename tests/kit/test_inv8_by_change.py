@@ -10,8 +10,8 @@ their answers, after steps judged by change), each run to its first difference (
 examples, the selftest's seed), once with the target's changes given and once without;
 every step's INV-8 taken both ways on the way, the run's shrinking included. A mutant whose
 script never returns (lane_claim without its ``ZREM``) is a hang both ways: the embedded
-bound is made 1 s of CPU here, as tests/kit/test_hang.py's search does, since the run and
-its shrinking wait it out at every replay of the hang (10 s each at the default)."""
+bound is made tests/kit/test_hang.py's ``QUICK_CPU`` here, since the run and its
+shrinking wait it out at every replay of the hang (10 s each at the default)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from emq_kit.selftest.mutation import all_mutants, copy_scripts
 from emq_live import embedded
 from emq_model.change import Change, between
 from emq_model.snapshot import Snapshot
+from tests.kit.test_hang import QUICK_CPU
 
 WRONG_WRITES = ("delete-write", "misroute-zadd", "drop-state-write")
 MUTANTS = [m for m in all_mutants() if m.operator in WRONG_WRITES][::10] + \
@@ -104,7 +105,7 @@ def test_the_model_against_itself_is_judged_by_change(monkeypatch: pytest.Monkey
 def test_a_mutant_is_found_the_same_by_change_or_whole(mutant: Any, tmp_path: Any,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     both_ways(monkeypatch)
-    monkeypatch.setattr(embedded, "CPU_SECONDS", 1.0)  # a hang's verdict is the same at any bound (CC-9)
+    monkeypatch.setattr(embedded, "CPU_SECONDS", QUICK_CPU)  # a hang's verdict is the same at any bound (CC-9)
     scripts = copy_scripts(tmp_path, mutant.script, mutant.apply)
     profile = Profile("selftest", examples=10, steps=50, gate=False)
     found = []
