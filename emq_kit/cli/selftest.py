@@ -22,7 +22,7 @@ from emq_live.layouts.bullmq import bullmq_version
 def row(v: MutantVerdict) -> str:
     m = v.mutant
     where = f"{m.script}.lua:{m.line}"
-    detail = v.rule if v.status == "killed" else v.reason
+    detail = (f"{v.rule}; {v.reason}" if v.reason else v.rule) if v.status == "killed" else v.reason
     shrunk = str(v.shrunk) if v.shrunk else "-"
     return f"| {m.operator} | {where} | `{m.before.strip()}` | {v.status} | {v.seconds:.2f} | {shrunk} | {detail} |"
 

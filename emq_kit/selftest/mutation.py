@@ -28,7 +28,7 @@ from emq_kit.check.focus import Focus
 from emq_kit.check.hang import stop_script
 from emq_kit.check.names import Names
 from emq_kit.check.run import Profile, run_check
-from emq_kit.errors import BadArgument, CheckFailed, KitBug, KitError, ServerUnreachable
+from emq_kit.errors import BadArgument, CheckFailed, KitBug, KitError, SearchFailed, ServerUnreachable
 from emq_kit.forks import cpu_seconds, die_with_parent, interrupts_deferred
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
@@ -39,7 +39,7 @@ WRITES = ("ZADD", "ZREM", "HSET", "HDEL", "DEL", "HINCRBY", "HINCRBYFLOAT", "SET
           "SADD", "SREM", "RPUSH", "RPOP", "LREM")
 """The commands delete-write removes: the core's and the lanes' (the paused set, the ring)."""
 PROFILE = Profile("selftest", examples=400, steps=50, gate=False, sweep=True)
-SHRINK_ALLOWANCE = 60.0  # seconds past the budget a kill found in time may take to shrink
+SHRINK_ALLOWANCE = 60.0  # seconds past the budget a difference found in time may take to shrink and replay
 
 
 @dataclass(frozen=True)
@@ -227,11 +227,13 @@ def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], sour
 
 
 def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float, tmp: str,
-           found: Any = None, layout: Layout | None = None, names: Names | None = None) -> MutantVerdict:
+           found: Any = None, layout: Layout | None = None, names: Names | None = None,
+           unreplayed: Any = None) -> MutantVerdict:
     """The machine against one mutant, to the end (in a child process of ``judge``), its
     scripts written into the empty directory ``tmp`` (the parent's: a child killed for
     its budget cleans up nothing); ``found`` (a shared double) gets the time of the
-    first divergence as soon as the next example starts."""
+    first divergence as soon as the next example starts, ``unreplayed`` (a shared int)
+    the count of differences met that no replay showed."""
     def note(run: Any) -> None:
         if found is not None and run.first_failure is not None and not found.value:
             found.value = run.first_failure
@@ -243,10 +245,23 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         return MutantVerdict(mutant, ERROR, time.perf_counter() - started, 0, reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - a mutant that does not even load is dead
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, 0, 0, "load", str(exc).splitlines()[0])
+    examples, missed, attempt, profile = 0, 0, seed, PROFILE
     try:
-        # A mutant is killed by its first difference: collecting every one (the
-        # default) would hold the verdict until the whole budget of examples ran.
-        report = run_check(target, PROFILE, seed=seed, progress=note, layout=layout, focus=Focus(report=False))
+        while True:
+            # A mutant is killed by its first difference: collecting every one (the
+            # default) would hold the verdict until the whole budget of examples ran.
+            report = run_check(target, profile, seed=attempt, progress=note, layout=layout, focus=Focus(report=False))
+            examples += report.examples
+            if report.divergence is not None or not report.unreproduced:
+                break
+            # A difference no replay showed is no kill, and no survival either
+            # (specs/selftest.md, Verdicts): search on from the next seed in the budget.
+            missed += len(report.unreproduced)
+            if unreplayed is not None:
+                unreplayed.value = missed
+            if found is not None:
+                found.value = 0.0
+            attempt, profile = (attempt + 1) % 2**64, replace(PROFILE, sweep=False)  # the sweep is seed-free: done
     except (ConnectionError,) + _lost() as exc:  # the server went away: no verdict on the mutant
         return MutantVerdict(mutant, ERROR, time.perf_counter() - started, 0, reason=f"lost the server: {exc}")
     except _script_error() as exc:  # a mutated script the kit reads through (snapshot.lua) failed: dead
@@ -256,11 +271,12 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
         return MutantVerdict(mutant, BUG, time.perf_counter() - started, 0, reason=f"{type(exc).__name__}: {exc}")
     finally:
         target.close()
+    after = f"at seed {attempt}, after {missed} difference(s) no replay showed" if missed else ""
     if report.divergence is None:
-        return MutantVerdict(mutant, "survived", report.seconds, report.examples)
+        return MutantVerdict(mutant, "survived", time.perf_counter() - started, examples, reason=after)
     shrink = time.perf_counter() - report.first_failure if report.first_failure is not None else None
-    return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, report.examples,
-                         len(report.shrunk), report.divergence.rule, shrink_seconds=shrink)
+    return MutantVerdict(mutant, "killed", (report.first_failure or started) - started, examples,
+                         len(report.shrunk), report.divergence.rule, reason=after, shrink_seconds=shrink)
 
 
 ERROR = "error"
@@ -268,6 +284,12 @@ ERROR = "error"
 BUG = "bug"
 """The status of a mutant whose check failed in the kit's own code, or whose check
 process died: no verdict, the run stops (``emq bug``)."""
+
+
+UNREPLAYED = "unreplayed"
+"""The status of a mutant whose budget (and the allowance past it) was spent with
+differences met and none shown again by a replay: no verdict, the run stops
+(``SearchFailed``)."""
 
 
 SCRIPT_ERROR = "script error"
@@ -306,6 +328,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
+    unreplayed = ctx.Value("i", 0)
     # when the child's command now running was sent (0: none): the child's CPU time on
     # fakeredis, perf_counter() on a server (the bound each is kept on, CC-9)
     calling = ctx.Value("d", 0.0)
@@ -323,7 +346,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
         # once the watch is off (shrinking)
         hang.SERVER_SECONDS = 0.0
         embedded.CPU_SECONDS = 2 * HANG_AFTER
-        child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names))
+        child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names, unreplayed))
 
     proc = ctx.Process(target=work, daemon=True)
     try:
@@ -356,8 +379,10 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     try:
         if _answered(parent, started + budget, hung) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
             verdict: MutantVerdict = parent.recv()
-        elif found.value:  # killed; only the shrinking did not finish in time
-            verdict = MutantVerdict(mutant, "killed", found.value - started, -1, 0, "?", "shrinking did not finish")
+        elif found.value:  # a difference met, neither shrunk nor replayed in time: no kill earned
+            verdict = MutantVerdict(mutant, UNREPLAYED, found.value - started, -1,
+                                    reason=f"a difference met at {found.value - started:.1f} s was not shrunk and "
+                                           f"replayed within {SHRINK_ALLOWANCE:g} s past the budget of {budget:g} s")
         elif stopped:
             verdict = MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
                                     f"a call had not returned after {hang.SERVER_SECONDS:g} s "
@@ -365,6 +390,10 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
         elif url is None and _never_returns(proc.pid, calling):
             verdict = MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
                                     f"a script had not returned after {HANG_AFTER:g} s of CPU")
+        elif unreplayed.value:
+            verdict = MutantVerdict(mutant, UNREPLAYED, time.perf_counter() - started, -1,
+                                    reason=f"{unreplayed.value} difference(s) met in the budget of {budget:g} s, "
+                                           "none shown again by a replay")
         else:
             verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1,
                                     reason=f"budget of {budget:g} s spent")
@@ -386,7 +415,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     # and the child's death does not stop it: stop it, or every later mutant would fail on
     # BUSY. A script still running after the budget, or when the check died (on BUSY), is
     # the mutant's fault: killed.
-    if url is not None and stop_script(url) and verdict.status in ("survived", BUG):
+    if url is not None and stop_script(url) and verdict.status in ("survived", UNREPLAYED, BUG):
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
                              "a script was still running when the budget was spent (stopped with SCRIPT KILL)")
     return verdict
@@ -539,12 +568,15 @@ def run_selftest(url: str | None, budget: float, seed: int, only: str | None = N
 
 def require_verdict(v: MutantVerdict, k: int, n: int) -> MutantVerdict:
     """``v``, the ``k``-th of ``n``, when the machine gave one; a mutant the environment
-    (``error``) or the kit (``BUG``) left without one stops the run, never "survived"."""
+    (``error``), the kit (``BUG``) or differences no replay showed (``UNREPLAYED``)
+    left without one stops the run, never "survived"."""
     where = f"mutant {k} of {n} ({v.mutant.key})"
     if v.status == ERROR:
         raise ServerUnreachable(f"{where}: {v.reason}")
     if v.status == BUG:
         raise KitBug(CheckFailed(v.reason), where=where)
+    if v.status == UNREPLAYED:
+        raise SearchFailed(f"{where}: {v.reason}: no verdict")
     return v
 
 

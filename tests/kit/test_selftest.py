@@ -11,7 +11,22 @@ from typing import Any
 import pytest
 import redis
 
-from emq_kit.selftest.mutation import CHECK_OPERATOR, HANG, LANE_SCRIPTS, OBSERVER, all_mutants, copy_scripts, equivalents, judge, mutants_of, summary
+from emq_kit.errors import SearchFailed
+from emq_kit.selftest.mutation import (
+    CHECK_OPERATOR,
+    HANG,
+    LANE_SCRIPTS,
+    OBSERVER,
+    UNREPLAYED,
+    Mutant,
+    all_mutants,
+    copy_scripts,
+    equivalents,
+    judge,
+    mutants_of,
+    require_verdict,
+    summary,
+)
 from tests.kit.processes import emq
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
@@ -125,6 +140,33 @@ def test_an_equivalent_mutant_survives_its_budget() -> None:
     verdict = judge(mutant, None, budget=5, seed=0)
     assert verdict.status == "survived"
     assert summary([verdict])["survived"] == 1
+
+
+def test_a_difference_no_replay_shows_is_neither_a_kill_nor_a_survival(monkeypatch: pytest.MonkeyPatch) -> None:
+    """enqueue.lua made to write a wrong attempts count when the server clock's
+    microseconds are a multiple of 100: the search meets it within a few examples, and a
+    replay of the shrunk steps almost never does. A run whose only difference did not
+    replay was called a survivor after those few examples; now the search goes on from
+    the next seed for the rest of the budget, and the verdict is never "survived": no
+    verdict (the run stops, exit 2) or, when a replay did show one, killed."""
+    from importlib import resources
+
+    from emq_kit.selftest import mutation
+
+    lines = resources.files("emq_live").joinpath("lua/enqueue.lua").read_text("utf-8").split("\n")
+    n = next(i for i, line in enumerate(lines, 1) if 'redis.call("HSET", k.row, "state"' in line)
+    mutant = Mutant("now-and-then", "enqueue", n, lines[n - 1], lines[n - 1] + ' if tonumber(redis.call("TIME")[2]) '
+                    '% 100 == 0 then redis.call("HSET", k.row, "attempts", "7") end')
+    # the allowance past the budget for a difference being shrunk and replayed: the
+    # judging parent's, so the test's worst case is 25 s, not 80
+    monkeypatch.setattr(mutation, "SHRINK_ALLOWANCE", 5.0)
+    verdict = judge(mutant, None, budget=20, seed=0)
+    assert verdict.status in (UNREPLAYED, "killed"), verdict
+    if verdict.status == UNREPLAYED:
+        # every difference met failed to replay, or the last was still being shrunk and replayed
+        assert "none shown again by a replay" in verdict.reason or "not shrunk and replayed" in verdict.reason, verdict
+        with pytest.raises(SearchFailed, match=r"mutant 1 of 1 \(now-and-then\|enqueue\|.*no verdict"):
+            require_verdict(verdict, 1, 1)
 
 
 @pytest.mark.parametrize("key", sorted(equivalents()))
