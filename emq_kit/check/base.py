@@ -22,7 +22,6 @@ from hypothesis.stateful import RuleBasedStateMachine, RuleStrategy
 
 from emq_kit._signals import Quiet, Refused
 from emq_kit.check.clock import Clock, VirtualClock
-from emq_kit.check.draws import Packed
 from emq_kit.check.signature import signature
 from emq_kit.check.step import Divergence, Step, connection_errors
 from emq_kit.check.tally import Run
@@ -74,7 +73,7 @@ class Selection(RuleStrategy):
         if not valid:  # Hypothesis's own "no progress can be made" error (InvalidDefinition)
             return super().do_draw(data)
         rule = self._weighted(data, valid, mask)
-        return rule, _arguments(data, rule)
+        return rule, {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
 
     def _valid(self) -> tuple[list[Any], int]:
         """The rules the focus allows whose bundles are not empty and whose preconditions
@@ -120,7 +119,7 @@ class Selection(RuleStrategy):
         arguments drawn, and a rule whose preconditions do not hold now is a tick of 0
         (a machine run under the server clock has a ``tick(delta)`` rule)."""
         rule = self._weighted(data, self._in_focus())
-        args = _arguments(data, rule)
+        args = {k: data.draw(s) for k, s in rule.arguments_strategies.items()}
         if self._holds(rule):
             return rule, args
         return next(r for r in self.rules if r.function.__name__ == "tick"), {"delta": 0}
@@ -151,12 +150,6 @@ class Selection(RuleStrategy):
         preconditions themselves)."""
         machine = self.machine
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
-
-
-def _arguments(data: Any, rule: Any) -> dict[str, Any]:
-    """The rule's arguments, each drawn as ``data.draw`` would draw it (a packed draw
-    through its own span, ``Packed.draw_in``: the same choices and spans, once a step)."""
-    return {k: s.draw_in(data) if type(s) is Packed else data.draw(s) for k, s in rule.arguments_strategies.items()}
 
 
 class Machine(RuleBasedStateMachine):

@@ -14,21 +14,14 @@ a shrunk counterexample simplifies field by field. A field's options may repeat 
 to weight it (``QUEUE`` sends three calls in four to the first queue); an option count
 that does not divide 256 favours its first ``256 % len`` options by one part in
 ``256 // len``.
-
-The strategy (``Packed``) is ``st.binary(n, n).map(decode)`` as Hypothesis draws it,
-less the per-draw bookkeeping of ``map`` (a warnings context and a printer record for
-every value: several times the choice's own cost, once a step): the same choice under
-the same spans and labels, so the same examples from a seed, and the same shrinking.
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from hypothesis import strategies as st
-from hypothesis.strategies._internal.lazy import unwrap_strategies
-from hypothesis.strategies._internal.strategies import MAPPED_SEARCH_STRATEGY_DO_DRAW_LABEL, SearchStrategy
 
 MAX_OPTIONS = 256
 
@@ -42,44 +35,11 @@ class Draw:
                 raise ValueError(f"{name}.{field}: 1..{MAX_OPTIONS} options, not {len(options)}")
         self.fields = {k: tuple(v) for k, v in fields.items()}
         self.tuple = namedtuple(name, list(fields))  # type: ignore[misc]
-        self.strategy = Packed(len(self.fields), self.decode)
+        n = len(self.fields)
+        self.strategy = st.binary(min_size=n, max_size=n).map(self.decode)
 
     def decode(self, raw: bytes) -> Any:
         """The fields a byte string (one byte per field) selects."""
         if len(raw) != len(self.fields):
             raise ValueError(f"{len(raw)} bytes for {len(self.fields)} fields")
         return self.tuple(*(options[b % len(options)] for b, options in zip(raw, self.fields.values())))
-
-
-class Packed(SearchStrategy):
-    """``st.binary(min_size=n, max_size=n).map(decode)``, drawn as Hypothesis draws that
-    one (``MappedStrategy.do_draw``): under its label, a span of map's own, then the
-    bytes drawn as a strategy (so a value the shrinker hands back is read as bytes).
-    tests/kit/test_draws.py holds both to the same choices, spans and values."""
-
-    def __init__(self, n: int, decode: Callable[[bytes], Any]) -> None:
-        super().__init__()
-        self.reference = st.binary(min_size=n, max_size=n).map(decode)
-        self.bytes = unwrap_strategies(st.binary(min_size=n, max_size=n))
-        self.decode = decode
-
-    def calc_label(self) -> int:
-        return int(unwrap_strategies(self.reference).label)
-
-    def draw_in(self, data: Any) -> Any:
-        """``data.draw(self)`` less its per-draw checks (validation, an empty strategy,
-        a value to invert: none can apply to this one): the same span, then ``do_draw``."""
-        data.start_span(self.label)
-        try:
-            return self.do_draw(data)
-        finally:
-            data.stop_span()
-
-    def do_draw(self, data: Any) -> Any:
-        data.start_span(MAPPED_SEARCH_STRATEGY_DO_DRAW_LABEL)
-        raw = data.draw(self.bytes)
-        data.stop_span()
-        return self.decode(raw)
-
-    def __repr__(self) -> str:
-        return repr(self.reference)

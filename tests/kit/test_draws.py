@@ -8,8 +8,6 @@ import collections
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from hypothesis.control import BuildContext
-from hypothesis.internal.conjecture.data import ConjectureData
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     precondition,
@@ -53,31 +51,6 @@ def test_a_field_needs_1_to_256_options(options: tuple) -> None:
 @given(PAIR.strategy)
 def test_the_strategy_draws_decoded_tuples(pair) -> None:
     assert isinstance(pair, PAIR.tuple) and pair.colour in ("red", "green", "blue") and 1 <= pair.size <= 10
-
-
-def _drawn(strategy, raw: bytes, nested: bool = False) -> tuple:
-    """What drawing ``strategy`` from the one choice ``raw`` records: the value, the
-    choices, and every span (label, bounds, depth, value) that Hypothesis's mutator and
-    shrinker work from."""
-    data = ConjectureData.for_choices([raw])
-    with BuildContext(data, wrapped_test=_drawn):  # map records each value's printer there
-        value = strategy.draw_in(data) if nested else data.draw(strategy)
-    data.freeze()
-    spans = [(s.label, s.start, s.end, s.depth, s.discarded, repr(getattr(s, "recorded_value", None)))
-             for s in data.spans]
-    return value, data.choices, spans
-
-
-@pytest.mark.parametrize("draw", [PAIR, Draw("Wide", **{f"f{i}": range(i + 1) for i in range(9)})])
-def test_the_packed_strategy_draws_as_the_mapped_bytes_it_stands_for(draw: Draw) -> None:
-    # The same choice under the same spans, labels and values, drawn as a strategy or
-    # through ``draw_in`` (``Selection``'s way): a seed then makes the same examples and
-    # the shrinker meets the same structure as under ``binary().map``.
-    n = len(draw.fields)
-    mapped = st.binary(min_size=n, max_size=n).map(draw.decode)
-    assert draw.strategy.label == mapped.wrapped_strategy.label
-    for raw in (bytes(n), bytes(range(n)), bytes([255] * n), bytes(range(200, 200 + n))):
-        assert _drawn(draw.strategy, raw) == _drawn(mapped, raw) == _drawn(draw.strategy, raw, nested=True)
 
 
 class Toy(RuleBasedStateMachine):
