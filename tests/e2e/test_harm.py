@@ -238,6 +238,22 @@ def _wait(what: str, holds: Callable[[], bool], proc: subprocess.Popen[str], sec
         time.sleep(0.05)
 
 
+def _stopped_holding_queues(r: Any, before: dict[bytes, Any], proc: subprocess.Popen[str], drivers: list[int]) -> None:
+    """The run's writers (its drivers, else the run itself) stopped at a moment its queues
+    are on the server: stopped between two examples (the queues just wiped), they are let
+    go on until the queues are back, and stopped again."""
+    writers = drivers or [proc.pid]
+    for _ in range(20):
+        for pid in writers:
+            os.kill(pid, signal.SIGSTOP)
+        if any(k.startswith(b"emq:{") for k in _leftovers(r, before)):
+            return
+        for pid in writers:
+            os.kill(pid, signal.SIGCONT)
+        _wait("queue keys of the run", lambda: any(k.startswith(b"emq:{") for k in _leftovers(r, before)), proc)
+    raise AssertionError("the run's writers were never stopped with its queues on the server")
+
+
 def _records(r: Any) -> list[bytes]:
     return [k for k in r.scan_iter(match=RUN + "*") if k.count(b":") == 2 and not k.endswith(b"not-a-record")]
 
@@ -282,8 +298,7 @@ def test_a_killed_run_is_cleaned_by_emq_clean_and_by_the_next_run_but_a_live_one
                 # stopped first, it stands for a crash of the whole machine, which leaves them.
                 drivers = _descendants(proc.pid)  # a driver runs in a session of its own (DP-18)
                 assert drivers or how == "check", "no driver process under the run"
-                for pid in drivers:
-                    os.kill(pid, signal.SIGSTOP)
+                _stopped_holding_queues(r, before, proc, drivers)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=30)
             finally:
