@@ -17,7 +17,7 @@ MARK = re.compile(r"^( *)<!-- docs-output: ([\w-]+)(?:, checked by (\S+))? -->\n
 ELIDED = " …"
 MASKS = [
     (re.compile(r"\b\d+(?:\.\d+)? s\b"), "T s"),  # wall time, time to a difference
-    (re.compile(r"\b\d+ checked steps/s"), "N checked steps/s"),
+    (re.compile(r"\b\d[\d,]* checked steps/s"), "N checked steps/s"),  # 1,234 past a thousand
     (re.compile(r"seconds \d+(?:\.\d+)?"), "seconds T"),
     (re.compile(r"-[0-9a-f]{8}'"), "-SUFFIX'"),  # the run's own queue names (OWN-2)
     (re.compile(r" object at 0x[0-9a-f]+>"), " object at ADDRESS>"),  # a repr in a difference's evidence

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shown import DOCS, MARK, ROOT, Block, blocks, differences, rewrite
+from tests.shown import DOCS, MARK, ROOT, Block, blocks, differences, mask, rewrite
 
 SHOWN_URL = re.compile(r"redis://127\.0\.0\.1:\d+(?:/\d+)?")
 """A server address as the documents write it; the test's own server stands in."""
@@ -123,3 +123,9 @@ def test_each_pytest_option_shown_is_the_plugins() -> None:
         for synopsis in re.findall(r"```\n(pytest --emq .*?)```", path.read_text("utf-8"), re.S):
             for flag in set(re.findall(r"--emq-[a-z-]*[a-z]", synopsis)):
                 assert f"--{flag[6:]}" in _check_options() or f'"{flag}"' in plugin, (path.name, flag)
+
+
+def test_a_rate_past_a_thousand_is_masked_like_one_below() -> None:
+    # the text report writes its rate with a thousands separator (report/text.py)
+    line = "  wall {:.2f} s   {:,.0f} checked steps/s"
+    assert mask(line.format(1.5, 999.0)) == mask(line.format(12.25, 1234.0)) == mask(line.format(3, 1_234_567))
