@@ -36,7 +36,7 @@ from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.lanes import PREPARES as LANE_PREPARES
 from emq_kit.check.lanes import RULE_OPS as LANE_RULE_OPS
 from emq_kit.check.lanes import LaneRules
-from emq_kit.check.orders import Orders, nth_of_union
+from emq_kit.check.orders import Orders, pick_of_union
 from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, background, bad_values
 from emq_kit.check.raw.rule import RawCalls
 from emq_kit.check.step import SLEEP, Crash, ModelBroken, Step, died, outcome, target_outcome
@@ -635,13 +635,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         an id reused meanwhile (the pool is small) must not be served from the lane
         (lifecycle.md §8). A lane's orphan may share its id with a job elsewhere, even an
         active one: its row goes then (FLT-3, FLT-6)."""
-        model = self.models[a.q]
-        lanes = [m for lane in model.lanes.pending.values() for m in lane]
+        lanes = [m for lane in self.models[a.q].lanes.pending.values() for m in lane]
         pending = self._orders(a.q).sorted_members("pending")
-        if not pending and not lanes:
-            return
-        waiting = len(set(lanes) - model.sets["pending"].keys()) + len(pending)  # the ids waiting, plain or in a lane
-        self.forget(a.q, nth_of_union(pending, lanes, a.pick % waiting))
+        if pending or lanes:
+            self.forget(a.q, pick_of_union(pending, lanes, a.pick))
 
     def forget(self, queue: str, job: str) -> None:
         """Delete ``job``'s row by hand on both sides, then check (a trace step too)."""
@@ -745,7 +742,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
 
     def _holding(self, q: str) -> list[list[str]]:
         """The holders of ``q`` by location, each sorted (see ``_holder``)."""
-        return [self._orders(q).sorted_holders(loc) for loc in ("active", "pending", "schedule", "dead")]
+        orders = self._orders(q)
+        return [orders.sorted_holders(loc) for loc in ("active", "pending", "schedule", "dead")]
 
     def _any_holder(self) -> bool:
         """Whether a job has a holder (a precondition, asked every step)."""

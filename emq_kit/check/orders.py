@@ -43,15 +43,19 @@ class Orders:
         return self._now().marks[loc]
 
     def _now(self) -> Orders:
-        """These orders, up to date with the model."""
+        """These orders, up to date with the model: kept while the model is still in the
+        snapshot they were made for, patched by the ids its last change named when that
+        change brought them to the model's snapshot, else made anew (writes not in a
+        snapshot yet, a snapshot built whole, a first draw)."""
         settled = self.model.settled
+        if settled is not None and settled is self.at:
+            return self
         made = self.model.last_change
-        if settled is None or self.at is None or made is None or made[0] is not self.at or made[2] is not settled:
-            if settled is not self.at or settled is None:
-                self._whole()
-        else:
-            for job in made[1].touched():
+        if settled is not None and self.at is not None and made is not None and made[0] is self.at:
+            for job in made[1].touched():  # ``made[2]`` is ``settled``: the model's last snapshot
                 self._place(job)
+        else:
+            self._whole()
         self.at = settled
         return self
 
@@ -105,10 +109,11 @@ def _put(order: list[str], job: str, now: bool, was: bool) -> None:
         del order[bisect_left(order, job)]
 
 
-def nth_of_union(big: list[str], small: Iterable[str], n: int) -> str:
-    """The ``n``-th of ``sorted(set(big) | set(small))`` (``big`` sorted, without
-    duplicates; ``small`` few), without building it."""
+def pick_of_union(big: list[str], small: Iterable[str], pick: int) -> str:
+    """The ``pick``-th, modulo their number, of ``sorted(set(big) | set(small))`` (``big``
+    sorted, without duplicates; ``small`` few; not both empty), without building it."""
     extra = sorted({job for job in small if not _has(big, job)})
+    n = pick % (len(big) + len(extra))
     before = 0
     for i, job in enumerate(extra):
         at = bisect_left(big, job) + i
