@@ -350,9 +350,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def teardown(self) -> None:
         """The example ended: judge what its window still holds (unless it already
         diverged)."""
+        ended = time.perf_counter()
         if self._filled is not None:  # DEPTH-5: the checked steps with the queues filled
             deep, (since, steps) = self.run.deep, self._filled
-            ended = time.perf_counter()
             deep.steps += self.run.steps - steps
             deep.seconds += ended - since
         if not self._diverged:
@@ -509,7 +509,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             deep, self._filled = self.run.deep, (time.perf_counter(), self.run.steps)
             deep.fill_steps += self.run.steps - steps
             deep.fill_seconds += self._filled[0] - started
-            self.run.filled += depth * len(QUEUES)
+            deep.jobs += depth * len(QUEUES)
         for i in range(a.n):
             self.step(QUEUES[0], "enqueue", {"id": POOL[(a.first + i) % len(POOL)], "payload": b"backlog"})
 

@@ -593,7 +593,7 @@ def _report(check: Check) -> Report:
         divergence=divergence,
         shrunk=list(divergence.steps) if divergence else [],
         first_failure=run.first_failure,
-        phases={**(run.deep.figures(run.filled) if focus.depth else {}), **check.phases},
+        phases={**(run.deep.figures() if focus.depth else {}), **check.phases},
         differences=found,
         unreproduced=unreproduced,
         causes=causes_of(found),

@@ -46,17 +46,18 @@ class Deep:
     """Where a deep run's wall went (specs/lifecycle.md DEPTH-5), over its examples: the
     fill's checked steps and their seconds, the checked steps that followed with the
     queues already filled and their seconds, and the examples' ends (the whole reads and
-    checks of DEPTH-4)."""
+    checks of DEPTH-4); ``jobs``, the background jobs filled in all (DEPTH-1)."""
 
+    jobs: int = 0
     fill_steps: int = 0
     fill_seconds: float = 0.0
     steps: int = 0
     seconds: float = 0.0
     end_seconds: float = 0.0
 
-    def figures(self, jobs: int) -> dict[str, dict[str, float | int]]:
-        """The report's ``depth`` phase; ``jobs``: the background jobs filled in all."""
-        return {"depth": {"jobs": jobs, "fill_steps": self.fill_steps, "fill_seconds": round(self.fill_seconds, 3),
+    def figures(self) -> dict[str, dict[str, float | int]]:
+        """The report's ``depth`` phase."""
+        return {"depth": {"jobs": self.jobs, "fill_steps": self.fill_steps, "fill_seconds": round(self.fill_seconds, 3),
                           "steps": self.steps, "seconds": round(self.seconds, 3),
                           "end_seconds": round(self.end_seconds, 3)}}
 
@@ -102,7 +103,6 @@ class Run:
     that is not directed."""
     shrink_from: int = 0  # ``steps`` when the round met its difference
     deep: Deep = field(default_factory=Deep)  # a deep run's wall by part (DEPTH-5)
-    filled: int = 0  # background jobs a deep run filled, over its examples and queues (DEPTH-1)
     shrink_started: float = 0.0  # perf_counter() when the round met its difference (its shrink's wall time)
     cuts: int = 0  # rounds whose shrinking the budget ended
     best: "Divergence | None" = None
