@@ -80,7 +80,7 @@ class Orders:
             old = self.scores[loc].get(job)
             _put(self.members[loc], job, now is not None, old is not None)
             _put(self.holders[loc], job, now is not None and self._holds(job), _has(self.holders[loc], job))
-            if now == old and (now is None or type(now) is type(old)):
+            if now == old:  # the model's scores are ints: an equal score is the same mark
                 continue
             counts, marks = self.counts[loc], self.marks[loc]
             if old is not None:
