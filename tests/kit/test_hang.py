@@ -75,7 +75,7 @@ def _hung_at(result, index: int) -> None:
 
 def test_the_embedded_search_names_a_script_that_never_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """``emq check --scripts COPY`` on the embedded fakeredis ends (it never ended): a
+    """``emq check --scripts COPY`` on the embedded fakeredis ends: a
     counterexample at the claim that met the orphan, the steps before it its trace, and
     its cause says the script never returned. The bound is made ``QUICK_CPU`` here: the
     minimizer replays the hang several times, each waiting out the bound (the default's
@@ -100,7 +100,7 @@ def test_the_embedded_search_names_a_script_that_never_returns(tmp_path: Path, m
 
 def test_the_orphan_met_forever_by_lane_claim_is_a_hang_on_fakeredis(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The edit of the issue that once left ``emq check`` running forever: the replay of
+    """lane_claim without its ``ZREM`` (``NO_ZREM``), which never returns: the replay of
     its three steps diverges at the grouped claim as a hang, bounded by the embedded
     runtime's CPU bound (``QUICK_CPU`` here: the default's own test is the next one)."""
     monkeypatch.setattr(embedded, "CPU_SECONDS", QUICK_CPU)

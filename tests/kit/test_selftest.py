@@ -145,10 +145,10 @@ def test_an_equivalent_mutant_survives_its_budget() -> None:
 def test_a_difference_no_replay_shows_is_neither_a_kill_nor_a_survival(monkeypatch: pytest.MonkeyPatch) -> None:
     """enqueue.lua made to write a wrong attempts count when the server clock's
     microseconds are a multiple of 100: the search meets it within a few examples, and a
-    replay of the shrunk steps almost never does. A run whose only difference did not
-    replay was called a survivor after those few examples; now the search goes on from
-    the next seed for the rest of the budget, and the verdict is never "survived": no
-    verdict (the run stops, exit 2) or, when a replay did show one, killed."""
+    replay of the shrunk steps almost never does. A difference no replay showed is no
+    verdict: the search goes on from the next seed for the rest of the budget
+    (specs/selftest.md), and the verdict is never "survived": no verdict (the run stops,
+    exit 2) or, when a replay did show one, killed."""
     from importlib import resources
 
     from emq_kit.selftest import mutation
