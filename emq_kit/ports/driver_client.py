@@ -231,7 +231,7 @@ class DriverTarget:
         self.init_timeout = STARTUP if timeout is None else timeout
         self.command, self.url, self.clock = command, url, clock
         self.offer = PROTOCOL  # the version offered at init: 1 once a driver refused more (DP-9)
-        self.notes: list[str] = []  # what the kit did on its own the user should know (one line each)
+        self.notes: tuple[str, ...] = ()  # what the kit did on its own the user should know (one line each)
         self.names, self.partial = tuple(queues), partial
         self.inspector: LiveTarget | None = None
         self._dropped: dict[str, tuple[str, ...]] = {}  # each queue's last claim's orphans
@@ -267,7 +267,7 @@ class DriverTarget:
         """A deep run's reads by change (DEPTH-3) are the built-in client's: a driver's
         snapshot is its port's whole one, said once on stderr and in ``notes``."""
         if on:
-            self.notes = list(say_once(self.notes, "every snapshot is read whole: a driver answers its queue's whole snapshot"))
+            self.notes = say_once(self.notes, "every snapshot is read whole: a driver answers its queue's whole snapshot")
         return False
 
     def bracket(self) -> tuple[int, int] | None:
@@ -288,8 +288,8 @@ class DriverTarget:
             process = self._init(1)
         except Refused as exc:
             raise DriverUnavailable(f"{self.command}: init failed: {exc} (offered {PROTOCOL}: {first}; then 1)") from None
-        self.notes.append(f"{self.command} answered init offering protocol {PROTOCOL} with an error ({first}): "
-                          "started it again offering protocol 1 (DP-9)")
+        self.notes = (*self.notes, f"{self.command} answered init offering protocol {PROTOCOL} with an error "
+                      f"({first}): started it again offering protocol 1 (DP-9)")
         return process
 
     def _init(self, offer: int) -> DriverProcess:
