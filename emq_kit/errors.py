@@ -140,7 +140,8 @@ class Occupied(KitError):
 
 class SearchFailed(KitError):
     """The search itself failed (Hypothesis gave up on the machine, a timed-out driver
-    made an example unrepeatable): a kit-side failure, never a verdict on the target."""
+    made an example unrepeatable, a mutant's budget spent on differences no replay
+    showed): never a verdict on the target or the mutant."""
 
 
 class SoakError(KitError):
