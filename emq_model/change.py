@@ -78,6 +78,14 @@ def between(before: Snapshot, after: Snapshot) -> Change:
     return Change(after.queue, members, rows, sizes_of(after), small_keys(after))
 
 
+def change_from(made: tuple[Snapshot, Change, Snapshot] | None, before: Snapshot, after: Snapshot) -> Change | None:
+    """The change of ``made`` (a producer's ``last_change``: the snapshot it was applied
+    to, the change, the snapshot it made) when it brought the very ``before`` to the very
+    ``after`` (by identity: the objects a step judged), else None (a snapshot built or
+    read whole, or a pair it does not join)."""
+    return made[1] if made is not None and made[0] is before and made[2] is after else None
+
+
 def apply(before: Snapshot, change: Change) -> Snapshot:
     """INC-3: the snapshot after the step, from the one before and the step's change: only
     the sets and rows the change names are touched, each entry moved in place."""

@@ -45,7 +45,7 @@ from emq_kit.errors import KitBug, ScriptHang
 from emq_kit.targets.protocol import Target
 from emq_live.client import BadReply
 from emq_model import branded_id, spec
-from emq_model.change import agree, between
+from emq_model.change import agree, between, change_from
 from emq_model.errors import TYPE, EmqError
 from emq_model.invariants import Carried, Violation, check_invariants, check_step, of_ids
 from emq_model.model import Claimed, QueueModel
@@ -423,13 +423,14 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         ``mine`` and ``theirs``; whole on any doubt: an operator's fault, a raw call, a
         first step, a read of the target's that was whole."""
         agreed = self._agreed.get(queue)
-        made = self.models[queue].last_change
-        read = getattr(self.target, "last_change", None)
-        got = read(queue) if read is not None and agreed is not None and made is not None else None
-        if (got is None or made is None or agreed is None or step.op in DOUBTS or made[0] is not agreed[0]
-                or made[2] is not mine or got[0] is not agreed[1] or got[2] is not theirs):
+        if agreed is None or step.op in DOUBTS:
             return mine == theirs
-        return agree(made[0], made[1], got[1])
+        made = change_from(self.models[queue].last_change, agreed[0], mine)
+        read = getattr(self.target, "last_change", None)
+        got = change_from(read(queue), agreed[1], theirs) if read is not None and made is not None else None
+        if made is None or got is None:
+            return mine == theirs
+        return agree(agreed[0], made, got)
 
     def _judge(self, queue: str, mine: Snapshot) -> list[Violation]:
         """INV-1..7 and INV-9..14 of ``mine`` against the queue's previous snapshot: by
@@ -441,8 +442,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if previous is not None and kept is not None and kept[0] is previous:
             # the model's own change when it brought ``previous`` up to ``mine``, else the
             # reference diff of the two (INC-3)
-            made = self.models[queue].last_change
-            change = made[1] if made is not None and made[0] is previous and made[2] is mine else between(previous, mine)
+            change = change_from(self.models[queue].last_change, previous, mine)
+            if change is None:
+                change = between(previous, mine)
             judged, carried = check_step(mine, previous, change, kept[1])
         else:
             judged, carried = check_invariants(mine, previous), of_ids(mine, mine.ids())

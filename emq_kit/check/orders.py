@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Iterable
 
 from emq_model import spec
+from emq_model.change import change_from
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 
@@ -50,9 +51,9 @@ class Orders:
         settled = self.model.settled
         if settled is not None and settled is self.at:
             return self
-        made = self.model.last_change
-        if settled is not None and self.at is not None and made is not None and made[0] is self.at:
-            for job in made[1].touched():  # ``made[2]`` is ``settled``: the model's last snapshot
+        made = None if settled is None or self.at is None else change_from(self.model.last_change, self.at, settled)
+        if made is not None:
+            for job in made.touched():
                 self._place(job)
         else:
             self._whole()
