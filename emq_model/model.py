@@ -272,9 +272,8 @@ class QueueModel:
         """The entries of location ``loc`` in a sorted set's order (``zset_order``): the
         last snapshot's when nothing was written since (INC-3: it is the one built whole),
         so a deep queue is not sorted again."""
-        if self._last is not None and not self._noted:
-            return self._last.location(loc)
-        return zset_order(self.sets[loc].items())
+        settled = self.settled
+        return settled.location(loc) if settled is not None else zset_order(self.sets[loc].items())
 
     def _claim(self, n: int, lease_ms: int, now: int) -> list[Claimed]:
         """Up to ``n`` claims with one ``now``: the pending members met are typed first
