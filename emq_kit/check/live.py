@@ -200,11 +200,12 @@ class LiveTarget:
         return True
 
     def _untrack(self, refused: Refused) -> None:
-        """Read whole from now on: the server refused tracking (said once)."""
+        """Read whole from now on: the server refused a command of the read by change
+        (key tracking, its subscriber, ZMSCORE), said once."""
         if self.tracker is not None:
             self.tracker.close()
             self.tracker = None
-        self.notes = say_once(self.notes, f"every snapshot is read whole: the server refuses key tracking ({refused})")
+        self.notes = say_once(self.notes, f"every snapshot is read whole: the server refuses the read by change ({refused})")
 
     def read_whole(self, name: str) -> bool:
         """The next snapshot of ``name`` is read whole (DEPTH-4); whether the last one
