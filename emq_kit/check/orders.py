@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from typing import Iterable
+from typing import Iterable, cast
 
 from emq_model import spec
 from emq_model.change import change_from
@@ -27,7 +27,6 @@ class Orders:
         self.at: Snapshot | None = None  # the snapshot the orders below are the model's at
         self.members: dict[str, list[str]] = {}
         self.holders: dict[str, list[str]] = {}
-        self.scores: dict[str, dict[str, int]] = {}  # member -> score, as the orders hold it
         self.counts: dict[str, Counter[int]] = {}  # score -> members holding it
         self.marks: dict[str, list[int]] = {}
 
@@ -66,7 +65,6 @@ class Orders:
             held = self.model.sets[loc]
             self.members[loc] = sorted(held)
             self.holders[loc] = [job for job in self.members[loc] if self._holds(job)]
-            self.scores[loc] = dict(held)
             self.counts[loc] = Counter(held.values())
             self.marks[loc] = sorted(self.counts[loc])
 
@@ -75,23 +73,23 @@ class Orders:
         return row is not None and row["attempts"] != b"0"
 
     def _place(self, job: str) -> None:
-        """``job`` moved to where the model holds it now, in every order."""
+        """``job`` moved from where the snapshot the orders are at holds it (``at``) to
+        where the model holds it now, in every order."""
+        assert self.at is not None  # patched only from the snapshot they were made for
         for loc in spec.LOCATIONS:
             now = self.model.sets[loc].get(job)
-            old = self.scores[loc].get(job)
+            old = cast("int | None", self.at.index[loc].get(job))  # the model's: ints, as norm_score keeps them
             _put(self.members[loc], job, now is not None, old is not None)
             _put(self.holders[loc], job, now is not None and self._holds(job), _has(self.holders[loc], job))
             if now == old:  # the model's scores are ints: an equal score is the same mark
                 continue
             counts, marks = self.counts[loc], self.marks[loc]
             if old is not None:
-                del self.scores[loc][job]
                 counts[old] -= 1
                 if not counts[old]:
                     del counts[old]
                     del marks[bisect_left(marks, old)]
             if now is not None:
-                self.scores[loc][job] = now
                 if not counts[now]:
                     insort(marks, now)
                 counts[now] += 1
