@@ -231,8 +231,10 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
            unreplayed: Any = None) -> MutantVerdict:
     """The machine against one mutant, to the end (in a child process of ``judge``), its
     scripts written into the empty directory ``tmp`` (the parent's: a child killed for
-    its budget cleans up nothing); ``found`` (a shared double) gets the time of the
-    first divergence as soon as the next example starts, ``unreplayed`` (a shared int)
+    its budget cleans up nothing). Runs of ``seed``, then of the next seeds while every
+    difference a run met failed to replay (specs/selftest.md): ``found`` (a shared
+    double) gets the time of the first divergence as soon as the next example starts,
+    back to 0 when that run's differences did not replay; ``unreplayed`` (a shared int)
     the count of differences met that no replay showed."""
     def note(run: Any) -> None:
         if found is not None and run.first_failure is not None and not found.value:
