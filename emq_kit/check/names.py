@@ -71,6 +71,13 @@ def vocabulary() -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
+def queue_of_key(key: bytes, logical: Iterable[str]) -> str | None:
+    """The name of ``logical`` whose prefix ``emq:{name}:`` starts ``key`` (the longest:
+    a bad name may hold another's prefix), or ``None``: a key of no queue among them."""
+    heads = ((name, HEAD + name.encode("utf-8", "surrogatepass") + b"}:") for name in logical)
+    return max((name for name, head in heads if key.startswith(head)), key=len, default=None)
+
+
 def one_byte_needed(logical: Iterable[str]) -> bool:
     """Whether ``logical`` holds a one-byte name (the run must pick one of its own)."""
     return any(len(n.encode("utf-8", "surrogatepass")) == 1 for n in logical)
@@ -135,19 +142,13 @@ class Names:
 
     def key(self, key: bytes) -> bytes:
         """A raw call's key (``emq:{q}:rest`` under a logical name) under the server's
-        name of ``q``; a key of no queue as it is."""
-        for name in sorted(self._server, key=len, reverse=True):
-            head = HEAD + name.encode("utf-8", "surrogatepass") + b"}:"
-            if key.startswith(head):
-                return HEAD + self._server[name].encode("utf-8", "surrogatepass") + b"}:" + key[len(head):]
-        end = key.find(b"}:", len(HEAD))
-        if key.startswith(HEAD) and end >= 0:
-            try:
-                name = key[len(HEAD):end].decode("utf-8")
-            except UnicodeDecodeError:
-                return key
-            return HEAD + str(self.server(name)).encode("utf-8", "surrogatepass") + key[end:]
-        return key
+        name of ``q``. A key under no name of the run is never sent (OWN-1): a script
+        under check may write any key it is given, and a trace's were checked (TR-9a)."""
+        name = queue_of_key(key, self._server)
+        if name is None:
+            raise KitBug(ValueError(f"a raw call's key {key!r:.80} is under no queue name of the run"))
+        head = HEAD + name.encode("utf-8", "surrogatepass") + b"}:"
+        return HEAD + self._server[name].encode("utf-8", "surrogatepass") + b"}:" + key[len(head):]
 
     def owns(self, key: bytes | str) -> bool:
         """Whether ``key`` is a key of one of the run's server names (``emq:{name}:…``;

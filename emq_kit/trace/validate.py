@@ -36,7 +36,7 @@ about eight: steps, a step, args, a batch's items, an item, a tagged value)."""
 
 EXTRA_OPS: dict[str, dict[str, str]] = {
     "queue": {"name": "queue_name"},
-    "raw": {"op": "raw_op", "keys": "wire", "argv": "wire", "spoil": "label"},
+    "raw": {"op": "raw_op", "keys": "raw_keys", "argv": "wire", "spoil": "label"},
     SLEEP: {"ms": "wait"},
 }
 """The steps the machine records besides the spec's ops and its faults, and the type of
@@ -225,6 +225,20 @@ def _wire(at: str, op: str, value: Any, args: dict[str, Any], queue: str) -> Non
         raise TraceError(f"{at}: the wire values are an array of at most {WIRE_MAX} {{b64}} values")
 
 
+def _raw_keys(at: str, op: str, value: Any, args: dict[str, Any], queue: str) -> None:
+    """A raw call's KEYS: wire values, each a key of a queue a run sends (OWN-1, OWN-2):
+    the scripts under check may write any key they are given, and a run maps only the
+    keys of its own names (``Names.key``), so an edited one is refused, never sent."""
+    from emq_kit.check.names import queue_of_key, vocabulary
+
+    _wire(at, op, value, args, queue)
+    names = vocabulary()
+    for i, key in enumerate(value):
+        if queue_of_key(key, names) is None:
+            raise TraceError(f"{at}/{i}: {key!r:.80} is no key of a queue a run sends (emq:{{q}}: of the machine's, "
+                             "the hostile and the raw calls' names)")
+
+
 def _label(at: str, op: str, value: Any, args: dict[str, Any], queue: str) -> None:
     if not isinstance(value, str) or len(value) > NAME_MAX:
         raise TraceError(f"{at}: a str of at most {NAME_MAX} characters, got {value!r:.80}")
@@ -256,8 +270,8 @@ def _wait(at: str, op: str, value: Any, args: dict[str, Any], queue: str) -> Non
 
 
 CHECKS: dict[str, Callable[[str, str, Any, dict[str, Any], str], None]] = {
-    "items": _items, "queue_name": _queue_name, "raw_op": _raw_op, "wire": _wire, "label": _label,
-    "fault_key": _fault_key, "fault_kind": _fault_kind, "wait": _wait,
+    "items": _items, "queue_name": _queue_name, "raw_op": _raw_op, "wire": _wire, "raw_keys": _raw_keys,
+    "label": _label, "fault_key": _fault_key, "fault_kind": _fault_kind, "wait": _wait,
 }
 """The checks of the argument types that are not the contract's (``arg_types``), each
 given the argument's JSON path, the step's op, the value, the step's decoded arguments

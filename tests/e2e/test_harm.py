@@ -9,6 +9,7 @@ data (TR-9*, specs/trace.md), interrupts (INT-*, specs/safety.md).
 from __future__ import annotations
 
 import ast
+import base64
 import contextlib
 import gc
 import json
@@ -16,6 +17,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -737,6 +739,20 @@ def test_replay_runs_no_command_a_trace_names(named: dict[str, str], flag: str, 
         assert (tmp_path / "PWNED").exists()
 
 
+def _raw_enqueue(at: int, key: bytes, i: int = 4) -> dict[str, Any]:
+    """A raw step (an ``enqueue`` sent past the client, as the machine's raw calls are)
+    whose ``KEYS[at + 1]`` is ``key``: the contract refuses it (CC-1), so the step
+    records ``EMQARG`` on both sides, as a machine-made one would."""
+    keys = [f"emq:{{raw}}:{k}".encode() for k in (*spec.LOCATIONS, "metrics:completed", "metrics:failed")]
+    keys = [*keys, b"emq:{raw}:job:JOB00000000077"]
+    keys[at] = key
+    wire = [{"b64": base64.b64encode(v).decode()} for v in keys]
+    argv = [{"b64": base64.b64encode(v).decode()} for v in (b"JOB00000000077", b"p")]
+    return {"i": i, "queue": "", "op": "raw", "args": {"op": "enqueue", "keys": wire, "argv": argv,
+                                                       "spoil": "foreign-key: edited"},
+            "model": "EMQARG", "target": "EMQARG"}
+
+
 EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a str lease": (lambda d: _claim(d).update(lease_ms="x"), "steps/1/args/lease_ms: EMQARG lease_ms must be an integer"),
     "a huge lease": (lambda d: _claim(d).update(lease_ms=10**400), "steps/1/args/lease_ms: EMQARG lease_ms must be in"),
@@ -747,6 +763,10 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "bad base64": (lambda d: d["steps"][0]["args"].update(payload={"b64": "!!"}), "steps/0/args/payload: not a value"),
     "a bad batch": (lambda d: d["steps"].append({"i": 4, "queue": "alpha", "op": "complete_many", "args": {
         "jobs": [["JOB00000000001", 0]]}}), "steps/3/args/jobs: EMQARG token must be in"),
+    "a raw key of no queue": (lambda d: d["steps"].append(_raw_enqueue(0, b"other-app:key")),
+                              "steps/3/args/keys/0: b'other-app:key' is no key of a queue a run sends"),
+    "a raw key of a user's queue": (lambda d: d["steps"].append(_raw_enqueue(6, b"emq:{theirs}:job:JOB00000000077")),
+                                    "steps/3/args/keys/6: b'emq:{theirs}:job:JOB00000000077' is no key of a queue"),
 }
 
 
@@ -779,6 +799,33 @@ def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: P
     if where == "valkey":
         with request.getfixturevalue("empty").client() as r:
             assert r.dbsize() == 0
+
+
+def test_a_replayed_raw_call_sends_no_key_the_run_does_not_own(server: ServerProcess, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-1, TR-9a: a raw step is sent past the client, to scripts that may write any key
+    they are given (the port under check: here one that sets its KEYS[1] first). A trace
+    edited to give it a key of no queue (another application's) or of a queue no run
+    sends (a user's) is refused before anything runs, and the user's keys stay as they
+    were; the machine's own raw step, on its own name, still replays."""
+    blind = tmp_path / "blind"
+    shutil.copytree(ROOT / "emq_live" / "lua", blind)
+    enqueue = blind / "enqueue.lua"
+    enqueue.write_text('redis.call("SET", KEYS[1], "written by a replay")\n' + enqueue.read_text())
+    with server.client() as r:
+        before = image(r)
+        for key in (b"other-app:key", b"emq:{a}:pending"):
+            data = {**_trace(), "steps": [_raw_enqueue(0, key, i=1)]}
+            (tmp_path / "t.json").write_text(json.dumps(data))
+            code, out, err = run(["replay", str(tmp_path / "t.json"), "--url", server.url, "--scripts", str(blind)],
+                                 capsys)
+            assert code == 2 and out == "" and "is no key of a queue a run sends" in one_line(err), err
+            assert_intact(before, image(r), f"a raw step on {key!r}")
+        data = {**_trace(), "steps": [_raw_enqueue(0, b"emq:{raw2}:pending", i=1)]}  # the machine's foreign key
+        (tmp_path / "t.json").write_text(json.dumps(data))
+        code, out, err = run(["replay", str(tmp_path / "t.json"), "--url", server.url, "--scripts", str(blind)], capsys)
+        assert code == cli.EXIT_FAIL and "emq:{raw2}:pending" in out, out + err  # its write: on the run's name
+        assert_intact(before, image(r), "a raw step on the run's own name")
 
 
 def test_a_machine_made_hostile_step_still_replays() -> None:
