@@ -47,7 +47,7 @@ from emq_live.client import BadReply
 from emq_model import branded_id, spec
 from emq_model.change import agree, between, change_from
 from emq_model.errors import TYPE, EmqError
-from emq_model.invariants import Carried, Violation, check_invariants, check_step, of_ids
+from emq_model.invariants import Carried, Violation, check_step, check_whole, of_all
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
@@ -447,7 +447,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
                 change = between(previous, mine)
             judged, carried = check_step(mine, previous, change, kept[1])
         else:
-            judged, carried = check_invariants(mine, previous), of_ids(mine, mine.ids())
+            judged, carried = check_whole(mine, previous)
         self._carried[queue] = (mine, carried)
         return judged
 
@@ -463,7 +463,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             elif agreed is not None and agreed[0] != agreed[1]:
                 wrong = "INV-8 by the two changes disagrees with the whole comparison"
             elif (previous is not None and kept is not None and kept[0] is previous
-                    and kept[1] != of_ids(previous, previous.ids())):
+                    and kept[1] != of_all(previous)):
                 wrong = "the step check disagrees with the whole check"
             else:
                 continue

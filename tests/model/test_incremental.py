@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from emq_model.branded_id import encode
 from emq_model.change import Change, agree, between
-from emq_model.invariants import check_invariants, check_step, of_ids
+from emq_model.invariants import check_invariants, check_step, check_whole, of_all, of_ids
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 from tests.model.test_change import snapshots, widened
@@ -30,6 +30,8 @@ def agrees(before: Snapshot, after: Snapshot, extra: list[str] = (), made: Chang
     found, now = check_step(after, before, change, carried)
     assert Counter(found) == Counter(check_invariants(after, before))
     assert now == of_ids(after, after.ids())
+    whole, per_id = check_whole(after, before)  # the doubt's whole check, in one pass
+    assert Counter(whole) == Counter(check_invariants(after, before)) and per_id == now
 
 
 @settings(max_examples=400)
@@ -108,3 +110,58 @@ def test_the_step_check_is_the_whole_check_on_model_programs(program: list[tuple
             agrees(before, after, made=m.last_change[1])
             assert agree(before, m.last_change[1], between(before, after))  # INV-8 by change (INC-4)
         before = after
+
+
+SPOILS = (
+    *(("field", f, v) for f in ("state", "attempts", "payload", "group", "x")
+      for v in (None, b"", b"0", b"01", b"1", b"pending", b"active", b"dead", b"a", b"b", b"a b")),
+    *(("score", v) for v in (0, 1, -1, 2.5, float("nan"))),
+    ("id", "JOBzzzzzzzzzzz"),
+    *(("twice", p) for p in ("pending", "active", "schedule", "dead", ("lane", "a"))),
+)
+"""Each way one job is broken (``spoiled``): a row field set or deleted, its score, its
+id, a second place."""
+
+
+def spoiled(snap: Snapshot, job: str, how: tuple[Any, ...]) -> Snapshot:
+    """``snap`` with one thing about ``job`` broken as ``how`` says."""
+    places = {p: dict(e) for p, e in snap.index.items()}
+    rows = {i: dict(r) for i, r in snap.rows}
+    if how[0] == "field":
+        if how[2] is None:
+            rows.get(job, {}).pop(how[1], None)
+        elif job in rows:
+            rows[job][how[1]] = how[2]
+    elif how[0] == "score":
+        places = {p: {m: how[1] if m == job else s for m, s in e.items()} for p, e in places.items()}
+    elif how[0] == "id":
+        for e in places.values():
+            if job in e:
+                e[how[1]] = e.pop(job)
+        if job in rows:
+            rows[how[1]] = rows.pop(job)
+    else:
+        places.setdefault(how[1], {})[job] = 0
+    lanes = {p[1]: e.items() for p, e in places.items() if isinstance(p, tuple)}
+    return Snapshot.build(snap.queue, {p: e.items() for p, e in places.items() if isinstance(p, str)}, rows,
+                          snap.completed, snap.failed, snap.stray, lanes, snap.ring, snap.paused,
+                          {name: dict(getattr(snap, name)) for name in ("glimit", "gactive", "gweight")})
+
+
+@settings(max_examples=60, deadline=None)  # every job of the queue broken every way: many snapshots an example
+@given(st.lists(CALLS, max_size=30))
+def test_the_whole_check_in_one_pass_is_the_reference_on_a_spoiled_queue(program: list[tuple[Any, ...]]) -> None:
+    """``check_whole`` and ``of_all`` (a doubt's whole check, INC-4) find exactly what
+    ``check_invariants`` and ``of_ids`` find on a model's queue with any one of its jobs
+    broken any one way (``SPOILS``): the others sound, so the quick test meets each way
+    of being almost sound, in every place."""
+    m, now = QueueModel("q"), 0
+    for call in program:
+        now = run(m, call, now)
+    before = m.snapshot()
+    for job in sorted(before.ids()):
+        for how in SPOILS:
+            after = spoiled(before, job, how)
+            found, per_id = check_whole(after, before)
+            assert Counter(found) == Counter(check_invariants(after, before)), (job, how)
+            assert per_id == of_ids(after, after.ids()) == of_all(after), (job, how)
