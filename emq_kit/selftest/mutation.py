@@ -257,7 +257,7 @@ def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, star
             if report.divergence is not None or not report.unreproduced:
                 break
             # A difference no replay showed is no kill, and no survival either
-            # (specs/selftest.md, Verdicts): search on from the next seed in the budget.
+            # (specs/selftest.md, Scope and budget): search on from the next seed in the budget.
             missed += len(report.unreproduced)
             if unreplayed is not None:
                 unreplayed.value = missed
