@@ -44,7 +44,7 @@ from redis.retry import Retry
 from emq_model import errors, keyspace, spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
-from emq_model.snapshot import LANE_HASHES, Snapshot, canonical_int, norm_score
+from emq_model.snapshot import LANE_HASHES, Row, Snapshot, canonical_int, norm_score
 
 from . import embedded, urls
 from .scripts import ScriptSet
@@ -188,6 +188,26 @@ def _texts(flat: Sequence[Any]) -> list[str]:
 
 def _pairs(flat: Sequence[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[0::2], flat[1::2]))
+
+
+def _rows(flat: Sequence[Any]) -> dict[str, Row]:
+    """A snapshot reply's rows (``{id, {field, value, ...}, ...}``) by id, each as the
+    snapshot holds it; a row's fields are read once per distinct content in the reply
+    (a deep queue's rows repeat: a whole read's cost is mostly its rows)."""
+    made: dict[Any, Row] = {}
+    out: dict[str, Row] = {}
+    for i, fields in _pairs(flat):
+        try:
+            seen: Any = tuple(fields)
+            row = made.get(seen)
+        except TypeError:  # a value no key can be made of (a reply of another shape): read it as it is
+            seen, row = None, None
+        if row is None:
+            row = tuple(sorted(dict(zip(_texts(fields[0::2]), map(bytes, fields[1::2]))).items()))
+            if seen is not None:
+                made[seen] = row
+        out[_text(i)] = row
+    return out
 
 
 class _Call:
@@ -511,7 +531,7 @@ class Queue:
         n = len(spec.LOCATIONS)
         locations = {loc: list(zip(_texts(reply[i][0::2]), map(norm_score, reply[i][1::2])))
                      for i, loc in enumerate(spec.LOCATIONS)}
-        rows = {_text(i): dict(zip(_texts(fields[0::2]), map(bytes, fields[1::2]))) for i, fields in _pairs(reply[n])}
+        rows = _rows(reply[n])
         stray = [_text(k) for k in reply[n + 3]]
         counters = []
         for key, flat in zip(self.keys[4:6], reply[n + 1 : n + 3]):

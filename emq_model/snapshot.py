@@ -95,7 +95,7 @@ class Snapshot:
         cls,
         queue: str,
         locations: Mapping[str, Iterable[tuple[str, Score]]],
-        rows: Mapping[str, Mapping[str, bytes]],
+        rows: Mapping[str, Mapping[str, bytes] | Row],
         completed: int = 0,
         failed: int = 0,
         stray: Iterable[str] = (),
@@ -105,13 +105,14 @@ class Snapshot:
         hashes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> "Snapshot":
         """A snapshot from plain mappings, normalised to the canonical order (an empty
-        lane is no key, so it is left out)."""
+        lane is no key, so it is left out). A row given as a ``Row`` is taken as it is:
+        its fields already sorted, each once."""
         sets: dict[str, Any] = {loc: zset_order((m, norm_score(s)) for m, s in locations.get(loc, ())) for loc in LOCATIONS}
         lane_sets = ((g, zset_order((m, norm_score(s)) for m, s in e)) for g, e in (lanes or {}).items())
         return cls(
             lanes=tuple(sorted((g, e) for g, e in lane_sets if e)),
             queue=queue,
-            rows=tuple(sorted((i, tuple(sorted(r.items()))) for i, r in rows.items())),
+            rows=tuple(sorted((i, r if isinstance(r, tuple) else tuple(sorted(r.items()))) for i, r in rows.items())),
             **small_of(completed, failed, stray, ring, paused, hashes or {}),
             **sets,
         )
