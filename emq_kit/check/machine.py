@@ -350,17 +350,19 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def teardown(self) -> None:
         """The example ended: judge what its window still holds (unless it already
         diverged)."""
-        ended = time.perf_counter()
-        if self._filled is not None:  # DEPTH-5: the checked steps with the queues filled
-            deep, (since, steps) = self.run.deep, self._filled
-            deep.steps += self.run.steps - steps
-            deep.seconds += ended - since
-        if not self._diverged:
-            with self._ends_the_run():
+        diverged = self._diverged
+        with self._ends_the_run():
+            if not diverged:
                 self.drain()
+            ended = time.perf_counter()
+            if self._filled is not None:  # DEPTH-5: the checked steps with the queues filled, the window's last too
+                deep, (since, steps) = self.run.deep, self._filled
+                deep.steps += self.run.steps - steps
+                deep.seconds += ended - since
+            if not diverged:
                 self.read_whole()
-            if not self._diverged and not self.stopped:
-                self._judge_whole()
+        if not self._diverged and not self.stopped:
+            self._judge_whole()
         if self._filled is not None:
             self.run.deep.end_seconds += time.perf_counter() - ended
 
@@ -507,7 +509,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         started, steps = time.perf_counter(), self.run.steps
         for queue in QUEUES:
             self.fill(queue, depth)
-        if depth:  # DEPTH-5: the fill's wall and steps apart from the steps that follow it
+        if depth:  # DEPTH-5: the fill's steps judged, timed and counted apart from those after it
+            with self._ends_the_run():
+                self.drain()
             deep, self._filled = self.run.deep, (time.perf_counter(), self.run.steps)
             deep.fill_steps += self.run.steps - steps
             deep.fill_seconds += self._filled[0] - started

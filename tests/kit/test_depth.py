@@ -14,7 +14,9 @@ from emq_kit.check.options import CheckOptions
 from emq_kit.check.pools import POOL, background
 from emq_kit.check.run import PROFILES, run_check
 from emq_kit.check.target import open_target
+from emq_kit.check.window import window_size
 from emq_kit.errors import BadArgument
+from tests.kit.test_operator_faults import MODEL_DRIVER
 from tests.livekit import edited_scripts
 
 DEV = PROFILES["dev"]
@@ -99,3 +101,19 @@ def test_the_command_refuses_a_bad_depth_in_one_line_and_repeats_a_good_one(
     out = capsys.readouterr().out
     assert code == 0
     assert "1 cells left out by --depth 3 (a deep queue is never empty): claim/empty" in out
+
+
+def test_a_deep_run_in_windows_counts_every_step_in_the_fill_or_after_it() -> None:
+    """DEPTH-5 where a window holds the steps (a driver: its snapshot is whole, DEPTH-3):
+    the fill's steps are judged before the steps after it start, so each checked step is
+    counted, and timed, in the fill or after it, the window's last ones included."""
+    target = open_target(driver=MODEL_DRIVER)
+    try:
+        assert window_size(target, "virtual", 60) > 2 * 60  # the whole fill fits in one window
+        report = run_check(target, DEV, seed=3, examples=2, steps=10, focus=Focus(depth=60))
+    finally:
+        target.close()
+    assert report.ok
+    part = report.phases["depth"]
+    assert part["fill_steps"] == 2 * 60 * report.examples  # one enqueue a job: the driver takes no batches
+    assert part["fill_steps"] + part["steps"] == report.steps and part["steps"] > 0
