@@ -348,17 +348,20 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
                     return
 
     def teardown(self) -> None:
-        """The example ended: judge what its window still holds (unless it already
-        diverged)."""
+        """The example ended: judge what its window still holds and the queues whole
+        (unless it already diverged); a deep run's steps after the fill and its end are
+        timed apart (DEPTH-5), a diverging window's steps counted too."""
         diverged = self._diverged
         with self._ends_the_run():
-            if not diverged:
-                self.drain()
-            ended = time.perf_counter()
-            if self._filled is not None:  # DEPTH-5: the checked steps with the queues filled, the window's last too
-                deep, (since, steps) = self.run.deep, self._filled
-                deep.steps += self.run.steps - steps
-                deep.seconds += ended - since
+            try:
+                if not diverged:
+                    self.drain()
+            finally:  # DEPTH-5: the checked steps with the queues filled, the window's last too
+                ended = time.perf_counter()
+                if self._filled is not None:
+                    deep, (since, steps) = self.run.deep, self._filled
+                    deep.steps += self.run.steps - steps
+                    deep.seconds += ended - since
             if not diverged:
                 self.read_whole()
         if not self._diverged and not self.stopped:
