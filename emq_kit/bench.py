@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import unquote, urlparse
 
+from emq_kit import interrupts
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.names import Names
@@ -434,14 +435,22 @@ def batched_stream(q: Any, ids: list[str], batch: int) -> bytes:
     return b"".join(out)
 
 
+def run_tool(argv: list[str], input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``argv`` (a server tool) run to its end, its output captured. A Ctrl-C meanwhile
+    reached the tool too (the terminal signals the whole group) and cut its output:
+    raised here, never judged as the tool's answer (INT-1)."""
+    done = subprocess.run(argv, input=input, capture_output=True, timeout=600)
+    interrupts.check()
+    return done
+
+
 def replay(url: str, stream: bytes, jobs: int, q: Any) -> float:
     """Jobs per second of the server running ``stream`` on its own: ``valkey-cli --pipe``
     sends it all and waits for the last reply. The queue must end empty with every job
     completed, or the stream did not do the lifecycle's work."""
     before = int(q.conn.redis.hget(q.keys[4], "count") or 0)
     started = time.perf_counter()
-    done = subprocess.run([tool("valkey-cli"), *server_args(url), "--pipe"], input=stream, capture_output=True,
-                          timeout=600)
+    done = run_tool([tool("valkey-cli"), *server_args(url), "--pipe"], input=stream)
     seconds = time.perf_counter() - started
     out = done.stdout.decode("utf-8", "replace")
     if done.returncode != 0 or "errors: 0," not in out:
@@ -453,8 +462,8 @@ def replay(url: str, stream: bytes, jobs: int, q: Any) -> float:
 
 def benchmark_rps(url: str, requests: int, *command: Any, clients: int = 1, pipeline: int = 1) -> float:
     """Requests per second of ``valkey-benchmark`` running ``command``."""
-    done = subprocess.run([tool("valkey-benchmark"), *server_args(url, "--dbnum"), "-c", str(clients), "-n", str(requests),
-                           "-P", str(pipeline), "--csv", *map(str, command)], capture_output=True, timeout=600)
+    done = run_tool([tool("valkey-benchmark"), *server_args(url, "--dbnum"), "-c", str(clients), "-n", str(requests),
+                     "-P", str(pipeline), "--csv", *map(str, command)])
     lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
     if done.returncode != 0 or len(lines) < 2:
         raise Wrong(f"valkey-benchmark: {done.stdout[-300:]!r} {done.stderr[-300:]!r}")

@@ -871,11 +871,22 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False) -> Stopped:
+def _running(root: int, program: str) -> bool:
+    """Whether a process of ``root``'s that runs ``program`` is there (``comm``: its
+    first 15 bytes)."""
+    found = []
+    for pid in _descendants(root):
+        with contextlib.suppress(OSError):
+            found.append(Path(f"/proc/{pid}/comm").read_text().strip())
+    return program[:15] in found
+
+
+def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False, child: str = "") -> Stopped:
     """``emq ARGV`` with stderr on a terminal (a pty: the live progress line), in a
-    process group of its own; once ``ready`` shows on stderr, SIGINT to the group (SIGKILL
-    to the command alone with ``kill``). Every process it had started then is watched
-    through a pidfd, so a pid reused later is never mistaken for one of them."""
+    process group of its own; once ``ready`` shows on stderr (and a process of its runs
+    ``child``, when given), SIGINT to the group (SIGKILL to the command alone with
+    ``kill``). Every process it had started then is watched through a pidfd, so a pid
+    reused later is never mistaken for one of them."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([str(EMQ), *argv], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=slave, process_group=0, env={**os.environ, "TMPDIR": str(cwd)},
@@ -895,8 +906,8 @@ def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False) -> 
         seen += chunk
         return bool(chunk)
 
-    while ready.encode() not in seen:
-        assert read(300), f"no {ready!r} on stderr: {seen.decode(errors='replace')[-2000:]}"
+    while ready.encode() not in seen or (child and not _running(proc.pid, child)):
+        assert read(300 if not child else 0.01), f"no {ready!r} on stderr: {seen.decode(errors='replace')[-2000:]}"
         assert proc.poll() is None, f"exit {proc.returncode} before {ready!r}: {seen.decode(errors='replace')[-2000:]}"
     watched = []
     for pid in _descendants(proc.pid):
@@ -991,6 +1002,17 @@ def test_ctrl_c_stops_selftest_at_its_mutant(where: str, empty: ServerProcess, t
     _clean_ending(stopped, "selftest")
     assert _keys_left(empty) == []
     assert "emq selftest: interrupted at mutant " in stopped.err and "; seed 0 (run it again: emq selftest" in stopped.err
+
+
+def test_ctrl_c_stops_bench_inside_the_servers_own_tools(empty: ServerProcess, tmp_path: Path) -> None:
+    """INT-1: Ctrl-C while ``emq bench`` waits on ``valkey-benchmark`` (the terminal sends
+    it to the tool too, which dies of it): exit 130, ``interrupted``, never the tool's
+    empty output taken for a wrong answer (exit 1), the run's keys gone."""
+    stopped = interrupt(["bench", "--url", empty.url, "--repeat", "3", "--jobs", "1000"], "round trips", tmp_path,
+                        child="valkey-benchmark")
+    _clean_ending(stopped, "bench")
+    assert "valkey-benchmark:" not in stopped.err
+    assert _keys_left(empty) == []
 
 
 @pytest.mark.parametrize("argv, ready", [
