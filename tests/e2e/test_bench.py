@@ -99,7 +99,7 @@ def test_the_replayed_stream_is_what_a_client_sends() -> None:
     assert bench.server_args("redis://127.0.0.1:7001/3") == ["-h", "127.0.0.1", "-p", "7001", "-n", "3"]
     assert bench.server_args("redis://127.0.0.1:7001/3", "--dbnum")[-2:] == ["--dbnum", "3"]
     assert bench.server_args("redis://127.0.0.1:7001/0") == ["-h", "127.0.0.1", "-p", "7001"]
-    assert bench.server_args("valkey://:s%40cret@h:1") == ["-h", "h", "-p", "1", "-a", "s@cret", "--no-auth-warning"]
+    assert bench.server_args("valkey://me:s%40cret@h:1") == ["-h", "h", "-p", "1", "--user", "me"]  # no password (SEC-1)
     assert bench.server_args("unix:///tmp/v.sock") == ["-s", "/tmp/v.sock"]
     with pytest.raises(BadArgument):
         bench.server_args("redis+cluster://127.0.0.1:7000")

@@ -628,6 +628,34 @@ def test_no_output_of_any_command_shows_a_password(locked: ServerProcess, tmp_pa
     assert [text for text in seen if PASSWORD in text] == []
 
 
+def test_no_tool_the_kit_starts_has_the_password_on_its_command_line(locked: ServerProcess, tmp_path: Path) -> None:
+    """SEC-1: a command line is readable by every user of the machine (``ps``,
+    /proc/PID/cmdline). ``emq bench`` starts valkey-cli (its ``--pipe`` replays) with the
+    password in its environment, and valkey-benchmark, which takes one only on its
+    command line, not at all on a server that asks for one: those ceilings are said to
+    be unmeasured, and why. Each tool is run through a wrapper that logs its argv."""
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    log = tmp_path / "argv.log"
+    for name in ("valkey-cli", "valkey-benchmark"):
+        real = shutil.which(name)
+        assert real is not None
+        (wrappers / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\nexec {real} "$@"\n')
+        (wrappers / name).chmod(0o755)
+    host = locked.url.removeprefix("redis://")
+    bench = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch",
+             "20", "--sizes", "10", "--lanes", "3", "--fakeredis-sizes", "10", "--probes", "5", "--audit-jobs", "30",
+             "--shrink-mutants", "1", "--shrink-budget", "10", "--coverage-seeds", "0"]
+    code, out, err = emq("bench", "--url", f"redis://default:{PASSWORD}@{host}/0", *bench, cwd=tmp_path,
+                         env={"PATH": f"{wrappers}:{os.environ['PATH']}"})
+    assert code == 0, out + err
+    ran = log.read_text()
+    assert "valkey-cli" in ran and "--pipe" in ran and PASSWORD not in ran, ran
+    assert "valkey-benchmark" not in ran, ran
+    rtt = next(line for line in out.splitlines() if line.lstrip().startswith("rtt.valkey "))
+    assert "valkey-benchmark takes a password only on its command line" in rtt, rtt
+
+
 def test_scrub_masks_every_form_a_secret_takes() -> None:
     """Userinfo up to the last ``@`` (a raw ``@`` in a password), query parameters, and a
     remembered secret anywhere: percent-decoded, JSON- and HTML-escaped."""
