@@ -84,15 +84,18 @@ _active: list[_Stop] = []
 
 @contextlib.contextmanager
 def stopping() -> Iterator[None]:
-    """Ctrl-C noted while the body runs, raised as ``Interrupted`` at its next ``check()``
-    (or where it stands past ``GRACE``; at once on a second Ctrl-C). A Ctrl-C noted and
-    not yet raised when the body ends is raised then. Off the main thread, or nested,
-    the body just runs."""
+    """Ctrl-C (or SIGTERM) noted while the body runs, raised as ``Interrupted`` at its
+    next ``check()`` (or where it stands past ``GRACE``; at once on a second one). One
+    noted and not yet raised when the body ends is raised then. Off the main thread, or
+    nested, the body just runs."""
     if threading.current_thread() is not threading.main_thread() or _active:
         yield
         return
     stop = _Stop()
     previous = signal.signal(signal.SIGINT, stop.handler)
+    # SIGTERM (timeout, a CI job's limit, docker stop) ends the run as Ctrl-C does: by
+    # default it would end it at once, its keys left on the server (OWN-5)
+    terminate = signal.signal(signal.SIGTERM, stop.handler)
     watcher = threading.Thread(target=stop.watch, name="emq-interrupts", daemon=True)
     watcher.start()
     _active.append(stop)
@@ -105,6 +108,7 @@ def stopping() -> Iterator[None]:
             os.write(stop.wake_w, b"q")
         watcher.join()  # before the handler goes: it sends nothing after this
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, terminate)
         _active.remove(stop)
         stop.close()
 
@@ -125,8 +129,10 @@ def handled() -> None:
 
 
 def _forget_in_child() -> None:
-    """In a forked child: none of the parent's state (its pipe, its count); the child's
-    SIGINT is ``emq_kit.forks``'s business."""
+    """In a forked child: none of the parent's state (its pipe, its count), SIGTERM's
+    default again; the child's SIGINT is ``emq_kit.forks``'s business."""
+    if _active:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for stop in _active:
         stop.close()
     _active.clear()

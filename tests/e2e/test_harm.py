@@ -406,6 +406,29 @@ def test_an_interrupted_run_leaves_nothing(command: str, server: ServerProcess, 
         assert_intact(before, image(r), f"{command}, interrupted")
 
 
+def test_a_terminated_run_leaves_nothing(server: ServerProcess, ctrl_c: None) -> None:
+    """OWN-5, INT-1: SIGTERM to the command alone (what ``timeout``, a CI job's time limit
+    and ``docker stop`` send) once its queues hold keys ends it as Ctrl-C does: exit 130,
+    ``interrupted`` with its seed, the server as it was (SIGTERM's default ended it at
+    once, its queues left for ``emq clean``)."""
+    argv = ["check", "--url", server.url, "--profile", "thorough", "--seed", "5", "--depth", "300"]
+    with server.client() as r:
+        before = image(r)
+        proc = subprocess.Popen([str(EMQ), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            _wait("queue keys of the run", lambda: len(_leftovers(r, before)) > 4, proc)
+            proc.terminate()
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 130 and "emq check: interrupted; seed 5" in err, err
+        assert "Traceback" not in err
+        assert_intact(before, image(r), "check, terminated")
+
+
 def test_two_runs_on_one_server_never_meet(server: ServerProcess) -> None:
     """OWN-2: two runs at once on one server, the raw calls' one-byte edge included, each
     under names of its own: both conform, and the server holds what it held."""
