@@ -34,8 +34,20 @@ def make_user(admin: Any, user: str, rules: list[str]) -> None:
     admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">" + PASSWORD, *rules)
 
 
-def url(server: ServerProcess, user: str) -> str:
-    return f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}"
+def url(server: ServerProcess, user: str, db: int = 0) -> str:
+    return f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/{db}"
+
+
+WORKLOAD_DB = 1
+"""The workload's database: a URL naming one other than 0 makes the client SELECT it on
+connect, so the rules that let it do so are among those shown needed."""
+
+
+def in_workload_db(server: ServerProcess, user: str) -> str:
+    """The user's URL of the workload's database, its fence written there by an administrator."""
+    with server.client(db=WORKLOAD_DB) as r:
+        r.set(keyspace.VERSION_KEY, spec.WIRE_VERSION)
+    return url(server, user, WORKLOAD_DB)
 
 
 def refused(admin: Any) -> set[tuple[str, str]]:
@@ -103,7 +115,7 @@ def _workload(target_url: str, admin: Any) -> None:
 
 def test_the_restricted_user_runs_the_whole_workload_with_nothing_refused(server, admin) -> None:
     make_user(admin, "emq", acl.rules())
-    workload(url(server, "emq"), admin)
+    workload(in_workload_db(server, "emq"), admin)
     assert refused(admin) == set()
 
 
@@ -114,7 +126,7 @@ def test_every_rule_is_needed(server, admin, rule: str) -> None:
     client's one-line ``ConnectError``; one inside the workload, the server's own error."""
     make_user(admin, "lesser", [r for r in acl.rules() if r != rule])
     with pytest.raises((redis.exceptions.ResponseError, ConnectError, TargetUnavailable)):
-        workload(url(server, "lesser"), admin)
+        workload(in_workload_db(server, "lesser"), admin)
     seen = refused(admin)
     if rule.startswith("+"):
         assert ("command", rule[1:]) in seen
