@@ -60,15 +60,10 @@ from emq_kit.errors import EXIT_FAIL, EXIT_OK, BadArgument, KitBug, SearchFailed
 from emq_kit.layouts import Layout
 from emq_kit.layouts import layout as layout_named
 from emq_kit.targets.protocol import Target
-from emq_model import errors
 
 DET_RULE = "DET-1"
 """The rule a target breaks when the same calls from a reset keyspace give other answers
 (specs/lifecycle.md DET-1)."""
-
-REFUSALS_OF_ARGUMENTS = ("EMQKIND", "EMQARG")
-"""The outcomes only hostile calls reach: out of focus under ``--hostile off``, the only
-ones in focus under ``--hostile only``."""
 
 
 @dataclass(frozen=True)
@@ -574,6 +569,7 @@ def _report(check: Check) -> Report:
     found = [d for k in effect.CLASSES for d in check.found if d.klass == k]
     unreproduced, unreached = check.unreproduced, _unreached(run, focus)
     divergence = found[0].divergence if found else None
+    reached, total = run.cells()
     detail = ("counterexample" if found else "nondeterministic" if any(d.again for d in unreproduced)
                else "unreproduced" if unreproduced
                else "uncovered" if profile.gate and unreached else "conforms" if profile.gate else "no-divergence")
@@ -586,8 +582,8 @@ def _report(check: Check) -> Report:
         steps=run.steps,
         checks=run.checks,
         seconds=time.perf_counter() - check.started,
-        reached=len([c for c in run.coverage.total if _in_focus(c, focus) and run.coverage.hits[c]]),
-        total=len([c for c in run.coverage.total if _in_focus(c, focus)]),
+        reached=reached,
+        total=total,
         unreached=unreached,
         hits={f"{op}/{outcome}": n for (op, outcome), n in run.coverage.hits.items()},
         divergence=divergence,
@@ -597,8 +593,8 @@ def _report(check: Check) -> Report:
         differences=found,
         unreproduced=unreproduced,
         causes=causes_of(found),
-        not_implemented=[c for c in run.coverage.total if not implemented(c, focus)] + _uncallable(check),
-        out_of_focus=[c for c in run.coverage.total if implemented(c, focus) and not _in_focus(c, focus)],
+        not_implemented=[c for c in run.coverage.total if not focus.implements(c)] + _uncallable(check),
+        out_of_focus=[c for c in run.coverage.total if focus.implements(c) and not focus.reaches(c)],
         op_mix=dict(run.op_mix.most_common()),
         focus=focus,
         gate=profile.gate,
@@ -690,12 +686,6 @@ def _unsteady(found: Divergence | None, run: Run, flaky: BaseException, clock: C
     return found
 
 
-def implemented(cell: tuple[str, str], focus: Focus) -> bool:
-    """Whether the target is sent calls that can reach ``cell``: its op, and for a
-    wrong-typed key's refusal (CC-8) the key faults (a serverless driver may lack them)."""
-    return focus.allows(cell[0]) and (cell[1] != errors.TYPE or focus.allows("spoil_key"))
-
-
 def _uncallable(check: Check) -> list[tuple[str, str]]:
     """The raw calls' cells of a target that does not declare the raw capability: never
     tried, so not implemented rather than unreached (CMP-8); a target that has it
@@ -703,15 +693,6 @@ def _uncallable(check: Check) -> list[tuple[str, str]]:
     return [] if check.target.capabilities.raw else raw_cells(sweep=check.profile.sweep)
 
 
-def _in_focus(cell: tuple[str, str], focus: Focus) -> bool:
-    """Whether the focus can reach ``cell`` at all (its op allowed, its outcome one the
-    hostile setting sends calls for; raw calls are hostile)."""
-    if not implemented(cell, focus) or not focus.gates(cell):
-        return False
-    hostile = cell[0] == "raw" or cell[1] in REFUSALS_OF_ARGUMENTS
-    return {"both": True, "off": not hostile, "only": hostile}[focus.hostile]
-
-
 def _unreached(run: Run, focus: Focus) -> list[tuple[str, str]]:
     """Cells in focus no call reached."""
-    return [c for c in run.coverage.unreached() if _in_focus(c, focus)]
+    return [c for c in run.coverage.unreached() if focus.reaches(c)]

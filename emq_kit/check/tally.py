@@ -118,6 +118,12 @@ class Run:
     driver's death depends on everything it ran since it started, which no replay of
     fewer steps on a fresh driver repeats."""
 
+    def cells(self) -> tuple[int, int]:
+        """The cells reached and all the cells the run's focus can reach: what its progress
+        and its summary count (``Focus.reaches``)."""
+        reachable = [c for c in self.coverage.total if self.focus.reaches(c)]
+        return sum(1 for c in reachable if self.coverage.hits[c]), len(reachable)
+
     def starting(self) -> None:
         """An example starts: a stopping point for Ctrl-C (``emq_kit.interrupts``, INT-1);
         ``ShrinkCut`` if it would shrink past the budget."""

@@ -100,7 +100,7 @@ class CheckProgress:
         searching = run.phase == PhaseName.SEARCH
         phase = PhaseName.SHRINK if searching and run.shrinking else run.phase
         self.meter.show(phase, run.searched if searching else None, (run.budget or self.examples) if searching else None,
-                        f"steps {run.steps:,}  cells {run.coverage.reached()}/{len(run.coverage.total)}")
+                        f"steps {run.steps:,}  cells {'/'.join(map(str, run.cells()))}")
 
     def end(self) -> None:
         self.meter.end()

@@ -6,10 +6,12 @@ known; a check's phases as its run goes through them."""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+from emq_kit import cli
 from emq_kit.check.tally import Run
 from emq_kit.cli.progress import CheckProgress, Meter
 
@@ -87,6 +89,18 @@ def test_a_real_check_says_each_phase_in_order_off_a_terminal(tmp_path: Path) ->
             done_, total = line.split("  ")[1].split(" ")[0].split("/")
             assert int(done_.replace(",", "")) <= int(total.replace(",", ""))
     assert "\r" not in done.stderr
+
+
+def test_a_runs_progress_counts_the_cells_its_summary_counts(capsys) -> None:
+    """A deep run leaves claim/empty out of its cells (DEPTH-2): its progress lines count
+    over the same cells as its summary."""
+    assert cli.main(["check", "--profile", "dev", "--seed", "1", "--depth", "20"]) == cli.EXIT_OK
+    out, err = capsys.readouterr()
+    summary = re.search(r"^  cells (\d+)/(\d+) \(op", out, re.M)
+    shown = re.findall(r"^emq check: .*  cells (\d+)/(\d+)$", err, re.M)
+    assert summary and "claim/empty" in out
+    assert shown and {total for _, total in shown} == {summary.group(2)}
+    assert int(shown[-1][0]) <= int(summary.group(1))
 
 
 def test_emq_version_names_the_kit_and_its_contract() -> None:
