@@ -69,7 +69,8 @@ def test_a_deep_runs_whole_reads_and_checks_are_the_references(where: str, reque
 def test_a_member_only_a_whole_read_sees_is_found_the_same(valkey: Any, swapping: str,  # noqa: F811
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A claim that swaps a member for one no candidate names (every cardinality kept):
-    the whole read at the example's end finds it, with the reference's verdict."""
+    every read by change misses it, the whole read at the example's end (DEPTH-4) finds
+    it with the reference's verdict, and so does the replay of its shrunk steps."""
     seen = spied(monkeypatch)
     target = open_target(flush_url(valkey), swapping)
     try:
@@ -78,4 +79,5 @@ def test_a_member_only_a_whole_read_sees_is_found_the_same(valkey: Any, swapping
         target.close()
     assert report.divergence is not None and report.divergence.rule == "INV-8", report.divergence
     assert any("should be in pending" in line or "but should not be" in line for line in report.divergence.lines)
+    assert report.differences and report.differences[0].reproduced  # the replay reads whole at its end too
     assert seen["reads"] and seen["checks"]
