@@ -71,11 +71,18 @@ def vocabulary() -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
+def _name_in(key: bytes) -> bytes | None:
+    """The queue name a key is under (``emq:{name}:…``), as the key holds it, or None:
+    no name holds ``}:``, so the first one ends it."""
+    end = key.find(b"}:", len(HEAD))
+    return key[len(HEAD):end] if key.startswith(HEAD) and end >= 0 else None
+
+
 def queue_of_key(key: bytes, logical: Iterable[str]) -> str | None:
-    """The name of ``logical`` whose prefix ``emq:{name}:`` starts ``key`` (the longest:
-    a bad name may hold another's prefix), or ``None``: a key of no queue among them."""
-    heads = ((name, HEAD + name.encode("utf-8", "surrogatepass") + b"}:") for name in logical)
-    return max((name for name, head in heads if key.startswith(head)), key=len, default=None)
+    """The name of ``logical`` that ``key`` is under (``emq:{name}:…``), or ``None``: a
+    key of no queue among them."""
+    name = _name_in(key)
+    return None if name is None else next((n for n in logical if n.encode("utf-8", "surrogatepass") == name), None)
 
 
 def one_byte_needed(logical: Iterable[str]) -> bool:
@@ -147,15 +154,13 @@ class Names:
         name = queue_of_key(key, self._server)
         if name is None:
             raise KitBug(ValueError(f"a raw call's key {key!r:.80} is under no queue name of the run"))
-        head = HEAD + name.encode("utf-8", "surrogatepass") + b"}:"
-        return HEAD + self._server[name].encode("utf-8", "surrogatepass") + b"}:" + key[len(head):]
+        rest = key[len(HEAD) + len(name.encode("utf-8", "surrogatepass")):]  # "}:" and what follows
+        return HEAD + self._server[name].encode("utf-8", "surrogatepass") + rest
 
     def owns(self, key: bytes | str) -> bool:
-        """Whether ``key`` is a key of one of the run's server names (``emq:{name}:…``;
-        no name holds ``}:``, so the first one ends it)."""
-        raw = key.encode("utf-8", "surrogatepass") if isinstance(key, str) else key
-        end = raw.find(b"}:", len(HEAD))
-        return raw.startswith(HEAD) and end >= 0 and raw[len(HEAD):end] in self._owned
+        """Whether ``key`` is a key of one of the run's server names (``emq:{name}:…``)."""
+        name = _name_in(key.encode("utf-8", "surrogatepass") if isinstance(key, str) else key)
+        return name is not None and name in self._owned
 
     def patterns(self) -> list[str]:
         """SCAN globs that together match every key the run owns (and few others; filter
