@@ -165,6 +165,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
                 write_trace(report, Path(options.traces))
             except OSError as exc:  # the report is still shown: the counterexample is not lost
                 report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
+        interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
     except KeyboardInterrupt:
         interrupts.handled()  # what follows, and the cleanup, is the interrupt's
         say(f"interrupted; seed {seed} (run it again: {options.command(seed)})")

@@ -1001,6 +1001,27 @@ CHECKS = {  # target -> (flags, what a run of its prints once it searches)
 }
 
 
+def test_a_ctrl_c_noted_after_the_last_stopping_point_ends_the_run_with_its_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """INT-1: a Ctrl-C that lands after the run's last example, too late for the grace (a
+    short minimizing, the reproducing), still ends the run as an interrupt, its seed and
+    the command to run it again said: never a verdict printed, then a bare exit 130."""
+    import emq_kit
+    from emq_kit.check import run as run_module
+
+    searched = run_module.run_check
+
+    def then_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        report = searched(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # noted by stopping()'s handler, raised at a stopping point
+        return report
+
+    monkeypatch.setattr(run_module, "run_check", then_ctrl_c)
+    said: list[str] = []
+    with pytest.raises(interrupts.Interrupted), interrupts.stopping():
+        emq_kit.check(profile="dev", seed=1, examples=3, steps=5, say=said.append)
+    assert any(line.startswith("interrupted; seed 1 (run it again: emq check --seed 1") for line in said), said
+
+
 @pytest.mark.parametrize("phase, target", [
     *[("searching", target) for target in CHECKS],
     ("shrinking", "fakeredis"), ("shrinking", "valkey"), ("shrinking", "driver"),
