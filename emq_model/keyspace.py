@@ -53,10 +53,16 @@ def prefix(queue: str) -> str:
     return "emq:{" + check_queue(queue) + "}:"
 
 
+def glob(text: str) -> str:
+    """``text`` as a SCAN/KEYS glob matching itself only: the glob's special characters
+    (``* ? [ ] \\``) escaped. A queue name may hold any of them (KS-3)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
 def pattern(queue: str) -> str:
-    """The SCAN/KEYS glob matching every key of the queue and nothing else: the prefix
-    with the glob's special characters (``* ? [ ] \\``) escaped, then ``*``."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in prefix(queue)) + "*"
+    """The SCAN/KEYS glob matching every key of the queue and nothing else: the prefix,
+    escaped (``glob``), then ``*``."""
+    return glob(prefix(queue)) + "*"
 
 
 def queue_key(queue: str, kind: str) -> str:

@@ -56,11 +56,6 @@ def accepted(name: Any) -> bool:
     return True
 
 
-def glob(text: str) -> str:
-    """``text`` with the glob's special characters (``* ? [ ] \\``) escaped."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
 def vocabulary() -> tuple[str, ...]:
     """Every queue name a run of the conformance machine may send (logical): the
     machine's queues and hostile names, and the raw calls' queues, edge and bad names."""
@@ -166,7 +161,7 @@ class Names:
         """SCAN globs that together match every key the run owns (and few others; filter
         with ``owns``): one for every suffixed name, one per name without the suffix."""
         plain = sorted({n for n in self._logical if self.suffix not in n})
-        return [f"emq:{{*{glob(self.suffix)}*}}:*", *(f"emq:{{{glob(n)}}}:*" for n in plain)]
+        return [f"emq:{{*{keyspace.glob(self.suffix)}*}}:*", *(f"emq:{{{keyspace.glob(n)}}}:*" for n in plain)]
 
     def scan(self, client: Any) -> Iterator[bytes]:
         """Every key the run owns on ``client``'s server (every primary of a cluster)."""

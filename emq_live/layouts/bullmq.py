@@ -22,6 +22,7 @@ from typing import Any, Callable, TypeVar
 
 import redis
 
+from emq_model.keyspace import glob
 from emq_model.layouts.bullmq import (
     HASH_FIELDS,
     LIST_LOCATIONS,
@@ -243,8 +244,9 @@ class BullTarget:
 
     def wipe(self) -> None:
         """Delete every key of the queue (SCAN of ``emq:{q}:*``, then DEL): the next
-        call meets an empty queue. Other keys on the server are left alone."""
-        pattern = self.base.replace("{", "\\{").replace("}", "\\}") + "*"
+        call meets an empty queue. Other keys on the server are left alone: the base is
+        escaped as a glob (a queue name may hold ``*``, OWN-1)."""
+        pattern = glob(self.base) + "*"
         keys = list(self.client.scan_iter(match=pattern, count=1000))
         if keys:
             self.client.delete(*keys)
@@ -257,7 +259,7 @@ class BullTarget:
         lock ``emq:{q}:<id>:lock``) to ``projection``, which then reads their hashes
         and locks: what an audit of a keyspace this target did not write needs. Read
         only (SCAN)."""
-        pattern = self.base.replace("{", "\\{").replace("}", "\\}") + "*"
+        pattern = glob(self.base) + "*"
         named = set(table()["locations"]) | set(table()["auxiliary"])
         for key in self.client.scan_iter(match=pattern, count=1000):
             rest = _text(key)[len(self.base):]

@@ -222,6 +222,29 @@ class Pair:
         return self.target.projection()
 
 
+GLOBBY = ("*", "?", "[", "]", "\\", "β*[x]", "a?")
+"""Queue names holding the glob's special characters (KS-3 accepts each): a run's
+one-byte name may be any printable byte, a user's name anything."""
+
+
+@pytest.mark.parametrize("name", GLOBBY)
+def test_wipe_deletes_its_queue_only(target: BullTarget, name: str) -> None:
+    """OWN-1: ``wipe`` of a queue whose name holds ``*``, ``?``, ``[``... deletes that
+    queue's keys and no other queue's (its SCAN glob is escaped)."""
+    client = target.client
+    others = [n for n in ("A", "ab", "a?b", *GLOBBY) if n != name]
+    for n in others:
+        client.rpush(f"emq:{{{n}}}:wait", "7")
+        client.hset(f"emq:{{{n}}}:7", "data", "a user's")
+    theirs = sorted(client.scan_iter(match="*"))
+    mine = BullTarget(client, name=name)
+    mine.add("", T0)
+    assert mine.projection().location("wait") == ("1",)
+    mine.wipe()
+    assert sorted(client.scan_iter(match="*")) == theirs
+    assert all(client.hget(f"emq:{{{n}}}:7", "data") == b"a user's" for n in others)
+
+
 def test_version_is_the_pinned_one(target: BullTarget) -> None:
     assert target.version == bullmq_version() == table()["package"]["version"]
 
