@@ -46,8 +46,10 @@ LEASE_MS = 30_000
 """A lease's TTL: a run not seen renewing it for this long is dead (another machine's)."""
 BEAT = 5.0
 """Seconds between two renewals of the lease."""
-ONE_BYTE = tuple(chr(b) for b in range(0x21, 0x7F) if chr(b) not in "{}")
-"""The one-byte queue names KS-3 accepts: the candidates of a run's own."""
+ONE_BYTE = tuple(chr(b) for b in range(0x21, 0x7F) if chr(b) not in "{}*?[]\\")
+"""A run's one-byte name is one of these: a name KS-3 accepts that is no glob's special
+character. It is the run's one name without the suffix, so a target whose reset forgets to
+escape its SCAN glob would, given ``*``, delete every queue on the server (OWN-2)."""
 SHOWN = 3
 """Keys named in a refusal (the rest are counted)."""
 

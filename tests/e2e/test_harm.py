@@ -230,6 +230,23 @@ def test_keys_under_a_name_the_run_would_write_are_refused_unless_wiped(server: 
         assert_intact(before, image(r), "check --wipe")
 
 
+@pytest.mark.parametrize("command", ["check bullmq", "check ci"])
+def test_a_run_takes_no_glob_character_for_its_one_byte_name(command: str, server: ServerProcess, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-2: the run's one-byte name, its only name without the suffix, is never a glob's
+    special character (a target that wipes its queue by an unescaped glob would, given
+    ``*``, wipe the user's). With every other printable one-byte name held by a user's
+    key, the run is refused in one line and writes nothing."""
+    with server.client() as r:
+        for b in range(0x21, 0x7F):
+            if chr(b) not in "{}*?[]\\":
+                r.set(b"emq:{" + bytes([b]) + b"}:kept", "precious")
+        before = image(r)
+        code, out, err = run(_commands(server.url, tmp_path)[command], capsys)
+        assert code == cli.EXIT_ENV and "every one-byte queue name" in one_line(err), err
+        assert_intact(before, image(r), command)
+
+
 def _wait(what: str, holds: Callable[[], bool], proc: subprocess.Popen[str], seconds: float = 60) -> None:
     """Until ``holds()``, while ``proc`` runs (a bounded wait for a condition, no sleep
     standing in for it)."""
