@@ -212,7 +212,8 @@ export class Queue {
   }
 
   rowKey(id) {
-    return this.spec.keys.row.replace('{q}', () => `{${this.name}}`).replace('<id>', () => id);
+    // <id> first: a queue name may hold '<id>' itself (KS-3), an id never holds '{q}' (ID-1)
+    return this.spec.keys.row.replace('<id>', () => id).replace('{q}', () => `{${this.name}}`);
   }
 
   // An explicit clock (CLK-2) as the trailing argument, checked last (CC-6).

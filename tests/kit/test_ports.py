@@ -16,7 +16,8 @@ from emq_kit.check.raw.rule import raw_cells
 from emq_kit.errors import DriverError, DriverUnavailable
 from emq_kit.ports import protocol as driver
 from emq_kit.ports.driver_client import DriverProcess, DriverTarget
-from emq_model import errors, spec
+from emq_model import errors, keyspace, spec
+from tests.hostile import HOSTILE
 from tests.kit.processes import DRIVERS, EMQ, NODE, PY, check
 from tests.kit.test_driver import schema
 
@@ -240,6 +241,30 @@ def test_a_batch_on_a_server_equals_the_model_drivers(port: str, valkey, request
     finally:
         reference.close()
         target.close()
+
+
+@pytest.mark.parametrize("port", ["python", "node"])
+def test_a_port_names_the_keys_of_a_hostile_queue_name_as_the_model_does(port: str, valkey, request) -> None:
+    """A name is never a template or a pattern to a port: a queue named ``a<id>b``,
+    ``a$&b``, ``a%b``, ``*`` ... (tests/hostile.py) answers every call as the model's,
+    and its keyspace read back after the batch is the model's (KS-3: any such name is a
+    queue's). The Node port once filled its row key's ``<id>`` in the queue name."""
+    cmd = (f"{shlex.quote(str(EMQ))} driver --live" if port == "python"
+           else f"node {NODE / 'driver.js'} --scripts {request.getfixturevalue('node_scripts')}")
+    reference, target = DriverTarget(MODEL), DriverTarget(cmd, valkey.url)
+    session = [call for name in HOSTILE for call in (
+        ("enqueue", name, {"id": J1, "payload": b"x"}), ("claim", name, {"lease_ms": 5, "now": 1}),
+        ("job", name, {"id": J1}), ("remove", name, {"id": J1}), ("counts", name, {}))]
+    try:
+        for t in (reference, target):
+            t.reset()
+        assert outcomes(target.batch(session)) == outcomes(reference.batch(session))
+    finally:
+        reference.close()
+        target.close()
+        with valkey.client() as r:  # the session's queues are gone again, nothing of them left on the shared server
+            for name in HOSTILE:
+                r.delete(*r.scan_iter(match=keyspace.pattern(name)), "emq:{}:none")
 
 
 LIAR = """
