@@ -31,8 +31,9 @@ from typing import Any
 import pytest
 
 from emq_kit import bounds, cli, interrupts, redaction
-from emq_kit.check.names import vocabulary
-from emq_kit.claim import RUN
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.names import Names, vocabulary
+from emq_kit.claim import ONE_BYTE, RUN, Claim, clean
 from emq_kit.errors import KitBug
 from emq_kit.server import ServerProcess
 from emq_kit.trace import validate
@@ -245,6 +246,59 @@ def test_a_run_takes_no_glob_character_for_its_one_byte_name(command: str, serve
         code, out, err = run(_commands(server.url, tmp_path)[command], capsys)
         assert code == cli.EXIT_ENV and "every one-byte queue name" in one_line(err), err
         assert_intact(before, image(r), command)
+
+
+def test_every_one_byte_name_a_run_may_draw_reaches_its_own_keys_only(server: ServerProcess) -> None:
+    """OWN-2, OWN-5, OWN-6 for every value of the one random choice that names a queue: a
+    run draws its one-byte name among the free ones of ``ONE_BYTE`` (seeded by its random
+    suffix), so a test of one run covers one candidate. For each candidate, on a server
+    holding a user's keys under every other one-byte name and every name of ``USER``:
+    the run takes it, ``Names.key``/``owns``/``scan`` agree on its keys, its queue's wipe
+    (LiveTarget's reset), its release and ``emq clean`` of a dead run under it delete
+    its keys and nothing else."""
+    logical = ("alpha", "q")  # a machine queue, suffixed, and the bullmq layout's one-byte one
+    with server.client() as r:
+        for c in ONE_BYTE:
+            r.set(b"emq:{" + c.encode() + b"}:kept", "precious")
+        start = image(r)
+        target = LiveTarget(server.url, fence=False)  # closed without its close: that wipes what it used
+        try:
+            for c in ONE_BYTE:
+                head = b"emq:{" + c.encode() + b"}:"
+                saved = {k: v for k, v in image(r).items() if k.startswith(head)}
+                r.delete(*saved)  # the candidate is the one free name: the draw must take it
+                before = image(r)
+                with Claim(server.url, logical, command="emq check", say=lambda line: None) as names:
+                    assert names.one_byte == c and names.key(b"emq:{q}:job:" + JOB.encode()) == head + b"job:" + JOB.encode()
+                    assert not any(names.owns(k) for k in before)
+                    written = _write_under(r, names)
+                    assert set(names.scan(r)) == written and all(names.owns(k) for k in written)
+                    target.reset()
+                    target.queue(c)  # a reset's wipe of the run's one-byte queue
+                    assert set(names.scan(r)) == written - {k for k in written if k.startswith(head)}
+                assert_intact(before, image(r), f"the release of a run named {c!r}")
+                dead = Names("deadbeef", logical, one_byte=c)  # a SIGKILLed run's record: no lease
+                r.set(RUN + dead.suffix, json.dumps({"id": dead.suffix, "pid": 0, "names": dead.to_json()}))
+                _write_under(r, dead)
+                assert clean(r).keys == 2 * 3
+                assert_intact(before, image(r), f"emq clean of a dead run named {c!r}")
+                for key, (dump, ttl) in saved.items():
+                    r.restore(key, max(ttl, 0), dump)
+        finally:
+            target.conn.close()
+        assert_intact(start, image(r), "every one-byte name drawn in turn")
+
+
+def _write_under(r: Any, names: Names) -> set[bytes]:
+    """A pending set, a row and a stray key under each of the run's two server names."""
+    written: set[bytes] = set()
+    for logical in ("alpha", "q"):
+        head = b"emq:{" + str(names.server(logical)).encode() + b"}:"
+        r.zadd(head + b"pending", {JOB: 0})
+        r.hset(head + b"job:" + JOB.encode(), "state", "pending")
+        r.set(head + b"stray", "the run's")
+        written |= {head + b"pending", head + b"job:" + JOB.encode(), head + b"stray"}
+    return written
 
 
 def _wait(what: str, holds: Callable[[], bool], proc: subprocess.Popen[str], seconds: float = 60) -> None:
