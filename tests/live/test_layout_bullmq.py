@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import fakeredis
 import pytest
 
-from emq_live.layouts.bullmq import NO_CMSGPACK, BullTarget, LayoutUnavailable, bullmq_version
+from emq_kit.claim import ONE_BYTE
+from emq_live.layouts.bullmq import NO_CMSGPACK, QUEUE, BullTarget, LayoutUnavailable, bullmq_version
 from emq_model.errors import ArgError
 from emq_model.layouts.bullmq import (
     LOCATIONS,
@@ -29,6 +30,8 @@ from emq_model.layouts.bullmq import (
     table,
 )
 from emq_model.layouts.bullmq_steps import OPS, Steps
+from tests.hostile import HOSTILE
+from tests.livekit import dump
 
 DB = 12  # a database of its own on the session servers
 # Random runs per server, 150 steps each; raise it for a longer hunt
@@ -201,9 +204,9 @@ class Pair:
     """The model and the scripts driven together; every step's reply and projection
     must agree and the scripts' projection must keep the invariants."""
 
-    def __init__(self, target: BullTarget, retention: Retention = Retention()) -> None:
+    def __init__(self, target: BullTarget, retention: Retention = Retention(), name: str = QUEUE[1:-1]) -> None:
         self.model = BullModel(retention, max_stalled=target.max_stalled)
-        self.target = BullTarget(target.client, retention)
+        self.target = BullTarget(target.client, retention, name=name)
 
     def __getattr__(self, op: str):
         def step(*args):
@@ -243,6 +246,27 @@ def test_wipe_deletes_its_queue_only(target: BullTarget, name: str) -> None:
     mine.wipe()
     assert sorted(client.scan_iter(match="*")) == theirs
     assert all(client.hget(f"emq:{{{n}}}:7", "data") == b"a user's" for n in others)
+
+
+def test_the_scripts_agree_with_the_model_under_every_name_a_run_may_draw(target: BullTarget) -> None:
+    """The bullmq layout's queue is one byte, so a run sends it as its one-byte name,
+    drawn at random among ``ONE_BYTE`` (OWN-2); a user's ``--queue`` may be any name of
+    tests/hostile.py. Under each, beside every other's keys, a random program (one seed)
+    agrees step by step with the model, and ``wipe`` leaves every other key as it was."""
+    client = target.client
+    names = dict.fromkeys((*ONE_BYTE, *HOSTILE))
+    for n in names:
+        client.set(f"emq:{{{n}}}:kept", "a user's")
+    for n in names:
+        client.delete(f"emq:{{{n}}}:kept")
+        theirs = dump(client)
+        q = Pair(target, name=n)
+        steps = Steps(random.Random(7))
+        for _ in range(30):
+            op, args = steps.draw(q.model)
+            getattr(q, op)(*args)
+        q.target.wipe()
+        assert dump(client) == theirs, n
 
 
 def test_version_is_the_pinned_one(target: BullTarget) -> None:
