@@ -184,10 +184,12 @@ def test_the_fence_is_written_by_an_administrator(server, admin) -> None:
     LiveTarget(url(server, "emq")).close()
 
 
-def test_a_user_of_one_queue_reaches_no_other(server, admin) -> None:
+@pytest.mark.parametrize("own, other", [("β*[x]", "βyx"), ("*", "alpha"), ("a?", "ab"), ("[ab]", "a"),
+                                        ("a\\b", "ab"), ("a[b", "a[b2"), ("a%b", "a%bc"), ("a-b", "a-bb")])
+def test_a_user_of_one_queue_reaches_no_other(server, admin, own: str, other: str) -> None:
     """docs/server.md: ``~`` + the queue's escaped glob (``keyspace.pattern``) instead of
-    ``~emq:{*}:*`` confines a user to one queue, even one named with glob characters."""
-    own, other = "β*[x]", "βyx"  # the unescaped glob of the first matches the second
+    ``~emq:{*}:*`` confines a user to one queue, even one named with glob characters:
+    ``other`` is a queue the unescaped glob of ``own`` (or a prefix match) would reach."""
     rules = [r for r in acl.rules() if r != "~emq:{*}:*"] + ["~" + keyspace.pattern(own)]
     make_user(admin, "one", rules)
     with emq_live.connect(url(server, "one")) as conn:
