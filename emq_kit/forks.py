@@ -13,7 +13,8 @@ the terminal reaches the whole process group, and the parent stops its children 
 (INT-2, specs/safety.md); a child that took it would end in the middle of whatever it
 held (a worker inside the shared stop event's lock left the parent waiting on it for
 good). ``die_with_parent`` makes a child end with its parent, SIGKILL included;
-``cpu_seconds`` reads how much CPU a child has used while it runs.
+``cpu_seconds`` reads how much CPU a child has used while it runs; ``StopFlag`` tells
+every child to stop, whichever of them has died.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import sys
 import threading
@@ -94,3 +96,38 @@ def cpu_seconds(pid: int) -> float | None:
         return time.clock_gettime(clock.value)
     except (AttributeError, OSError):  # no such function here; the process ended meanwhile
         return None
+
+
+class StopFlag:
+    """A flag a parent sets once for every child it forks, which no child's death can hold
+    up: a pipe whose write end only the parent keeps (``forked()`` drops a child's copy);
+    ``set`` closes it and every read end turns readable. A multiprocessing ``Event`` is not
+    that: its ``set`` waits for each child asleep in its ``wait`` to wake, and a child the
+    group's SIGTERM killed there (a CI job's limit) never does (INT-2)."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+
+    def forked(self) -> None:
+        """In a child, first thing: its copy of the write end gone, or ``set`` would never show."""
+        self._drop_write()
+
+    def set(self) -> None:
+        self._drop_write()
+
+    def is_set(self) -> bool:
+        return self.wait(0)
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the flag; whether it is set."""
+        return bool(select.select([self._read], [], [], seconds)[0])
+
+    def close(self) -> None:
+        """In the parent, once every child is gone."""
+        self._drop_write()
+        os.close(self._read)
+
+    def _drop_write(self) -> None:
+        if self._write >= 0:
+            os.close(self._write)
+            self._write = -1

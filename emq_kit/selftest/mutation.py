@@ -380,6 +380,9 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
 
     try:
         if _answered(parent, started + budget, hung) or (found.value and parent.poll(SHRINK_ALLOWANCE)):
+            # the child's end may be the group's SIGTERM (a CI job's limit), noted here by
+            # now: the run's interrupt, never "the check process died" (INT-2)
+            interrupts.check()
             verdict: MutantVerdict = parent.recv()
         elif found.value:  # a difference met, neither shrunk nor replayed in time: no kill earned
             verdict = MutantVerdict(mutant, UNREPLAYED, found.value - started, -1,

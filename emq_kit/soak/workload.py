@@ -44,7 +44,7 @@ from typing import Any, Callable
 from emq_kit import bounds, interrupts
 from emq_kit.check.names import new_suffix
 from emq_kit.errors import SoakError
-from emq_kit.forks import die_with_parent, interrupts_deferred
+from emq_kit.forks import StopFlag, die_with_parent, interrupts_deferred
 from emq_kit.redaction import open_text, write_text
 from emq_kit.report.verdicts import verdict
 from emq_kit.soak import history, lanes, linearize
@@ -184,14 +184,14 @@ class Recorder:
 class Shared:
     """What the coordinator and its children share: the stop flag and counters."""
 
-    stop: Any
+    stop: StopFlag
     invoked: Any  # creations sent (counted before the call)
     acked: Any  # creations answered (counted after the reply)
     crashes: Any
 
     @classmethod
     def make(cls, ctx: Any) -> "Shared":
-        return cls(ctx.Event(), ctx.Value("q", 0), ctx.Value("q", 0), ctx.Value("q", 0))
+        return cls(StopFlag(), ctx.Value("q", 0), ctx.Value("q", 0), ctx.Value("q", 0))
 
 
 def _bump(value: Any) -> None:
@@ -218,6 +218,7 @@ def _child_main(child: Child, shared: Shared) -> None:
     """Entry point of every child process: connect, record into ``<name>.jsonl`` (one
     line per call, written at once, so a crash loses nothing), run the role."""
     die_with_parent(child.parent)
+    shared.stop.forked()
     from emq_live.client import connect
 
     base = Path(child.run_dir) / child.name
@@ -356,7 +357,6 @@ class Fleet:
         self.procs: dict[str, Any] = {}
         self.children: dict[str, Child] = {}
         self.restarts = 0
-        self.stopping = False
 
     def start(self, role: str, name: str, index: int) -> None:
         interrupts.check()  # no more children once Ctrl-C was pressed (INT-2)
@@ -397,11 +397,8 @@ class Fleet:
 
     def shutdown(self, grace: float) -> None:
         """Stop every child: ask, wait up to ``grace`` seconds, then terminate, then kill.
-        The stop event is set once: a child terminated inside its lock would hold the
-        next ``set`` for good."""
-        if not self.stopping:
-            self.stopping = True
-            self.shared.stop.set()
+        Asking never waits on a child (``StopFlag``): one may be dead already."""
+        self.shared.stop.set()
         until = time.monotonic() + grace
         for proc in self.procs.values():
             proc.join(max(0.0, until - time.monotonic()))
@@ -589,6 +586,7 @@ def run_soak(url: str | None, config: SoakConfig, names: Any = None,
         stack.callback(tidy)
         ctx = multiprocessing.get_context("fork")
         shared = Shared.make(ctx)
+        stack.callback(shared.stop.close)  # after the fleet's shutdown (registered below)
         deadline = started + config.seconds
 
         def make(role: str, child_name: str, index: int) -> Child:

@@ -1003,10 +1003,11 @@ def _running(root: int, program: str) -> bool:
     return program[:15] in found
 
 
-def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False, child: str = "") -> Stopped:
+def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False, child: str = "",
+              signum: int = signal.SIGINT) -> Stopped:
     """``emq ARGV`` with stderr on a terminal (a pty: the live progress line), in a
     process group of its own; once ``ready`` shows on stderr (and a process of its runs
-    ``child``, when given), SIGINT to the group (SIGKILL to the command alone with
+    ``child``, when given), ``signum`` to the group (SIGKILL to the command alone with
     ``kill``). Every process it had started then is watched through a pidfd, so a pid
     reused later is never mistaken for one of them."""
     master, slave = pty.openpty()
@@ -1038,7 +1039,7 @@ def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False, chi
     if kill:
         proc.kill()
     else:
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signum)
     sent = time.monotonic()
     while read(0.2) or proc.poll() is None:  # until the command has exited and said all it had
         assert time.monotonic() - sent < 120, f"still running 120 s after the signal: {seen.decode()[-2000:]}"
@@ -1170,6 +1171,30 @@ def test_a_killed_command_leaves_no_process_of_its_own(argv: list[str], ready: s
     process it had started ends with it (a selftest's child worked on for 25 s)."""
     stopped = interrupt([a.format(url=empty.url) for a in argv], ready, tmp_path, kill=True)
     assert stopped.code == -signal.SIGKILL and stopped.orphans == []
+
+
+VERDICT = re.compile(r"^emq \w+: (CONFORMS|DIFFERS|INCONCLUSIVE)", re.M)
+"""A command's verdict line (``emq_kit.report.verdicts.headline``)."""
+
+
+@pytest.mark.parametrize("argv, ready", [
+    (["selftest", "--budget", "60"], "  mutant 2 of "),
+    (["selftest", "--url", "{url}", "--budget", "60"], "  mutant 2 of "),
+    (["soak", "--url", "{url}", "--workers", "4", "--jobs", "100000", "--seconds", "300", "--seed", "4"],
+     "emq soak: 4 workers"),
+])
+def test_sigterm_to_the_group_ends_a_forking_command_as_ctrl_c(argv: list[str], ready: str, empty: ServerProcess,
+                                                              tmp_path: Path) -> None:
+    """INT-1, INT-2: SIGTERM to the whole process group (a CI job's time limit) kills a
+    soak's workers and a selftest's judge at once, before their parent stops them: the
+    parent still ends as interrupted, with its seed, never a verdict, its keys gone. (A
+    selftest ended ``emq bug: the check process died``, exit 2; a soak hung for good, its
+    stop event's ``set`` waiting for a worker killed asleep in its ``wait``.)"""
+    stopped = interrupt([a.format(url=empty.url) for a in argv], ready, tmp_path, signum=signal.SIGTERM)
+    _clean_ending(stopped, argv[0])
+    assert not VERDICT.search(stopped.out), stopped.out
+    assert "; seed " in stopped.err and "(run it again: emq " in stopped.err, stopped.err
+    assert _keys_left(empty) == []
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one, on purpose
