@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from emq_kit import interrupts
 from emq_kit.errors import EXIT_FAIL, EXIT_OK, raised_as_kit_errors
 
 if TYPE_CHECKING:
@@ -70,7 +71,13 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
     expected = expect.load(options.expect) if options.expect else {}
     writable_dir(options.traces, "traces")  # a counterexample found is never lost on its trace's path
     with raised_as_kit_errors(), _fenced(options, say):
-        return _claimed_run(options, expected, progress, say)
+        report = _claimed_run(options, expected, progress, say)
+    try:
+        interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-1)
+    except KeyboardInterrupt:
+        _said_interrupted(report.seed, options, say)
+        raise interrupts.Interrupted(said=True) from None
+    return report
 
 
 @contextlib.contextmanager
@@ -115,7 +122,6 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     counterexample is not lost). The target and the clock are closed however it ends."""
     import redis
 
-    from emq_kit import interrupts
     from emq_kit.check.clock import ServerClock
     from emq_kit.check.corpus import corpus_phase, replay_corpus
     from emq_kit.check.run import PROFILES, run_check
@@ -167,8 +173,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
                 report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
         interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
     except KeyboardInterrupt:
-        interrupts.handled()  # what follows, and the cleanup, is the interrupt's
-        say(f"interrupted; seed {seed} (run it again: {options.command(seed)})")
+        _said_interrupted(seed, options, say)
         _keep_interrupted(seen[0].current if seen else [], target, options, seed, say)
         raise interrupts.Interrupted(said=True) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -180,6 +185,13 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
         if clock is not None:
             clock.close()
     return report
+
+
+def _said_interrupted(seed: int, options: CheckOptions, say: Say) -> None:
+    """The run ends on the interrupt (what follows, and the cleanup, is its): say its seed
+    and the command that runs it again (INT-1)."""
+    interrupts.handled()
+    say(f"interrupted; seed {seed} (run it again: {options.command(seed)})")
 
 
 def _keep_interrupted(steps: list[Any], target: Target, options: CheckOptions, seed: int, say: Say) -> None:
@@ -320,5 +332,6 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
                     on.close()
     finally:
         quiet.setLevel(level)
+    interrupts.check()  # the replay's end, its cleanup done, before its verdict (INT-1)
     return ReplayReport(trace=str(trace), steps=len(loaded.steps), target=described,
                         clock=getattr(on, "mode", "virtual"), result=result, seed=loaded.header.get("seed"))

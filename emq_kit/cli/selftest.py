@@ -118,6 +118,7 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
 
 
 def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerdict]) -> int:
+    interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-2)
     s = summary(verdicts)
     out.say()
     out.say(f"{headline('selftest', selftest_detail(s))}  mutants {s['mutants']}: killed {s['killed']}, "

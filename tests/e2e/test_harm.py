@@ -1197,6 +1197,55 @@ def test_sigterm_to_the_group_ends_a_forking_command_as_ctrl_c(argv: list[str], 
     assert _keys_left(empty) == []
 
 
+LATE = """
+import functools, importlib, os, signal, sys
+from emq_kit import cli
+where, _, name = sys.argv[1].rpartition(".")
+owner = importlib.import_module(where)
+done = getattr(owner, name)
+
+@functools.wraps(done)
+def then_ctrl_c(*args, **kwargs):
+    result = done(*args, **kwargs)
+    os.killpg(0, signal.SIGINT)  # a Ctrl-C at the terminal once this part of the run is over
+    return result
+
+setattr(owner, name, then_ctrl_c)
+sys.exit(cli.main(sys.argv[2:]))
+"""
+"""``python -c LATE FUNCTION ARGV...``: ``emq ARGV`` with a Ctrl-C sent to its process
+group the moment ``FUNCTION`` (``module.name``) returns: past the last stopping point it
+reaches, inside the grace."""
+
+@pytest.mark.parametrize("after, argv, said", [
+    ("emq_kit.api._run", ["check", "--url", "{url}", "--seed", "5", "--profile", "dev", "--examples", "3"],
+     "emq check: interrupted; seed 5 (run it again: emq check --seed 5 --profile dev"),
+    ("emq_kit.trace.replay.replay", ["replay", "{trace}", "--url", "{url}"], "emq replay: interrupted"),
+    ("emq_kit.soak.history.check_history", ["soak", "--url", "{url}", "--jobs", "20", "--workers", "2", "--seed", "4"],
+     "emq soak: interrupted; seed 4 (run it again: emq soak --url"),
+    ("emq_kit.selftest.mutation.judge", ["selftest", "--url", "{url}", "--budget", "30", "--only",
+                                         "drop-precondition|enqueue|"],
+     "emq selftest: interrupted at mutant 1 of 1 (drop-precondition|enqueue|"),
+])
+def test_a_ctrl_c_after_the_last_stopping_point_ends_a_command_as_interrupted(
+        after: str, argv: list[str], said: str, empty: ServerProcess, tmp_path: Path) -> None:
+    """INT-1, INT-2: a Ctrl-C that lands after a command's last stopping point and before
+    its verdict (a check's cleanup, a replay's last step, a soak's linearizability check,
+    a selftest's last mutant), inside the grace: the command says what INT-1 promises it
+    says when interrupted and exits 130, never a verdict printed first (each printed its
+    verdict, then a bare ``interrupted``), its keys gone."""
+    trace = tmp_path / "conforming.json"
+    trace.write_text(json.dumps(_trace()))
+    proc = subprocess.run([sys.executable, "-c", LATE, after, *[a.format(url=empty.url, trace=trace) for a in argv]],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, process_group=0,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert said in proc.stderr, proc.stderr
+    assert not VERDICT.search(proc.stdout), proc.stdout
+    assert "Traceback" not in proc.stderr and "emq bug" not in proc.stderr, proc.stderr
+    assert _keys_left(empty) == []
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one, on purpose
 def test_a_ctrl_c_inside_a_gc_callback_is_raised_at_the_next_stopping_point(ctrl_c: None) -> None:
     """Why INT-1 notes a Ctrl-C: raised where it lands, inside a gc callback (Hypothesis
