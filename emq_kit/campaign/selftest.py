@@ -36,7 +36,7 @@ def run_selftest_on(spec: dask_cluster.ClusterSpec, url: str | None, budget: flo
         known: dict[str, str] = {}
     else:
         with claimed(url, chosen_layout.logical(), command="emq selftest", wipe=wipe) as names:
-            chosen = chosen_mutants(url, only, names)  # the server and --only checked before the cluster is asked
+            chosen = chosen_mutants(url, only, names, seed=seed, sample=sample)  # the server and --only checked before the cluster is asked
         known = equivalents()
     # Longest first: a mutant shown equivalent survives its whole budget, the longest
     # task of the bag; handed out last it would be the run's tail (CMP-9).

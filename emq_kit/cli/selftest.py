@@ -72,7 +72,7 @@ def _echomq(args: argparse.Namespace, at: list[str]) -> int:
     try:
         with claimed(args.url, layout().logical(), command="emq selftest", wipe=args.wipe) as names:
             verdicts = run_selftest(args.url, args.budget, args.seed, args.only, report=judged, started=started,
-                                    names=names)
+                                    names=names, sample=args.sample)
     finally:
         meter.end()
     return _summarize(args, out, verdicts)
@@ -143,7 +143,7 @@ def register(sub: Any) -> None:
     t.add_argument("--layout", choices=NAMES, default="echomq",
                    help="whose scripts to mutate: ours (echomq) or BullMQ's (bullmq; needs --url)")
     t.add_argument("--sample", type=bounded("selftest --sample"), metavar="N",
-                   help=f"judge a seeded sample of N mutants (bullmq: its scripts have hundreds; "
+                   help=f"judge a sample of N mutants, drawn with --seed (bullmq: its scripts have hundreds; "
                         f"{within('selftest --sample')})")
     t.add_argument("--list", action="store_true", help="list the mutants and exit")
     t.add_argument("--wipe", action="store_true",

@@ -14,12 +14,11 @@ is listed with. The event stream is outside the layout's projection (bullmq.json
 
 from __future__ import annotations
 
-import random
 import re
 from pathlib import Path
 from typing import Any, Callable
 
-from emq_kit.selftest.mutation import Mutant, MutantVerdict, judge, mutants_of, require_verdict
+from emq_kit.selftest.mutation import Mutant, MutantVerdict, judge, mutants_of, require_verdict, sampled
 
 _RCALL = re.compile(r'^\s*(?:local \w+ = |return )?rcall\("(\w+)"')
 WRITES = ("LPUSH", "RPUSH", "LREM", "ZADD", "ZREM", "SADD", "SREM", "HSET", "HMSET", "HDEL", "DEL",
@@ -77,11 +76,7 @@ def where(mutant: Mutant) -> str:
 def chosen_mutants(seed: int, sample: int | None = None, only: str | None = None) -> list[Mutant]:
     """The mutants a selftest judges: those whose key contains ``only``, then a seeded
     sample of ``sample`` of them when given (the same for a serial run and a cluster's)."""
-    chosen = [m for m in all_mutants() if not only or only in m.key]
-    if sample is not None and sample < len(chosen):
-        picked = set(random.Random(seed).sample(range(len(chosen)), sample))
-        chosen = [m for i, m in enumerate(chosen) if i in picked]
-    return chosen
+    return sampled([m for m in all_mutants() if not only or only in m.key], seed, sample)
 
 
 def placed(v: MutantVerdict) -> MutantVerdict:

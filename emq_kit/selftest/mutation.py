@@ -11,6 +11,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import random
 import re
 import signal
 import statistics
@@ -531,15 +532,26 @@ def _timing(send: Callable[..., Any], calling: Any, clock: Callable[[], float]) 
 
 
 
-def chosen_mutants(url: str | None, only: str | None = None, names: Names | None = None) -> list[Mutant]:
+def chosen_mutants(url: str | None, only: str | None = None, names: Names | None = None, *, seed: int = 0,
+                   sample: int | None = None) -> list[Mutant]:
     """The mutants a selftest judges (those whose key contains ``only``, if given;
-    snapshot.lua's on a server only), once the unmutated scripts are seen to load there:
-    a server out of reach or ``only`` matching no mutant is a ``KitError``."""
+    snapshot.lua's on a server only; then ``sampled``), once the unmutated scripts are
+    seen to load there: a server out of reach or ``only`` matching no mutant is a
+    ``KitError``."""
     chosen = [m for m in all_mutants(observer=url is not None) if not only or only in m.key]
     if not chosen:
         raise BadArgument(f"--only {only!r} matches no mutant (emq selftest --list shows them)")
     layout_named().open_target(url, None, observe=False, names=names).close()  # the unmutated scripts: ServerUnreachable
-    return chosen
+    return sampled(chosen, seed, sample)
+
+
+def sampled(chosen: list[Mutant], seed: int, sample: int | None) -> list[Mutant]:
+    """A sample of ``sample`` of ``chosen`` drawn with ``seed``, in their order (all of
+    them when ``sample`` is None or not fewer): the same for a serial run and a cluster's."""
+    if sample is None or sample >= len(chosen):
+        return chosen
+    picked = set(random.Random(seed).sample(range(len(chosen)), sample))
+    return [m for i, m in enumerate(chosen) if i in picked]
 
 
 def settled(v: MutantVerdict, known: dict[str, str]) -> MutantVerdict:
@@ -552,14 +564,14 @@ def settled(v: MutantVerdict, known: dict[str, str]) -> MutantVerdict:
 def run_selftest(url: str | None, budget: float, seed: int, only: str | None = None,
                  report: Callable[[MutantVerdict], None] | None = None,
                  started: Callable[[int, int, Mutant], None] | None = None,
-                 names: Names | None = None) -> list[MutantVerdict]:
+                 names: Names | None = None, sample: int | None = None) -> list[MutantVerdict]:
     """Judge every mutant ``chosen_mutants`` gives, one after another. A mutant is
     killed only by a counterexample (or scripts that do not load): a server that cannot
     be reached, before or during the run, is a ``KitError`` (``started`` is called with
     k and n before mutant k of n). On a server the queues go under ``names``, the run's
     (emq_kit.claim)."""
     known = equivalents()
-    chosen = chosen_mutants(url, only, names)
+    chosen = chosen_mutants(url, only, names, seed=seed, sample=sample)
     verdicts = []
     for k, mutant in enumerate(chosen, 1):
         if started:

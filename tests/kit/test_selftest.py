@@ -271,3 +271,14 @@ def test_a_check_that_fails_in_the_kit_stops_the_selftest_as_an_emq_bug(monkeypa
     out, err = capsys.readouterr()
     assert "| survived |" not in out and "survived 0" not in out
     assert "emq bug in mutant 1 of" in err and "TypeError: our own mistake" in err
+
+
+def test_sample_judges_a_seeded_sample_of_our_mutants() -> None:
+    """``--sample N`` judges N of the mutants ``--only`` chooses of our scripts, as of
+    BullMQ's (it was ignored there: every mutant judged, and the command to run it again
+    said ``--sample``)."""
+    only = "|enqueue|"
+    assert len([m for m in all_mutants() if only in m.key]) > 2
+    done = emq("selftest", "--only", only, "--sample", "2", "--seed", "1", "--budget", "5")
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith("| operator")]
+    assert len(rows) == 2 and "mutants 2: " in done.stdout, done.stdout + done.stderr
