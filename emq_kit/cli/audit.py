@@ -54,6 +54,8 @@ def cmd_audit(args: Any) -> int:
         out.say(printable(f"{queue}: {v}"))
 
     chosen = layout(args.layout)
+    if chosen.audit is not None and args.queue:
+        raise Usage(f"--queue names queues of the echomq layout; the {chosen.name} layout's audit reads its one queue")
     if chosen.audit is not None:
         if out.report is not None or out.json:  # its census has no body in the report schema yet
             raise Usage(f"--report and --json are not available with --layout {chosen.name}")

@@ -28,7 +28,7 @@ from emq_kit.check.draws import Draw
 from emq_kit.check.step import Divergence, Step, outcome, target_outcome
 from emq_kit.check.tally import Run
 from emq_kit.check.target import unavailable
-from emq_kit.errors import BadArgument, TargetUnavailable
+from emq_kit.errors import AuditError, BadArgument, TargetUnavailable
 from emq_kit.layouts import Layout
 from emq_kit.targets.protocol import Capabilities
 from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check_projection, diff, table
@@ -351,10 +351,25 @@ def audit(url: str) -> tuple[dict[str, int], list[str]]:
     """A read-only audit of the layout's queue on ``url``: each location's size and
     BQ-INV-1..4 on the projection of every job the keys show. Nothing is written (the
     scripts are never called; only SCAN and reads)."""
+    import re
+
+    import redis
+
+    from emq_live.urls import redact
+
     target = open_target(url)
     try:
         target.bull.discover()
         seen = target.bull.projection()
+    except redis.exceptions.ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        # BQ-20: emq:{q}: is also the prefix of a user's EchoMQ queue named q; a key of
+        # another type than the layout's is no projection to judge, and no kit bug.
+        read = re.search(r"\((\S+) (\S+)", str(exc))
+        key = f"{read.group(2)} (read with {read.group(1)})" if read else "a key"
+        raise AuditError(f"{redact(url)}: {key} holds another type than the bullmq layout gives it: the keys "
+                         f"under {target.bull.base} are not the layout's queue") from None
     finally:
         target.close()
     from emq_model.layouts.bullmq import LOCATIONS

@@ -128,3 +128,30 @@ def test_audit_reads_the_layout_and_names_broken_invariants(valkey: ServerProces
     assert "BQ-INV-4 lock on 2" in out and "1 violation(s)" in out
     assert {k: client.dump(k) for k in client.keys("*")} == keys  # read only
     bull.wipe()
+
+
+@pytest.mark.parametrize("argv", [[], ["--queue", "q"]])
+def test_audit_of_keys_not_the_layouts_is_refused_in_one_line(argv: list[str], valkey: ServerProcess,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The bullmq layout's queue is ``emq:{q}:``, the prefix of a user's EchoMQ queue
+    named ``q``: its audit meets a sorted set where it reads a job hash. One line naming
+    the key, exit 2 (the deployment cannot be read as the layout), nothing changed —
+    never the kit's own crash. ``--queue`` is the echomq layout's: refused, not ignored."""
+    import redis
+
+    import emq_live
+
+    url = f"{valkey.url}/{DB + 2}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    with emq_live.connect(url) as conn:
+        assert conn.queue("q").enqueue("JOB00000000001", b"a user's") == "enqueued"
+    keys = {k: client.dump(k) for k in client.keys("*")}
+    assert main(["audit", url, "--layout", "bullmq", *argv]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "emq bug" not in err, err
+    assert ("--queue" in lines[0]) if argv else ("emq:{q}:pending" in lines[0]), err
+    assert {k: client.dump(k) for k in client.keys("*")} == keys
+    client.flushdb()
+    client.close()
