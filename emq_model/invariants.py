@@ -120,12 +120,20 @@ def _lanes(snapshot: Snapshot, rows: dict[str, dict[str, bytes]]) -> list[Violat
     for job_id, row in sorted(rows.items()):
         if "group" in row and _group(row["group"]) is None:
             out.append(Violation("INV-9", job_id, f"row group {row['group']!r} is not a well-formed group"))
-    return out + _lane_keys(snapshot, {m: rows[m]["group"] for m, _ in snapshot.active if "group" in rows.get(m, {})})
+    return out + lane_keys(snapshot, active_groups(rows[m]["group"] for m, _ in snapshot.active
+                                                   if "group" in rows.get(m, {})))
 
 
-def _lane_keys(snapshot: Snapshot, groups: Mapping[str, bytes]) -> list[Violation]:
-    """INV-10 and INV-11: the ring and the lane hashes (``groups``: the group field of
-    each active job's row that has one)."""
+def active_groups(groups: Iterable[bytes]) -> Counter[str]:
+    """How many active jobs' rows say each group (``groups``: the group field of each
+    active job's row that has one), as INV-11 counts them."""
+    return Counter(raw.decode("latin-1") for raw in groups)
+
+
+def lane_keys(snapshot: Snapshot, counted: Mapping[str, int]) -> list[Violation]:
+    """INV-10 and INV-11: the ring and the lane hashes of ``snapshot`` (of its lanes only
+    whether each holds a member is read), ``counted`` the active jobs per group
+    (``active_groups``)."""
     out: list[Violation] = []
     ring = list(snapshot.ring)
     if ring or snapshot.lanes:  # else no lane is serviceable and none is on the ring
@@ -137,9 +145,6 @@ def _lane_keys(snapshot: Snapshot, groups: Mapping[str, bytes]) -> list[Violatio
         for g in sorted(set(ring) - want):
             out.append(Violation("INV-10", g, "is on the ring but not serviceable (empty, paused or at its limit)"))
 
-    counted: dict[str, int] = {}
-    for raw in groups.values():
-        counted[raw.decode("latin-1")] = counted.get(raw.decode("latin-1"), 0) + 1
     if not (counted or ring or snapshot.paused or snapshot.glimit or snapshot.gactive or snapshot.gweight):
         return out  # no lane key and no grouped job active: nothing below can break
     gactive = dict(snapshot.gactive)
@@ -398,5 +403,5 @@ def _keys(snapshot: Snapshot) -> list[Violation]:
         if getattr(snapshot, name) < 0:
             out.append(Violation("INV-7", None, f"counter {name} is {getattr(snapshot, name)}"))
     rows = snapshot.row_index
-    return out + _lane_keys(snapshot, {m: value for m in snapshot.index["active"] if m in rows
-                                       for field, value in rows[m] if field == "group"})
+    return out + lane_keys(snapshot, active_groups(value for m in snapshot.index["active"] if m in rows
+                                                   for field, value in rows[m] if field == "group"))
