@@ -74,7 +74,9 @@ def cmd_audit(args: Any) -> int:
         meter.end()
     for q in result.queues:
         shown = " ".join(f"{loc}={n}" for loc, n in q.counts.items())
-        out.say(printable(f"{q.queue}: {shown} rows={q.rows} completed={q.completed} failed={q.failed} stray={q.stray}"))
+        lanes = f" lanes={q.lanes}" if q.lanes else ""
+        out.say(printable(f"{q.queue}: {shown}{lanes} rows={q.rows} completed={q.completed} failed={q.failed} "
+                          f"stray={q.stray}"))
     out.say(f"{headline('audit', result.detail)}  {len(result.queues)} queue(s), {result.total} violation(s)")
     code = EXIT_OK if result.clean else EXIT_FAIL
     out.emit(lambda started, finished: audit_document(result, target=args.url, exit=code, started=started,

@@ -49,6 +49,19 @@ def corrupt(r: Any, q: str) -> None:
     r.zadd(k["pending"], {b"\xff\xfe": 0})  # not UTF-8
     r.hset(k["metrics:completed"], mapping={"count": 3, "extra": 1})  # counter outside the grammar
     r.set(k["metrics:failed"], "7")  # counter of another type
+    with emq_live.connect(_url_of(r)) as conn:  # lanes: sound ones, then their damage
+        queue = conn.queue(q)
+        for n, g in ((20, "g1"), (21, "g1"), (22, "g2"), (23, "g3")):
+            queue.lane_enqueue(J(n), b"l", g)
+        queue.lane_pause("g3")
+        queue.lane_claim(60_000)
+    lane = keyspace.lane_keys(q)
+    r.zadd(keyspace.lane_key(q, "g2"), {J(24): 0})
+    r.hset(row + J(24), mapping={"state": "pending", "attempts": 0, "payload": "x", "group": "g1"})  # another group
+    r.zadd(keyspace.lane_key(q, "g4"), {J(25): 0})
+    r.hset(row + J(25), mapping={"state": "pending", "attempts": 0, "payload": "x", "group": "g4"})  # off the ring
+    r.hincrby(lane["gactive"], "g2", 2)  # counts jobs that are not active
+    r.set(keyspace.lane_key(q, "g5"), "a lane key of another type")
 
 
 def _url_of(r: Any) -> str:
@@ -71,7 +84,7 @@ def test_the_audit_finds_exactly_what_the_whole_snapshot_check_finds(server, adm
     make_user(admin, "auditor", acl.rules(audit=True))
     result = audit(url(server, "auditor"), ["au"], batch=batch)
     want = oracle(server.url, "au")
-    assert {v[0] for v in want} == {"INV-1", "INV-2", "INV-3", "INV-4", "INV-6"}
+    assert {v[0] for v in want} == {"INV-1", "INV-2", "INV-3", "INV-4", "INV-6", "INV-9", "INV-10", "INV-11"}
     assert found(result, "au") == want and result.total == sum(want.values())
     assert refused(admin) == set()
     (q,) = result.queues
@@ -79,6 +92,7 @@ def test_the_audit_finds_exactly_what_the_whole_snapshot_check_finds(server, adm
         snap = conn.queue("au").snapshot()
     assert q.counts == {loc: len(snap.location(loc)) for loc in spec.LOCATIONS}
     assert q.rows == len(snap.rows) and q.stray == len(snap.stray)
+    assert q.lanes == sum(len(e) for _, e in snap.lanes)
     assert (q.completed, q.failed) == (snap.completed, snap.failed)
     assert sum(q.by_invariant.values()) == result.total and not result.clean
 
@@ -90,12 +104,20 @@ def test_a_sound_keyspace_is_clean_and_its_counts_are_the_clients(server, admin)
         for _ in range(5):
             c = queue.claim(60_000)
         queue.complete(c.id, c.token)
+        for n in range(40, 60):  # lanes in every state a sound queue has them (lifecycle.md §10)
+            queue.lane_enqueue(J(n), b"l", f"g{n % 4}")
+        queue.lane_pause("g3")
+        queue.lane_limit("g1", 1)
+        queue.lane_weight("g2", 3)
+        for _ in range(3):
+            queue.lane_wclaim(60_000)
         counts = queue.counts()
+        lanes = sum(len(e) for _, e in queue.snapshot().lanes)
     make_user(admin, "auditor", acl.rules(audit=True))
     result = audit(url(server, "auditor"), batch=7)
-    assert result.clean and result.violations == [] and result.fence == spec.WIRE_VERSION
+    assert result.violations == [] and result.clean and result.fence == spec.WIRE_VERSION
     (q,) = result.queues
-    assert q.queue == "ok" and q.counts == counts and q.completed == 1 and q.rows == 38
+    assert q.queue == "ok" and q.counts == counts and q.completed == 1 and q.rows == 58 and q.lanes == lanes > 0
 
 
 def test_without_queues_it_finds_every_queue_by_the_key_grammar(server, admin) -> None:
