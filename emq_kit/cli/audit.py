@@ -23,9 +23,9 @@ def register(sub: Any) -> None:
                    help="the deployment (redis://, valkey://, redis+cluster:// ...), as every command takes it")
     c.add_argument("url", nargs="?", help="the same URL given positionally (kept for existing scripts)")
     c.add_argument("--queue", action="append", default=[], help="a queue to audit (repeatable); default: every queue found")
-    c.add_argument("--batch", type=bounded("audit --batch"), default=BATCH,
+    c.add_argument("--batch", type=bounded("audit --batch"),
                    help=f"ids per SCAN page and judged batch (default {BATCH}; {within('audit --batch')})")
-    c.add_argument("--keep", type=bounded("audit --keep"), default=KEEP,
+    c.add_argument("--keep", type=bounded("audit --keep"),
                    help=f"violations listed at most; all are counted (default {KEEP}; {within('audit --keep')})")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     c.add_argument("--layout", choices=NAMES, default="echomq",
@@ -54,8 +54,11 @@ def cmd_audit(args: Any) -> int:
         out.say(printable(f"{queue}: {v}"))
 
     chosen = layout(args.layout)
-    if chosen.audit is not None and args.queue:
-        raise Usage(f"--queue names queues of the echomq layout; the {chosen.name} layout's audit reads its one queue")
+    given = [flag for flag, value in (("--queue", args.queue or None), ("--batch", args.batch), ("--keep", args.keep))
+             if value is not None]
+    if chosen.audit is not None and given:
+        raise Usage(f"{', '.join(given)}: the echomq layout's; the {chosen.name} layout's audit reads its one queue "
+                    "whole")
     if chosen.audit is not None:
         if out.report is not None or out.json:  # its census has no body in the report schema yet
             raise Usage(f"--report and --json are not available with --layout {chosen.name}")
@@ -66,7 +69,8 @@ def cmd_audit(args: Any) -> int:
         print(f"{headline('audit', 'violations' if found else 'clean')}  {chosen.name} layout, {len(found)} violation(s)")
         return EXIT_FAIL if found else EXIT_OK
     try:
-        result = audit(args.url, args.queue, batch=args.batch, keep=args.keep,
+        result = audit(args.url, args.queue, batch=BATCH if args.batch is None else args.batch,
+                       keep=KEEP if args.keep is None else args.keep,
                        progress=None if args.quiet else progress, on_violation=violation)
     except errors.ArgError as exc:
         raise Usage(str(exc)) from None

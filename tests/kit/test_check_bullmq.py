@@ -130,13 +130,14 @@ def test_audit_reads_the_layout_and_names_broken_invariants(valkey: ServerProces
     bull.wipe()
 
 
-@pytest.mark.parametrize("argv", [[], ["--queue", "q"]])
+@pytest.mark.parametrize("argv", [[], ["--queue", "q"], ["--batch", "10"], ["--keep", "0"]])
 def test_audit_of_keys_not_the_layouts_is_refused_in_one_line(argv: list[str], valkey: ServerProcess,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """The bullmq layout's queue is ``emq:{q}:``, the prefix of a user's EchoMQ queue
     named ``q``: its audit meets a sorted set where it reads a job hash. One line naming
     the key, exit 2 (the deployment cannot be read as the layout), nothing changed —
-    never the kit's own crash. ``--queue`` is the echomq layout's: refused, not ignored."""
+    never the kit's own crash. ``--queue``, ``--batch`` and ``--keep`` are the echomq
+    layout's: refused, not ignored."""
     import redis
 
     import emq_live
@@ -151,7 +152,7 @@ def test_audit_of_keys_not_the_layouts_is_refused_in_one_line(argv: list[str], v
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "emq bug" not in err, err
-    assert ("--queue" in lines[0]) if argv else ("emq:{q}:pending" in lines[0]), err
+    assert (argv[0] in lines[0]) if argv else ("emq:{q}:pending" in lines[0]), err
     assert {k: client.dump(k) for k in client.keys("*")} == keys
     client.flushdb()
     client.close()
