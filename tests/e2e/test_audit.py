@@ -8,6 +8,7 @@ one Valkey and on a 3-primary cluster with queues on several primaries.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from typing import Any
 
@@ -118,6 +119,62 @@ def test_a_sound_keyspace_is_clean_and_its_counts_are_the_clients(server, admin)
     assert result.violations == [] and result.clean and result.fence == spec.WIRE_VERSION
     (q,) = result.queues
     assert q.queue == "ok" and q.counts == counts and q.completed == 1 and q.rows == 58 and q.lanes == lanes > 0
+
+
+def lane_program(url: str, q: str, rnd: random.Random, steps: int) -> None:
+    """A random program of lane and plain ops on ``q`` (every call a sound one)."""
+    held: list[Any] = []
+    with emq_live.connect(url) as conn:
+        queue = conn.queue(q)
+        for n in range(1, steps + 1):
+            op, g = rnd.randrange(10), f"g{rnd.randrange(5)}"
+            if op < 2:
+                queue.enqueue(J(n), b"x")
+            elif op < 5:
+                queue.lane_enqueue(J(n), b"x", g)
+            elif op == 5:
+                held.extend(c for c in (queue.lane_claim(60_000), queue.claim(60_000)) if c is not None)
+            elif op == 6:
+                held.extend(queue.lane_wclaim(60_000))
+            elif op == 7 and held:
+                c = held.pop(rnd.randrange(len(held)))
+                queue.complete(c.id, c.token) if rnd.random() < 0.7 else queue.retry(c.id, c.token, delay_ms=0,
+                                                                                       max_attempts=1, error="e")
+            elif op == 8:
+                queue.lane_pause(g) if rnd.random() < 0.5 else queue.lane_resume(g)
+            else:
+                queue.lane_limit(g, rnd.randrange(4)) if rnd.random() < 0.5 else queue.lane_weight(g, rnd.randrange(1, 4))
+
+
+def damage(r: Any, q: str, rnd: random.Random, times: int) -> None:
+    """An operator's hand on ``q``'s lanes: keys deleted, members added to lanes, rows'
+    groups rewritten, ``gactive`` moved, groups pushed on the ring."""
+    keys, row = sorted(r.keys(keyspace.pattern(q))), keyspace.prefix(q) + "job:"
+    lane = keyspace.lane_keys(q)
+    for _ in range(times):
+        g, job = f"g{rnd.randrange(6)}", J(rnd.randrange(1, 200))
+        [lambda: r.delete(rnd.choice(keys)),
+         lambda: r.zadd(keyspace.lane_key(q, g), {job: 0}),
+         lambda: r.hset(row + job, "group", g),
+         lambda: r.hincrby(lane["gactive"], g, rnd.choice((-1, 1))),
+         lambda: r.rpush(lane["ring"], g)][rnd.randrange(5)]()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lanes_sound_or_damaged_audit_as_the_whole_check_finds(server, admin, seed: int) -> None:
+    """Random lane programs (pauses, limits, weights, grouped and plain claims): the audit
+    finds exactly the whole check's violations, none while sound, at any batch size; then
+    the same after an operator's random damage to the lanes (INV-9..11)."""
+    rnd = random.Random(seed)
+    lane_program(server.url, "ln", rnd, 300)
+    for hurt in (0, 12):
+        damage(admin, "ln", rnd, hurt)
+        want = oracle(server.url, "ln")
+        lane_rules = {v[0] for v in want} & {"INV-9", "INV-10", "INV-11"}
+        assert (lane_rules != set()) if hurt else (want == Counter()), want
+        for batch in (1, 7, 1000):
+            result = audit(server.url, ["ln"], batch=batch)
+            assert found(result, "ln") == want and result.total == sum(want.values()), (hurt, batch)
 
 
 def test_without_queues_it_finds_every_queue_by_the_key_grammar(server, admin) -> None:
