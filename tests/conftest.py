@@ -1,13 +1,21 @@
 """Shared pytest fixtures. Servers are throwaway processes on free loopback ports
-(emq_kit.server), never the default port; a missing binary is an error, not a skip."""
+(emq_kit.server), never the default port; a missing binary is an error, not a skip.
+Hypothesis runs under the ``emq`` profile: no example is timed, on any machine."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from emq_kit.server import ClusterProcess, ServerProcess
+
+# No timed tests: an example's time is the machine's, not the code's (a loaded desk broke
+# the 200 ms deadline and the slow-draws check that CI's own profile already lifts).
+# Over the profile Hypothesis loaded (``ci`` where CI is set: derandomized, no database).
+settings.register_profile("emq", settings(deadline=None, suppress_health_check=[HealthCheck.too_slow]))
+settings.load_profile("emq")
 
 
 @pytest.fixture(scope="session")

@@ -88,7 +88,7 @@ _names = itertools.count()
 
 
 @given(program=programs)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_the_node_ports_lane_ops_equal_the_model(node, program: list[tuple]) -> None:
     process, url = node
     name = f"n{next(_names)}"

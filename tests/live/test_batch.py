@@ -92,7 +92,7 @@ def test_the_models_batches_are_the_loop_of_single_calls(program: list[tuple]) -
 
 
 @given(program=st.lists(steps, min_size=1, max_size=25))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_live_batches_equal_the_model(live, program: list[tuple]) -> None:
     """One script call per batch, checked per item and on the whole snapshot."""
     previous = None

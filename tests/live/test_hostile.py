@@ -313,7 +313,7 @@ def fake() -> Any:
         yield conn
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(name=st.one_of(st.text(max_size=40), forged_names, st.integers(), st.none(), st.binary(max_size=5)))
 def test_a_queue_name_is_refused_exactly_when_it_would_not_be_the_hash_tag(fake, name: Any) -> None:
     """Accepted names are the hash tag of every key of their queue (so all its keys share

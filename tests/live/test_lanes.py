@@ -311,7 +311,7 @@ def test_fairness_k_serviceable_lanes_are_each_served_once_in_k_claims(
 
 
 @given(program=programs)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_live_lanes_equal_the_model(live, program: list[tuple]) -> None:
     """Answer, ``last_dropped`` and whole snapshot after every step; the invariants of
     the live snapshot (those a hand-deleted row breaks aside, LANE-9)."""
