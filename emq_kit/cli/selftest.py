@@ -119,9 +119,10 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
 
 def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerdict]) -> int:
     interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-2)
-    s = summary(verdicts)
+    s = summary(verdicts, len(_every_mutant(args)), _part(args))
+    judged = f"{s['mutants']} of {s['of']}" + (f" ({s['part']})" if s["part"] else "")
     out.say()
-    out.say(f"{headline('selftest', selftest_detail(s))}  mutants {s['mutants']}: killed {s['killed']}, "
+    out.say(f"{headline('selftest', selftest_detail(s))}  mutants {judged}: killed {s['killed']}, "
             f"equivalent {s['equivalent']}, survived {s['survived']}; "
             f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps; "
             f"shrinking median {s['median_shrink_seconds']} s, max {s['max_shrink_seconds']} s")
@@ -129,6 +130,22 @@ def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerd
     out.emit(lambda started, finished: selftest_document(verdicts, s, target=args.url, seed=args.seed, exit=code,
                                                          started=started, finished=finished))
     return code
+
+
+def _every_mutant(args: argparse.Namespace) -> list[Mutant]:
+    """Every mutant of the layout's scripts the run could judge, of which it chose its
+    part (snapshot.lua's on a server only)."""
+    if args.layout == "bullmq":
+        from emq_kit.selftest import bullmq
+
+        return bullmq.all_mutants()
+    return all_mutants(observer=args.url is not None)
+
+
+def _part(args: argparse.Namespace) -> str:
+    """Why a run judges a part of the mutants: ``--only '|enqueue|', a sample of 2, seed 1``."""
+    return ", ".join(([f"--only {shlex.quote(args.only)}"] if args.only else [])
+                     + ([f"a sample of {args.sample}, seed {args.seed}"] if args.sample is not None else []))
 
 
 def register(sub: Any) -> None:

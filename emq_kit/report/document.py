@@ -175,8 +175,11 @@ def replay_document(trace_path: Path | str, result: Any, described: dict[str, An
 
 
 def selftest_detail(summary: dict[str, Any]) -> str:
-    """``emq selftest``'s word for ``summary`` (specs/verdicts.json)."""
-    return "survivors" if summary["survived"] else "all-killed"
+    """``emq selftest``'s word for ``summary`` (specs/verdicts.json): all killed is
+    ``all-killed`` only when every mutant was judged (specs/selftest.md, Verdicts)."""
+    if summary["survived"]:
+        return "survivors"
+    return "part-killed" if summary["mutants"] < summary.get("of", summary["mutants"]) else "all-killed"
 
 
 def selftest_document(verdicts: list[Any], summary: dict[str, Any], *, target: str | None, seed: int, exit: int,

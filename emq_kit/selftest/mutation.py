@@ -597,13 +597,18 @@ def require_verdict(v: MutantVerdict, k: int, n: int) -> MutantVerdict:
     return v
 
 
-def summary(verdicts: list[MutantVerdict]) -> dict[str, Any]:
-    """Killed over the non-equivalent mutants, median time-to-kill and shrunk length."""
+def summary(verdicts: list[MutantVerdict], of: int | None = None, part: str = "") -> dict[str, Any]:
+    """Killed over the non-equivalent mutants, median time-to-kill and shrunk length;
+    ``of`` the mutants of the scripts (default: those judged) and ``part`` why only
+    some were judged (kept only when fewer were: specs/selftest.md, Verdicts)."""
     killed = [v for v in verdicts if v.status == "killed"]
     shrunk = [v.shrunk for v in killed if v.shrunk > 0]  # -1, 0: killed without a shrunk trace
     shrinks = [v.shrink_seconds for v in killed if v.shrink_seconds is not None]
+    of = len(verdicts) if of is None else of
     return {
         "mutants": len(verdicts),
+        "of": of,
+        "part": part if len(verdicts) < of else "",
         "killed": len(killed),
         "equivalent": sum(v.status == "equivalent" for v in verdicts),
         "survived": sum(v.status == "survived" for v in verdicts),

@@ -281,4 +281,19 @@ def test_sample_judges_a_seeded_sample_of_our_mutants() -> None:
     assert len([m for m in all_mutants() if only in m.key]) > 2
     done = emq("selftest", "--only", only, "--sample", "2", "--seed", "1", "--budget", "5")
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith("| operator")]
-    assert len(rows) == 2 and "mutants 2: " in done.stdout, done.stdout + done.stderr
+    assert len(rows) == 2 and "mutants 2 of " in done.stdout, done.stdout + done.stderr
+
+
+def test_a_part_of_the_mutants_judged_is_said_and_is_no_conformance(tmp_path: Path) -> None:
+    """``--only``/``--sample`` judge a part of the mutants: the summary says how many of
+    how many and why, and killing them all is ``part-killed`` (inconclusive), never
+    ``all-killed`` (conforms), whose meaning is every mutant (specs/verdicts.json)."""
+    only, of = "|enqueue|", len(all_mutants())
+    report = tmp_path / "r.json"
+    done = emq("selftest", "--only", only, "--sample", "2", "--seed", "1", "--budget", "5", "--report", str(report))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "emq selftest: INCONCLUSIVE (part-killed)" in done.stdout, done.stdout
+    assert f"mutants 2 of {of} (--only '{only}', a sample of 2, seed 1): killed " in done.stdout, done.stdout
+    doc = json.loads(report.read_text())
+    assert (doc["verdict"], doc["detail"]) == ("inconclusive", "part-killed")
+    assert (doc["selftest"]["summary"]["mutants"], doc["selftest"]["summary"]["of"]) == (2, of)
