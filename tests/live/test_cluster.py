@@ -2,8 +2,8 @@
 (``redis+cluster://`` URLs) on a local 3-primary cluster (the session's ``cluster``
 fixture, ``emq_kit.server.ClusterProcess``).
 
-The conformance machine's two queues live on different primaries, so ``emq check``
-passing there shows every script finds all of its keys on the node it runs on. The
+The conformance machine's two queues are put on different primaries (``--queue``), so
+``emq check`` passing there shows every script finds all of its keys on the node it runs on. The
 cluster refuses a script that touches a key of another slot (shown here too), so the
 check passing also shows the scripts never cross a slot.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 import time
 from typing import Any
 
@@ -163,10 +164,27 @@ def test_no_script_crosses_a_slot(cluster: ClusterProcess) -> None:
             assert q.cells == set(spec.cells())
 
 
+def apart(cluster: ClusterProcess) -> list[str]:
+    """Names for the machine's queues on as many primaries, given as ``--queue``: the
+    run's own names (its suffix after each) share one primary nearly every run (CRC16 is
+    linear: the two tags' slots differ by about 500), where a script that reached into
+    the other queue's slot would pass unrefused."""
+    names: list[str] = []
+    for q in QUEUES:
+        names.append(next(n for n in (f"{q}-{i}" for i in range(10_000))
+                          if cluster.node_of("{" + n + "}").port not in {cluster.node_of("{" + m + "}").port
+                                                                         for m in names}))
+    return names
+
+
 def test_emq_check_passes_on_the_cluster(cluster: ClusterProcess, capsys) -> None:
     # --wipe: the session's cluster is shared with tests that use the run's queue names
-    assert cli.main(["check", "--url", cluster.url, "--seed", "5", "--wipe"]) == cli.EXIT_OK
+    queues = [flag for name in apart(cluster) for flag in ("--queue", name)]
+    assert cli.main(["check", "--url", cluster.url, "--seed", "5", "--wipe", *queues]) == cli.EXIT_OK
     out = capsys.readouterr().out
+    (listed,) = re.findall(r"^  queues on the server: (.*)$", out, re.M)
+    sent = re.findall(r" as '([^']*)'", listed)
+    assert len({cluster.node_of("{" + name + "}").port for name in sent}) == len(QUEUES), sent
     cells = len(spec.cells()) + len(LANE_CELLS)  # the cluster runs lanes too
     assert "CONFORMS" in out and "cluster" in out and f"cells {cells}/{cells}" in out
 
