@@ -6,7 +6,9 @@ that arrives while the fork is under way has its handler run inside one of those
 ``KeyboardInterrupt`` raised there is printed as "Exception ignored in: <function
 _releaseLock ...>" and lost: the coordinator of a soak, or the selftest between mutants,
 went on as if nothing had been pressed. So a fork runs under ``interrupts_deferred``:
-SIGINT is only noted while it runs and handled once it is over.
+SIGINT is only noted while it runs and handled once it is over; SIGTERM too, which the
+kit takes as Ctrl-C (INT-1), as does the deletion of a run's keys (a second one raised
+inside it left them for ``emq clean``: OWN-5).
 
 A child forked meanwhile ignores SIGINT (an at-fork handler of this module): a Ctrl-C at
 the terminal reaches the whole process group, and the parent stops its children itself
@@ -29,35 +31,45 @@ import threading
 import time
 from typing import Any, Iterator
 
-_before: list[Any] = []
-"""The SIGINT handler in force when the outermost deferral began."""
+DEFERRED = (signal.SIGINT, signal.SIGTERM)
+"""The signals a deferral holds back: Ctrl-C, and SIGTERM, which the kit takes as one (INT-1)."""
+
+_before: list[dict[int, Any]] = []
+"""The handlers of ``DEFERRED`` in force when the outermost deferral began."""
 
 
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """SIGINT noted, not acted on, while the body runs; then handled as it would have
-    been (the previous handler called: ``KeyboardInterrupt`` for Python's default).
-    Off the main thread, where no handler can be set, the body just runs."""
+    """SIGINT and SIGTERM noted, not acted on, while the body runs; then each noted one
+    handled as it would have been, once (the previous handler called: ``KeyboardInterrupt``
+    for Python's default SIGINT, the end of the process for SIGTERM's). Off the main
+    thread, where no handler can be set, the body just runs."""
     if threading.current_thread() is not threading.main_thread() or _before:
         yield
         return
     noted: list[int] = []
-    _before.append(signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum)))
+    _before.append({signum: signal.signal(signum, lambda signum, frame: noted.append(signum))
+                    for signum in DEFERRED})
     try:
         yield
     finally:
         previous = _before.pop()
-        signal.signal(signal.SIGINT, previous)
-        if noted:
-            _deliver(previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in DEFERRED:
+            if signum in noted:
+                _deliver(signum, previous[signum])
 
 
 def _ignore_in_child() -> None:
-    """In a child forked under ``interrupts_deferred``: SIGINT ignored, whatever the
-    parent's handler (a child forked elsewhere keeps its own)."""
+    """In a child forked under ``interrupts_deferred``: SIGINT ignored, SIGTERM's default
+    (a group's SIGTERM ends it at once, its parent ends as interrupted: INT-2), whatever
+    the parent's handlers (a child forked elsewhere keeps its own). The same as
+    ``emq_kit.interrupts``'s at-fork handler leaves, whichever of the two runs last."""
     if _before:
         _before.clear()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 os.register_at_fork(after_in_child=_ignore_in_child)
@@ -74,14 +86,14 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _deliver(handler: Any) -> None:
-    """Handle the SIGINT noted during a deferral as ``handler`` would have."""
+def _deliver(signum: int, handler: Any) -> None:
+    """Handle the ``signum`` noted during a deferral as ``handler`` would have."""
     if handler is signal.SIG_IGN or handler is None:
         return
     if handler is signal.SIG_DFL:
-        os.kill(os.getpid(), signal.SIGINT)  # the default action: this process ends
+        os.kill(os.getpid(), signum)  # the default action: this process ends
         return
-    handler(signal.SIGINT, None)
+    handler(signum, None)
 
 
 def cpu_seconds(pid: int) -> float | None:

@@ -1201,21 +1201,32 @@ LATE = """
 import functools, importlib, os, signal, sys
 from emq_kit import cli
 where, _, name = sys.argv[1].rpartition(".")
+when, *sent = sys.argv[2].split()
 owner = importlib.import_module(where)
 done = getattr(owner, name)
 
+def send():
+    for signame in sent:
+        if signame == "SIGINT":  # a Ctrl-C at the terminal
+            os.killpg(0, signal.SIGINT)
+        else:  # what timeout, a CI job's limit or docker stop send the command
+            os.kill(os.getpid(), getattr(signal, signame))
+
 @functools.wraps(done)
-def then_ctrl_c(*args, **kwargs):
+def then_signalled(*args, **kwargs):
+    if when == "before":
+        send()
     result = done(*args, **kwargs)
-    os.killpg(0, signal.SIGINT)  # a Ctrl-C at the terminal once this part of the run is over
+    if when == "after":
+        send()
     return result
 
-setattr(owner, name, then_ctrl_c)
-sys.exit(cli.main(sys.argv[2:]))
+setattr(owner, name, then_signalled)
+sys.exit(cli.main(sys.argv[3:]))
 """
-"""``python -c LATE FUNCTION ARGV...``: ``emq ARGV`` with a Ctrl-C sent to its process
-group the moment ``FUNCTION`` (``module.name``) returns: past the last stopping point it
-reaches, inside the grace."""
+"""``python -c LATE FUNCTION 'WHEN SIGNAL...' ARGV...``: ``emq ARGV`` with the signals
+sent the moment ``FUNCTION`` (``module.name``) is called (WHEN ``before``) or returns
+(``after``): SIGINT to its process group, any other to the command."""
 
 @pytest.mark.parametrize("after, argv, said", [
     ("emq_kit.api._run", ["check", "--url", "{url}", "--seed", "5", "--profile", "dev", "--examples", "3"],
@@ -1236,13 +1247,31 @@ def test_a_ctrl_c_after_the_last_stopping_point_ends_a_command_as_interrupted(
     verdict, then a bare ``interrupted``), its keys gone."""
     trace = tmp_path / "conforming.json"
     trace.write_text(json.dumps(_trace()))
-    proc = subprocess.run([sys.executable, "-c", LATE, after, *[a.format(url=empty.url, trace=trace) for a in argv]],
+    proc = subprocess.run([sys.executable, "-c", LATE, after, "after SIGINT",
+                           *[a.format(url=empty.url, trace=trace) for a in argv]],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, process_group=0,
                           env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert said in proc.stderr, proc.stderr
     assert not VERDICT.search(proc.stdout), proc.stdout
     assert "Traceback" not in proc.stderr and "emq bug" not in proc.stderr, proc.stderr
+    assert _keys_left(empty) == []
+
+
+@pytest.mark.parametrize("sent", ["SIGTERM SIGTERM", "SIGINT SIGINT", "SIGTERM SIGINT"])
+def test_a_second_interrupt_during_the_key_deletion_waits_for_it(sent: str, empty: ServerProcess,
+                                                                 tmp_path: Path) -> None:
+    """INT-1, OWN-5: two interrupts (SIGTERM is taken as Ctrl-C) sent as the run's claim
+    starts deleting its keys: the second waits until they are deleted, then the command
+    ends, exit 130, no key of the run left (two SIGTERMs raised inside the deletion: its
+    keys were left for ``emq clean``)."""
+    argv = ["check", "--url", empty.url, "--seed", "5", "--profile", "dev", "--examples", "3"]
+    proc = subprocess.run([sys.executable, "-c", LATE, "emq_kit.claim._delete", f"before {sent}", *argv],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, process_group=0,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "emq bug" not in proc.stderr, proc.stderr
+    assert not VERDICT.search(proc.stdout), proc.stdout
     assert _keys_left(empty) == []
 
 
