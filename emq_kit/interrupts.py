@@ -15,6 +15,9 @@ that blocks) has it raised where it stands, again every ``GRACE`` seconds until 
 raised; a second Ctrl-C raises it at once. The noting handler does nothing a signal
 could break: it counts and writes a byte to a pipe, which a watcher thread reads.
 
+Once a command has its verdict (``decided()``), a Ctrl-C is only noted, never raised: the
+verdict stands, its outputs are written whole and the command exits with its code (INT-3).
+
 A child the kit forks never takes Ctrl-C itself (``emq_kit.forks``): its parent stops it.
 """
 
@@ -29,7 +32,7 @@ from typing import Any, Iterator
 
 from emq_kit.errors import Interrupted
 
-__all__ = ["GRACE", "Interrupted", "check", "handled", "stopping"]
+__all__ = ["GRACE", "Interrupted", "check", "decided", "handled", "stopping"]
 
 GRACE = 1.0
 """Seconds a run has to reach a stopping point before the interrupt is raised where it is."""
@@ -43,11 +46,16 @@ class _Stop:
         self.raised = False  # raised once: the run is unwinding, the watcher is done
         self.handled = False
         self.at_once = False  # the watcher has found the run past its grace: raise where it is
+        self.decided = False  # the verdict is given: noted from here, never raised (INT-3)
+        self.late = 0  # how many were noted after the verdict
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         self.main = threading.main_thread().ident
 
     def handler(self, signum: int, frame: Any) -> None:
+        if self.decided:
+            self.late += 1
+            return
         self.noted += 1
         if self.noted > 1 or self.at_once:
             self.raised = True
@@ -83,13 +91,14 @@ _active: list[_Stop] = []
 
 
 @contextlib.contextmanager
-def stopping() -> Iterator[None]:
+def stopping() -> Iterator[_Stop | None]:
     """Ctrl-C (or SIGTERM) noted while the body runs, raised as ``Interrupted`` at its
     next ``check()`` (or where it stands past ``GRACE``; at once on a second one). One
     noted and not yet raised when the body ends is raised then. Off the main thread, or
-    nested, the body just runs."""
+    nested, the body just runs (given None); else it is given the stop, whose ``late``
+    counts those noted after ``decided()``."""
     if threading.current_thread() is not threading.main_thread() or _active:
-        yield
+        yield None
         return
     stop = _Stop()
     previous = signal.signal(signal.SIGINT, stop.handler)
@@ -100,7 +109,7 @@ def stopping() -> Iterator[None]:
     watcher.start()
     _active.append(stop)
     try:
-        yield
+        yield stop
         if stop.noted and not stop.handled:
             raise Interrupted()
     finally:
@@ -119,6 +128,16 @@ def check() -> None:
     if _active and _active[0].noted and not _active[0].handled:
         _active[0].raised = True
         raise Interrupted()
+
+
+def decided() -> None:
+    """The command's last stopping point, before it prints its verdict: ``Interrupted`` if
+    a Ctrl-C was noted and not handled; else from here one is only counted (``late``),
+    never raised, not even a second: the verdict stands, its outputs are written whole
+    and the command exits with its code (INT-3)."""
+    check()
+    if _active:
+        _active[0].decided = True
 
 
 def handled() -> None:

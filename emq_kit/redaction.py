@@ -27,6 +27,7 @@ import io
 import json
 import os
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import IO, Iterable, Iterator
@@ -84,10 +85,21 @@ def scrub(text: str) -> str:
 
 
 def write_text(path: str | Path, text: str) -> Path:
-    """Write ``text``, scrubbed, to ``path`` as UTF-8 (its directory made); the path."""
+    """Write ``text``, scrubbed, to ``path`` as UTF-8 (its directory made); the path. The
+    file is whole or not there: written beside it and renamed over it, so a run ended
+    while writing leaves no half of a report (INT-3)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(scrub(text), "utf-8")
+    temporary = out.with_name(f".{out.name}.{secrets.token_hex(4)}.part")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask's mode, as open() gives
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(scrub(text))
+        os.replace(temporary, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return out
 
 

@@ -52,8 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        with interrupts.stopping():  # Ctrl-C stops a command where it can (INT-1)
-            return int(args.func(args))
+        with interrupts.stopping() as ran:  # Ctrl-C stops a command where it can (INT-1)
+            code = int(args.func(args))
+        if ran is not None and ran.late:  # past its verdict: said, the verdict's code kept (INT-3)
+            print(f"emq {args.command}: interrupted after its verdict: the run had ended, its verdict and "
+                  f"outputs stand (exit {code})", file=sys.stderr)
+        return code
     except BrokenPipeError:  # `emq check | head`: the reader left; not an error of ours
         sys.stderr.close()
         return EXIT_OK

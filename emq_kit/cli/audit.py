@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.audit import BATCH, KEEP, Progress, audit
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, within
 from emq_kit.cli.progress import Meter
@@ -63,6 +64,7 @@ def cmd_audit(args: Any) -> int:
         if out.report is not None or out.json:  # its census has no body in the report schema yet
             raise Usage(f"--report and --json are not available with --layout {chosen.name}")
         counts, found = chosen.audit(args.url)
+        interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
         for line in found:
             print(printable(line))
         print(" ".join(f"{loc}={n}" for loc, n in counts.items()))
@@ -76,6 +78,7 @@ def cmd_audit(args: Any) -> int:
         raise Usage(str(exc)) from None
     finally:
         meter.end()
+    interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
     for q in result.queues:
         shown = " ".join(f"{loc}={n}" for loc, n in q.counts.items())
         lanes = f" lanes={q.lanes}" if q.lanes else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.bench import AT_MOST, QUEUE, Bench, Params, run_bench
 from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, claimed, sizes
@@ -71,6 +72,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         meter.end()
         if server is not None:
             server.stop()
+    interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
     out.say(format_bench(bench))
     out.emit(lambda started, finished: bench_document(bench, target=args.url or "valkey-server (throwaway)",
                                                       exit=EXIT_OK, started=started, finished=finished))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.bounds import CLUSTER
 from emq_kit.campaign import plan as plans
 from emq_kit.campaign.campaign import RETRIES, Progress, run_campaign
@@ -81,6 +82,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                                 progress=line, connected=connected)
     finally:
         meter.end()
+    interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
     out.say("\n".join(summary(document)))
     out.emit(lambda started, finished: document)
     return int(document["exit"])

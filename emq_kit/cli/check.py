@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.api import check
 from emq_kit.check import expect
 from emq_kit.check.focus import HOSTILE
@@ -60,6 +61,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = check(options, progress=progress, say=say)
     finally:
         progress.end()
+    interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
     if args.write_expect:
         expect.write(args.write_expect, report)
     out.say(format_report(report))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.campaign.matrix import DIFFERS, load, matrix, verdict
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs
 from emq_kit.report.document import envelope
@@ -34,6 +35,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     body = matrix(reports)
     word = verdict(body)
     code = EXIT_FAIL if word == DIFFERS else EXIT_OK
+    interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
     out.say("\n".join([f"{headline('matrix', word)}  {len(body['columns'])} columns, {len(body['rows'])} rows",
                         *text(body)]))
     out.emit(lambda started, finished: envelope(

@@ -8,6 +8,7 @@ import argparse
 import sys
 from typing import Any
 
+from emq_kit import interrupts
 from emq_kit.api import load_trace, replay
 from emq_kit.cli.common import Outputs, Usage, add_outputs, writable_file
 from emq_kit.redaction import write_text
@@ -29,6 +30,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out.say(f"wrote {args.pytest}")
     replayed = replay(args.trace, url=args.url or None, scripts=args.scripts, driver=args.driver, clock=args.clock,
                       wipe=args.wipe, say=lambda line: print(f"emq replay: {line}", file=sys.stderr))
+    interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
     out.say(format_replay(replayed))
     code = replayed.exit_code
     out.emit(lambda started, finished: replay_document(args.trace, replayed.result, replayed.target, exit=code,

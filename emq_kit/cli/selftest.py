@@ -118,7 +118,7 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
 
 
 def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerdict]) -> int:
-    interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-2)
+    interrupts.decided()  # the run's end, its cleanup done, before its verdict (INT-2, INT-3)
     s = summary(verdicts, len(_every_mutant(args)), _part(args))
     judged = f"{s['mutants']} of {s['of']}" + (f" ({s['part']})" if s["part"] else "")
     out.say()

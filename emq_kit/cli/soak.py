@@ -66,7 +66,7 @@ def cmd_soak(args: Any) -> int:
         refuse_cluster(args.url)  # before the run's claim is written there
         with claimed(args.url, (QUEUE,), command="emq soak") as names:
             report = run_soak(args.url, config, names, running)
-        interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-2)
+        interrupts.decided()  # the run's end, its cleanup done, before its verdict (INT-2, INT-3)
     except KeyboardInterrupt:  # the run's processes are stopped and its keys deleted by now (INT-2)
         interrupts.handled()
         print(f"emq soak: interrupted; seed {config.seed} (run it again: {rerun(args, config)})", file=sys.stderr)

@@ -1275,6 +1275,32 @@ def test_a_second_interrupt_during_the_key_deletion_waits_for_it(sent: str, empt
     assert _keys_left(empty) == []
 
 
+@pytest.mark.parametrize("sent", ["SIGINT", "SIGINT SIGINT", "SIGTERM SIGTERM"])
+@pytest.mark.parametrize("argv", [
+    ["check", "--url", "{url}", "--seed", "5", "--profile", "dev", "--examples", "3"],
+    ["replay", "{trace}", "--url", "{url}"],
+])
+def test_an_interrupt_after_the_verdict_leaves_its_exit_code_and_report_whole(
+        sent: str, argv: list[str], empty: ServerProcess, tmp_path: Path) -> None:
+    """INT-3: a Ctrl-C (or two, or SIGTERMs) as the report is being written, the verdict
+    printed: the verdict stands, the report is written whole and the command exits with
+    the code it says, the interrupt said on stderr (it ended with a bare ``interrupted``,
+    exit 130, the report saying exit 0, or a second one raised inside its writing)."""
+    trace, report = tmp_path / "conforming.json", tmp_path / "report.json"
+    trace.write_text(json.dumps(_trace()))
+    proc = subprocess.run([sys.executable, "-c", LATE, "emq_kit.cli.common.write_text", f"before {sent}",
+                           *[a.format(url=empty.url, trace=trace) for a in argv], "--report", str(report)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, process_group=0,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert "Traceback" not in proc.stderr and "emq bug" not in proc.stderr, proc.stderr
+    document = json.loads(report.read_text())
+    assert proc.returncode == document["exit"] == 0, proc.stdout + proc.stderr
+    assert VERDICT.search(proc.stdout), proc.stdout
+    assert f"emq {argv[0]}: interrupted after its verdict" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conforming.json", "report.json"]
+    assert _keys_left(empty) == []
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one, on purpose
 def test_a_ctrl_c_inside_a_gc_callback_is_raised_at_the_next_stopping_point(ctrl_c: None) -> None:
     """Why INT-1 notes a Ctrl-C: raised where it lands, inside a gc callback (Hypothesis
