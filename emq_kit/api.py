@@ -111,7 +111,7 @@ def _claimed_run(options: CheckOptions, expected: dict[Any, str], progress: Call
     seed = random.randrange(2**32) if options.seed is None else options.seed  # known before an interrupt
     chosen = layout(options.layout)
     with claimed(options.url, chosen.logical(), command="emq check", wipe=options.wipe,
-                 given=options.given_names()) as names:
+                 given=options.given_names(), apart=chosen.queues) as names:
         return _run(options, chosen, names, seed, expected, progress, say)
 
 
@@ -313,7 +313,8 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped orphans are the trace's business
     try:
-        with raised_as_kit_errors(), claimed(where, chosen.logical(), command="emq replay", wipe=wipe) as names:
+        with raised_as_kit_errors(), claimed(where, chosen.logical(), command="emq replay", wipe=wipe,
+                                             apart=chosen.queues) as names:
             on: ServerClock | None = None
             if chosen.name == "echomq":
                 target, on = target_for(loaded.header, url=url, scripts=scripts, driver=driver, clock=clock,

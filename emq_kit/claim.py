@@ -52,6 +52,9 @@ character. It is the run's one name without the suffix, so a target whose reset 
 escape its SCAN glob would, given ``*``, delete every queue on the server (OWN-2)."""
 SHOWN = 3
 """Keys named in a refusal (the rest are counted)."""
+SPREAD_TRIES = 500
+"""Suffixes drawn at most to put the machine's queues on distinct primaries of a cluster
+(about one in eleven does on three primaries: the chance none of 500 does is 1e-20)."""
 
 
 def _text(value: Any) -> str:
@@ -163,13 +166,16 @@ class Claim:
     (a context manager yielding the run's ``Names``). ``given``: the user's names of
     some logical ones (``--queue``); ``wipe``: keys they already hold may be deleted;
     ``command``: the command's name (``emq check``), in the record and the lines it
-    says (``say``: stderr by default)."""
+    says (``say``: stderr by default); ``apart``: the machine's queues, put on distinct
+    primaries of a cluster (OWN-2)."""
 
     def __init__(self, url: str, logical: Iterable[str], *, given: Mapping[str, str] | None = None,
-                 wipe: bool = False, command: str = "emq", say: Callable[[str], None] | None = None) -> None:
+                 wipe: bool = False, command: str = "emq", say: Callable[[str], None] | None = None,
+                 apart: Iterable[str] = ()) -> None:
         from emq_live.urls import redact
 
         self.url, self.logical, self.given, self.wipe = url, tuple(logical), dict(given or {}), wipe
+        self.apart = tuple(apart)
         self.command, self.where = command, redact(url)
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.names: Names | None = None
@@ -205,7 +211,7 @@ class Claim:
         removed = clean(self.client)
         if removed:
             self.say(f"{self.command}: {removed.line(self.where)}")
-        suffix = new_suffix()
+        suffix = self._spread()
         taken: set[str] = set()
         while True:
             names = Names(suffix, self.logical, given=self.given, one_byte=self._one_byte(suffix, taken))
@@ -220,6 +226,25 @@ class Claim:
         self._beat = threading.Thread(target=self._renew, name="emq-claim", daemon=True)
         self._beat.start()
         return self.names
+
+    def _spread(self) -> str:
+        """A fresh suffix; on a cluster, one whose names put the machine's queues on as
+        many primaries as there are of both (the user's ``--queue`` names as they are): a
+        script that reaches into another queue's slot, or any key of another slot, then
+        meets a node that refuses it on one queue at least (OWN-2)."""
+        suffix = new_suffix()
+        if len(self.apart) < 2 or not hasattr(self.client, "get_primaries"):
+            return suffix
+        nodes = self.client.nodes_manager
+        want = min(len(self.apart), len({n.name for n in self.client.get_primaries()}))
+        for _ in range(SPREAD_TRIES):
+            names = Names(suffix, given=self.given)
+            held = {nodes.get_node_from_slot(keyspace.slot(keyspace.prefix(names.server(q)))).name
+                    for q in self.apart}
+            if len(held) >= want:
+                break
+            suffix = new_suffix()
+        return suffix
 
     def _one_byte(self, suffix: str, taken: set[str]) -> str | None:
         """A one-byte queue name no key and no run's record holds (None when the run
@@ -356,10 +381,10 @@ LOST = "what the run wrote there is removed by emq clean --url URL (or the next 
 
 
 def claimed(url: str | None, logical: Iterable[str], *, command: str, wipe: bool = False,
-            given: Mapping[str, str] | None = None) -> ContextManager[Names | None]:
+            given: Mapping[str, str] | None = None, apart: Iterable[str] = ()) -> ContextManager[Names | None]:
     """The run's claim on the server ``url`` (``Claim``: the run's names, its record,
     nothing left after it), or None without a server: the embedded fakeredis and a
     serverless driver hold nobody else's data."""
     if url is None:
         return contextlib.nullcontext(None)
-    return Claim(url, logical, given=given, wipe=wipe, command=command)
+    return Claim(url, logical, given=given, wipe=wipe, command=command, apart=apart)
