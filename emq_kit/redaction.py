@@ -85,11 +85,17 @@ def scrub(text: str) -> str:
 
 
 def write_text(path: str | Path, text: str) -> Path:
-    """Write ``text``, scrubbed, to ``path`` as UTF-8 (its directory made); the path. The
-    file is whole or not there: written beside it and renamed over it, so a run ended
-    while writing leaves no half of a report (INT-3)."""
+    """Write ``text``, scrubbed, to ``path`` as UTF-8 (its directory made); the path. A
+    file of its own (absent, or a regular file) is whole or not there: written beside it
+    and renamed over it, so a run ended while writing leaves no half of a report (INT-3).
+    Anything else the path names is written through as it is, never replaced (OWN-1): a
+    symbolic link's file, a pipe, a terminal, ``/dev/stdout``."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(scrub(text))
+        return out
     temporary = out.with_name(f".{out.name}.{secrets.token_hex(4)}.part")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask's mode, as open() gives
     try:

@@ -623,6 +623,25 @@ def test_every_output_path_is_checked_before_any_work(case: int, empty: ServerPr
             assert r.dbsize() == 0, (argv, flag, r.keys())
 
 
+@pytest.mark.parametrize("flag", ["--report", "--summary", "--html"])
+def test_an_output_path_that_is_no_file_of_its_own_is_written_through(flag: str, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-1, INT-3: an output path that is a symbolic link (to a file, to a device as
+    ``/dev/stdout`` is) is written through and stays a link (renamed over, ``/dev/stdout``
+    became a plain file in ``/dev`` for root); a path of its own is replaced whole."""
+    argv = ["check", "--profile", "dev", "--examples", "2", "--steps", "3", "--seed", "1", flag]
+    real, link, null, own = tmp_path / "real", tmp_path / "link", tmp_path / "null", tmp_path / "own"
+    real.write_text("old")
+    link.symlink_to(real)
+    null.symlink_to(os.devnull)
+    for path in (link, null, own):
+        code, out, err = run([*argv, str(path)], capsys)
+        assert code == cli.EXIT_OK, err
+    assert link.is_symlink() and link.resolve() == real and real.read_text() not in ("", "old")
+    assert null.is_symlink() and Path(os.devnull).is_char_device()
+    assert own.read_text() and not list(tmp_path.glob(".*.part"))
+
+
 # -- secrets (SEC-1, SEC-2) ------------------------------------------------------------------
 #
 # Every line and every file the kit writes shows a URL without its password.
