@@ -311,20 +311,25 @@ def _wait(what: str, holds: Callable[[], bool], proc: subprocess.Popen[str], sec
         time.sleep(0.05)
 
 
-def _stopped_holding_queues(r: Any, before: dict[bytes, Any], proc: subprocess.Popen[str], drivers: list[int]) -> None:
-    """The run's writers (its drivers, else the run itself) stopped at a moment its queues
-    are on the server: stopped between two examples (the queues just wiped), they are let
-    go on until the queues are back, and stopped again."""
-    writers = drivers or [proc.pid]
+def _stopped_holding_queues(r: Any, before: dict[bytes, Any], proc: subprocess.Popen[str]) -> list[int]:
+    """The run stopped, then its drivers (found once it is stopped: a run opens a driver
+    per phase, so one found earlier may have closed, and a later one not yet exist), at a
+    moment its queues are on the server: stopped between two examples (the queues just
+    wiped), they are let go on until the queues are back, and stopped again. The drivers'
+    pids."""
     for _ in range(20):
-        for pid in writers:
-            os.kill(pid, signal.SIGSTOP)
+        os.kill(proc.pid, signal.SIGSTOP)
+        drivers = _descendants(proc.pid)  # a driver runs in a session of its own (DP-18)
+        for pid in drivers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
         if any(k.startswith(b"emq:{") for k in _leftovers(r, before)):
-            return
-        for pid in writers:
-            os.kill(pid, signal.SIGCONT)
+            return drivers
+        for pid in (*drivers, proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         _wait("queue keys of the run", lambda: any(k.startswith(b"emq:{") for k in _leftovers(r, before)), proc)
-    raise AssertionError("the run's writers were never stopped with its queues on the server")
+    raise AssertionError("the run and its drivers were never stopped with its queues on the server")
 
 
 def _records(r: Any) -> list[bytes]:
@@ -369,9 +374,8 @@ def test_a_killed_run_is_cleaned_by_emq_clean_and_by_the_next_run_but_a_live_one
                 assert _records(r), "emq clean removed a live run's record"
                 # A driver left alive cleans its queues when its input ends (its own close);
                 # stopped first, it stands for a crash of the whole machine, which leaves them.
-                drivers = _descendants(proc.pid)  # a driver runs in a session of its own (DP-18)
+                drivers = _stopped_holding_queues(r, before, proc)
                 assert drivers or how == "check", "no driver process under the run"
-                _stopped_holding_queues(r, before, proc, drivers)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(timeout=30)
             finally:
