@@ -380,18 +380,22 @@ def _of_id(snapshot: Snapshot, job_id: str) -> list[Violation]:
     return out
 
 
-def check_step(snapshot: Snapshot, previous: Snapshot, change: Change, carried: Carried) -> tuple[list[Violation], Carried]:
+def check_step(snapshot: Snapshot, previous: Snapshot, change: Change, carried: Carried,
+               against: bool = True) -> tuple[list[Violation], Carried]:
     """``check_invariants(snapshot, previous)`` judged by what the step changed (INC-1):
     ``change`` from ``previous`` to ``snapshot`` (it may name more than the step wrote),
     ``carried`` the per-id violations of ``previous``. The same violations as the whole
-    check, as a multiset (the order may differ), and the per-id ones of ``snapshot``."""
+    check, as a multiset (the order may differ), and the per-id ones of ``snapshot``.
+    ``against=False``: ``check_invariants(snapshot)``, no invariant of the step itself
+    (a mended key, FLT-4), ``previous`` only the snapshot the change starts from."""
     touched = change.touched()
     now = {i: v for i, v in carried.items() if i not in touched}
     now.update(of_ids(snapshot, touched))
     out = [v for found in now.values() for v in found]
     out.extend(_keys(snapshot))
-    out.extend(_against(snapshot, previous, 0, touched))
-    out.extend(_lane_step(snapshot, previous, touched))
+    if against:
+        out.extend(_against(snapshot, previous, 0, touched))
+        out.extend(_lane_step(snapshot, previous, touched))
     return out, now
 
 

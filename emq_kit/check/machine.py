@@ -103,7 +103,7 @@ READ = Draw("Read", q=QUEUE, which=READS, job=POOL, n=range(1, 5), spoil=SPOILS,
 VANDALIZE = Draw("Vandalize", q=QUEUE, pick=range(8))
 Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
 CLAIMS = ("claim", "claim_many", "lane_claim", "lane_wclaim")  # the ops that drop orphans (T-claim-5)
-DOUBTS = frozenset((*faults.ARGS, "raw"))  # steps whose snapshots are compared whole (INC-4)
+DOUBTS = frozenset(("raw",))  # steps whose snapshots are compared whole (INC-4): a raw call names no ids
 # The ops a window may hold: the script calls of a queue (browse and job are answered
 # outside scripts by the built-in client: the window is sent before them; the lane ops
 # go step by step, LANE-F judges their answers as they come).
@@ -179,6 +179,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if self._lanes_on():
             self.run.coverage.include(LANE_CELLS)
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
+        self._mended = False  # the step being judged mends a spoiled key (see inject)
         self._carried: dict[str, tuple[Snapshot, Carried]] = {}  # see _judge
         self._agreed: dict[str, tuple[Snapshot, Snapshot]] = {}  # the last (mine, theirs) found equal: _same
         self._aside: BaseException | None = None
@@ -425,8 +426,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _same(self, queue: str, step: Step, mine: Snapshot, theirs: Snapshot) -> bool:
         """INV-8: whether the two snapshots after ``step`` are equal. By the two sides'
         changes (``agree``, INC-4) when each brought the pair last found equal up to
-        ``mine`` and ``theirs``; whole on any doubt: an operator's fault, a raw call, a
-        first step, a read of the target's that was whole."""
+        ``mine`` and ``theirs``; whole on any doubt: a raw call, a first step, a read of
+        the target's that was whole (an operator's fault is judged by its change, as a
+        call is: the model notes every id it writes, the target's read names every key)."""
         agreed = self._agreed.get(queue)
         if agreed is None or step.op in DOUBTS:
             return mine == theirs
@@ -440,9 +442,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _judge(self, queue: str, mine: Snapshot) -> list[Violation]:
         """INV-1..7 and INV-9..14 of ``mine`` against the queue's previous snapshot: by
         what the step changed (``check_step``, INC-1) when the per-id violations of that
-        previous snapshot are known, else whole (the example's first step, an operator's
-        fault, a step after a known difference: INC-4). Keeps ``mine``'s per-id
-        violations."""
+        previous snapshot are known, else whole (the example's first step, a step after a
+        known difference: INC-4). A mended key ends the operator's episode: that step is
+        judged against no step before it (FLT-4). Keeps ``mine``'s per-id violations."""
         previous, kept = self.previous.get(queue), self._carried.get(queue)
         if previous is not None and kept is not None and kept[0] is previous:
             # the model's own change when it brought ``previous`` up to ``mine``, else the
@@ -450,9 +452,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             change = change_from(self.models[queue].last_change, previous, mine)
             if change is None:
                 change = between(previous, mine)
-            judged, carried = check_step(mine, previous, change, kept[1])
+            judged, carried = check_step(mine, previous, change, kept[1], against=not self._mended)
         else:
-            judged, carried = check_whole(mine, previous)
+            judged, carried = check_whole(mine, None if self._mended else previous)
         self._carried[queue] = (mine, carried)
         return judged
 
@@ -666,15 +668,15 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         step = self._record(queue, op, args)
         self._prepared = None
         self.damage[queue].note(self.models[queue], op, args)
-        self._carried.pop(queue, None)  # an operator's fault is judged whole (INC-4)
         faults.on_model(self.models[queue], op, args)
         faults.on_target(self.target, queue, op, args)
-        if op == "mend_key":
-            self.previous.pop(queue, None)
+        self._mended = op == "mend_key"  # FLT-4: judged against no step before it
         try:
             self.verify(queue, step)
         except Quiet:
             self.stopped = True  # the keyspaces disagree
+        finally:
+            self._mended = False
 
     def sleep(self, ms: int) -> None:
         """A trace's ``sleep_ms`` step (specs/trace.md TR-2): the clock moves on ``ms``

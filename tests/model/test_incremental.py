@@ -24,7 +24,8 @@ POOL = [encode("JOB", n) for n in range(1000, 1006)]
 
 def agrees(before: Snapshot, after: Snapshot, extra: list[str] = (), made: Change | None = None) -> None:  # type: ignore[assignment]
     """``check_step`` on ``made`` (else the reference change, naming ``extra`` too) is
-    the whole check, and carries the whole per-id violations."""
+    the whole check, and carries the whole per-id violations; without the step's own
+    invariants (``against=False``) it is the whole check of ``after`` alone."""
     carried = of_ids(before, before.ids())
     change = made or widened(before, between(before, after), list(extra))
     found, now = check_step(after, before, change, carried)
@@ -32,6 +33,8 @@ def agrees(before: Snapshot, after: Snapshot, extra: list[str] = (), made: Chang
     assert now == of_ids(after, after.ids())
     whole, per_id = check_whole(after, before)  # the doubt's whole check, in one pass
     assert Counter(whole) == Counter(check_invariants(after, before)) and per_id == now
+    alone, _ = check_step(after, before, change, carried, against=False)  # a mended key's step (FLT-4)
+    assert Counter(alone) == Counter(check_invariants(after))
 
 
 @settings(max_examples=400)
