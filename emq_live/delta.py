@@ -5,12 +5,16 @@ with the jobs already queued.
 ``read_change`` reads, for the keys the server named as written (``emq_live.tracking``),
 only what can have changed: in each touched location the score of every candidate id
 and the location's cardinality, every touched row whole, every touched small key (a lane,
-the ring, ``paused``, a lane hash, a counter) whole. ``Kept.apply`` patches the last
-snapshot with it. Whatever it cannot place is a doubt (``None``), and the caller reads
-the whole snapshot instead: a touched key the grammar does not name, a key of another
-type than its grammar's, a value the snapshot would call stray, a flush, stray keys
-already kept, a cardinality that disagrees with the patched location (a member moved
-that no candidate named)."""
+the ring, ``paused``, a lane hash, a counter) whole, and whether each touched key outside
+the grammar exists. A key of another type than its grammar's reads as snapshot.lua reads
+it: absent, and stray (an operator's spoil, FLT-4); a location that was stray and is of
+its type again (mended) is read whole, as is every member of one just spoiled: each is
+what the operator moved at once. ``Kept.apply`` patches the last snapshot with it.
+Whatever it cannot place is a doubt (``None``), and the caller reads the whole snapshot
+instead: a value the snapshot would call stray though of its grammar's type (a counter of
+another field, a lane hash value that is no integer), any other error, a flush, a
+cardinality that disagrees with the patched location (a member moved that no candidate
+named)."""
 
 from __future__ import annotations
 
@@ -19,26 +23,31 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from redis.exceptions import ResponseError
+
 from emq_model import keyspace, spec
 from emq_model.change import Change
 from emq_model.snapshot import LANE_HASHES, Place, Score, Snapshot, canonical_int, norm_score, zset_key, zset_order
 
 COUNTERS = ("completed", "failed")
+SMALL = (*COUNTERS, "ring", "paused", *LANE_HASHES)
+"""The small keys, read whole by every change (INC-2), in the order they are read."""
 
 
 @dataclass
 class Touched:
-    """The keys of one queue written since its last read, sorted by what they are."""
+    """The keys of one queue written since its last read, sorted by what they are:
+    ``outside``, the keys the grammar does not name (full key names)."""
 
     locations: set[str]
     rows: set[str]
     lanes: set[str]
     small: set[str]
+    outside: set[str] = dataclasses.field(default_factory=set)
 
 
-def sort_keys(name: str, keys: Iterable[str]) -> Touched | None:
-    """``keys`` (all under the queue's prefix) by kind; ``None`` when one is no key of the
-    grammar (a stray key: the whole snapshot says which)."""
+def sort_keys(name: str, keys: Iterable[str]) -> Touched:
+    """``keys`` (all under the queue's prefix) by kind."""
     head = keyspace.prefix(name)
     out = Touched(set(), set(), set(), set())
     fixed = dict(zip(keyspace.KINDS, (*spec.LOCATIONS, *COUNTERS)))
@@ -53,63 +62,135 @@ def sort_keys(name: str, keys: Iterable[str]) -> Touched | None:
         elif (group := keyspace.group_of(name, key)) is not None:
             out.lanes.add(group)
         else:
-            return None
+            out.outside.add(key)
     return out
+
+
+def _wrong_type(reply: Any) -> bool:
+    """Whether ``reply`` is the server's refusal of a key of another type (WRONGTYPE);
+    any other error is a doubt (``_Doubt``)."""
+    if isinstance(reply, ResponseError) and str(reply).startswith("WRONGTYPE"):
+        return True
+    if isinstance(reply, Exception):
+        raise _Doubt
+    return False
+
+
+class _Doubt(Exception):
+    """A read ``read_change`` cannot place: the caller reads whole."""
 
 
 def read_change(client: Any, name: str, before: Snapshot, touched: Touched, ids: Iterable[str]) -> Change | None:
     """The ``Change`` (INC-1) of queue ``name`` since ``before`` (its last snapshot), read
     in one round trip, a pipeline of reads (the kit is the only writer between steps):
     the score of each candidate (``ids`` and the touched rows' ids) in each touched
-    location, every location's cardinality, every touched row and lane whole, every
-    small key whole (INC-2). ``None``: a doubt (see the module docstring)."""
-    if before.stray:
-        return None  # a stray key may be the one mended or dropped: the whole snapshot says
+    location (every member of one that was stray), every location's cardinality, every
+    touched row and lane whole, every small key whole (INC-2), whether each touched key
+    outside the grammar exists. ``None``: a doubt (see the module docstring)."""
+    try:
+        return _read(client, name, before, touched, ids)
+    except _Doubt:
+        return None
+
+
+def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Iterable[str]) -> Change:
     head = keyspace.prefix(name)
     candidates = sorted(set(ids) | touched.rows)
     keys = dict(zip((*spec.LOCATIONS, *COUNTERS), keyspace.queue_keys(name)))
+    keys.update({part: head + part for part in SMALL if part not in keys})
+    was_stray = set(before.stray)
     pipe = client.pipeline(transaction=False)
     locations = sorted(touched.locations)
+    mended = [loc for loc in locations if keys[loc] in was_stray]  # of its type again: read whole
     for loc in spec.LOCATIONS:
         pipe.zcard(keys[loc])
     wire = [job.encode("utf-8", "surrogateescape") for job in candidates]
-    for loc in locations if wire else ():
-        pipe.zmscore(keys[loc], wire)  # every candidate's score in one command a location
+    for loc in locations:
+        if loc in mended:
+            pipe.zrange(keys[loc], 0, -1, withscores=True)
+        elif wire:
+            pipe.zmscore(keys[loc], wire)  # every candidate's score in one command a location
     rows = sorted(touched.rows)
     for job in rows:
         pipe.hgetall((head + "job:" + job).encode("utf-8", "surrogateescape"))
     lanes = sorted(touched.lanes)
     for group in lanes:
-        pipe.zrange(head + keyspace.LANE_HEAD + group + keyspace.LANE_TAIL, 0, -1, withscores=True)
-    for part in COUNTERS:
-        pipe.hgetall(keys[part])
-    pipe.lrange(head + "ring", 0, -1)
-    pipe.smembers(head + "paused")
-    for part in LANE_HASHES:
-        pipe.hgetall(head + part)
-    got = pipe.execute(raise_on_error=False)
-    if any(isinstance(r, Exception) for r in got):
-        return None  # WRONGTYPE above all: a spoiled key is stray, which the whole snapshot says
-    replies = iter(got)
-    sizes: dict[Place, int] = {loc: int(next(replies)) for loc in spec.LOCATIONS}
+        pipe.zrange(keyspace.lane_key(name, group), 0, -1, withscores=True)
+    for part in SMALL:
+        (pipe.lrange(keys[part], 0, -1) if part == "ring" else
+         pipe.smembers(keys[part]) if part == "paused" else pipe.hgetall(keys[part]))
+    outside = sorted(touched.outside)
+    for key in outside:
+        pipe.exists(key)
+    replies = iter(pipe.execute(raise_on_error=False))
+    # snapshot.lua's stray keys: those untouched stay as they were; a touched one is
+    # stray when it is of another type than its grammar's, or outside the grammar
+    stray = {key for key in was_stray if key not in _names(name, touched)}
+    sizes: dict[Place, int] = {}
+    for loc in spec.LOCATIONS:
+        reply = next(replies)
+        if _wrong_type(reply):
+            stray.add(keys[loc])
+            reply = 0
+        sizes[loc] = int(reply)
     members: dict[tuple[Place, str], Score | None] = {}
-    for loc in locations if wire else ():
-        for job, score in zip(candidates, next(replies), strict=True):
+    for loc in locations:
+        held = before.index.get(loc, {})
+        if keys[loc] in stray:  # spoiled: every member it held is gone from the snapshot
+            members.update({(loc, job): None for job in held})
+            if loc in mended or wire:
+                next(replies)
+            continue
+        if loc in mended:
+            now = {_text(m): norm_score(s) for m, s in next(replies)}
+            members.update({(loc, job): now.get(job) for job in held.keys() | now.keys()})
+            continue
+        reply = next(replies) if wire else ()
+        if isinstance(reply, Exception):
+            raise _Doubt
+        for job, score in zip(candidates, reply, strict=True):
             members[(loc, job)] = None if score is None else norm_score(score)
-    row_of = {job: tuple(sorted(_fields(next(replies)).items())) or None for job in rows}
+    row_of: dict[str, Any] = {}
+    for job in rows:
+        reply = next(replies)
+        if _wrong_type(reply):
+            stray.add(head + "job:" + job)
+            reply = {}
+        row_of[job] = tuple(sorted(_fields(reply).items())) or None
     was = dict(before.lanes)  # the lanes, not ``before.index``: that is every location
     sizes.update({("lane", g): len(e) for g, e in was.items() if g not in touched.lanes})
     for group in lanes:
-        now = {_text(m): norm_score(s) for m, s in next(replies)}
+        reply = next(replies)
+        if _wrong_type(reply):
+            stray.add(keyspace.lane_key(name, group))
+            reply = []
+        now = {_text(m): norm_score(s) for m, s in reply}
         members.update({(("lane", group), m): now.get(m) for m in dict(was.get(group, ())).keys() | now.keys()})
         sizes[("lane", group)] = len(now)
-    small: dict[str, object] = {"stray": ()}
-    for part in (*COUNTERS, "ring", "paused", *LANE_HASHES):
-        value = _small(part, next(replies))
+    small: dict[str, object] = {}
+    for part in SMALL:
+        reply = next(replies)
+        if _wrong_type(reply):
+            stray.add(keys[part])
+            reply = [] if part in ("ring", "paused") else {}
+        value = _small(part, reply)
         if value is None:
-            return None
+            raise _Doubt
         small[part] = value
+    for key in outside:
+        if _wrong_type(reply := next(replies)) or reply:
+            stray.add(key)
+    small["stray"] = tuple(sorted(stray))
     return Change(name, members, row_of, {p: n for p, n in sizes.items() if n}, small)
+
+
+def _names(name: str, touched: Touched) -> set[str]:
+    """The full key names of ``touched``."""
+    head = keyspace.prefix(name)
+    fixed = dict(zip((*spec.LOCATIONS, *COUNTERS), keyspace.queue_keys(name)))
+    return {*(fixed[loc] for loc in touched.locations), *(fixed.get(part, head + part) for part in touched.small),
+            *(head + "job:" + job for job in touched.rows), *(keyspace.lane_key(name, g) for g in touched.lanes),
+            *touched.outside}
 
 
 def _text(value: Any) -> str:
@@ -164,6 +245,10 @@ class Kept:
             if self.scores[place].get(job) != score:
                 moves.setdefault(place, []).append((job, score))
         for place, moved in moves.items():
+            if not change.sizes.get(place, 0):  # emptied at once (a spoiled location): no member to place
+                self.scores[place] = {}
+                updates[place] = []
+                continue
             updates[place] = self._moved(place, list(snap.location(place)), moved)
         for loc in spec.LOCATIONS:
             if len(updates.get(loc, snap.location(loc))) != change.sizes.get(loc, 0):

@@ -331,8 +331,7 @@ class LiveTarget:
         touched, ids = self.touched.pop(name, set()), self.ids.pop(name, set())
         kept = self.kept.pop(name, None)
         if kept is not None and touched is not None:
-            keys = sort_keys(name, touched)
-            change = read_change(self.conn.redis, name, kept.snapshot, keys, ids) if keys is not None else None
+            change = read_change(self.conn.redis, name, kept.snapshot, sort_keys(name, touched), ids)
             was = kept.snapshot
             snap = kept.apply(change) if change is not None else None
             if snap is not None and change is not None:

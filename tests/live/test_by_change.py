@@ -6,12 +6,14 @@ a user whose ACL refuses key tracking is read whole, said once."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 import redis
 
+from emq_kit.check import faults
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget, named
 from emq_kit.check.pools import POOL, QUEUES, background
@@ -70,46 +72,62 @@ def run(target: LiveTarget, name: str, op: str, args: dict[str, Any], claims: li
 
 
 def operator(target: LiveTarget, name: str, rng: random.Random) -> Callable[[], None]:
-    """An operator's fault (FLT-3..5), and how it is undone: the reads in between are in
-    doubt, so whole."""
-    job = rng.choice(POOL)
+    """An operator's fault (FLT-3..5), and how it is undone: a key of each kind spoiled
+    with another type and mended (a location, a row, a lane, a counter, the ring, a lane
+    hash), a key outside the grammar written and dropped (each of the faults' tempting
+    names), a row deleted. The reads in between are by change too (DEPTH-3)."""
+    job, group = rng.choice(POOL), rng.choice(GROUPS)
+    key = rng.choice([("pending", {}), ("active", {}), ("row", {"id": job}), ("lane", {"group": group}),
+                      ("completed", {}), ("ring", {}), ("gactive", {})])
+    kind = rng.choice(faults.wrong_kinds(key[0]))
+    stray = rng.choice(faults.STRAY_KEYS)
     return rng.choice([
-        lambda: (target.spoil_key(name, "pending", "string"), lambda: target.mend_key(name, "pending"))[1],
-        lambda: (target.stray_key(name, "junk", "list"), lambda: target.drop_key(name, "junk"))[1],
+        lambda: (target.spoil_key(name, key[0], kind, **key[1]), lambda: target.mend_key(name, key[0], **key[1]))[1],
+        lambda: (target.stray_key(name, stray, rng.choice(faults.KINDS)), lambda: target.drop_key(name, stray))[1],
         lambda: (target.forget_row(name, job), lambda: None)[1],
     ])()
 
 
-def program(target: LiveTarget, rng: random.Random, steps: int, deep: int) -> None:
-    """``steps`` random calls and operator faults on both queues, ``deep`` background jobs
-    in each first: after every step, each queue's snapshot read by change is the whole
-    one."""
+def program(target: LiveTarget, rng: random.Random, steps: int, deep: int, share: float = 0.05) -> Counter[str]:
+    """``steps`` random calls and operator faults (a ``share`` of the steps, each undone
+    later) on both queues, ``deep`` background jobs in each first: after every step, each
+    queue's snapshot read by change is the whole one. How many faults and undos there
+    were, and how many of them were read by change (``last_change``)."""
     claims: list[tuple[str, int]] = []
-    undo: list[Callable[[], None]] = []
+    undo: list[tuple[str, Callable[[], None]]] = []
+    faulted: Counter[str] = Counter()
     for name in QUEUES:
         run(target, name, "enqueue_many", {"jobs": [(j, b"") for j in background(deep)]}, claims)
         target.snapshot(name)
     for _ in range(steps):
-        name = rng.choice(QUEUES)
+        name, fault = rng.choice(QUEUES), True
         if undo and rng.random() < 0.5:
-            undo.pop()()
-        elif rng.random() < 0.05:
-            undo.append(operator(target, name, rng))
+            name, undone = undo.pop()
+            undone()
+        elif rng.random() < share:
+            undo.append((name, operator(target, name, rng)))
         else:
             run(target, name, *random_call(rng, claims), claims)
-        for name in QUEUES:
-            assert target.snapshot(name) == target.queue(name).snapshot()
+            fault = False
+        for queue in QUEUES:
+            assert target.snapshot(queue) == target.queue(queue).snapshot()
+        if fault:
+            faulted["faults"] += 1
+            faulted["by change"] += target.last_change(name) is not None
+    return faulted
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_read_by_change_equals_the_whole_read_after_every_step(valkey: Any, seed: int) -> None:
     """Random programs of a deep run (300 background jobs a queue), operator faults
-    included; most reads are by change (else this proves nothing)."""
+    included: every fault and undo is read by change, a spoiled or stray key among them,
+    and most reads are (else this proves nothing)."""
     target = LiveTarget(flush_url(valkey))
     try:
         assert target.read_changes(True)
-        program(target, random.Random(seed), 150, 300)
-        assert target.reads["change"] > 3 * target.reads["whole"], target.reads
+        faulted = program(target, random.Random(seed), 150, 300, share=0.15)
+        assert faulted["faults"] >= 10 and faulted["by change"] == faulted["faults"], faulted
+        assert target.reads["change"] > 20 * target.reads["whole"], target.reads
     finally:
         target.close()
 
