@@ -114,13 +114,17 @@ def apply(before: Snapshot, change: Change) -> Snapshot:
             if score is not None:
                 insort(entries, (m, score), key=zset_key)
         places[place] = tuple(entries)
-    rows = list(before.rows)
-    for i, row in sorted(change.rows.items()):
-        at = bisect_left(rows, i, key=_first)
-        if at < len(rows) and rows[at][0] == i:
-            del rows[at]
-        if row is not None:
-            rows.insert(at, (i, row))
+    if len(change.rows) * 16 > len(before.rows):  # most rows named (a location spoiled or mended): sort them whole
+        by_id: dict[str, Row | None] = {**dict(before.rows), **change.rows}
+        rows = sorted((i, row) for i, row in by_id.items() if row is not None)
+    else:
+        rows = list(before.rows)
+        for i, row in sorted(change.rows.items()):
+            at = bisect_left(rows, i, key=_first)
+            if at < len(rows) and rows[at][0] == i:
+                del rows[at]
+            if row is not None:
+                rows.insert(at, (i, row))
     small = change.small
     lanes = tuple(sorted((p[1], e) for p, e in places.items() if isinstance(p, tuple) and e))
     pending, active, schedule, dead = (places[loc] for loc in LOCATIONS)

@@ -389,8 +389,11 @@ def check_step(snapshot: Snapshot, previous: Snapshot, change: Change, carried: 
     ``against=False``: ``check_invariants(snapshot)``, no invariant of the step itself
     (a mended key, FLT-4), ``previous`` only the snapshot the change starts from."""
     touched = change.touched()
-    now = {i: v for i, v in carried.items() if i not in touched}
-    now.update(of_ids(snapshot, touched))
+    if len(touched) * 4 > len(snapshot.row_index):  # most ids moved (a location spoiled or mended): one pass
+        now = of_all(snapshot)
+    else:
+        now = {i: v for i, v in carried.items() if i not in touched}
+        now.update(of_ids(snapshot, touched))
     out = [v for found in now.values() for v in found]
     out.extend(_keys(snapshot))
     if against:
