@@ -135,15 +135,14 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
         sizes[loc] = int(reply)
     members: dict[tuple[Place, str], Score | None] = {}
     for loc in locations:
-        held = before.index.get(loc, {})
         if keys[loc] in stray:  # spoiled: every member it held is gone from the snapshot
-            members.update({(loc, job): None for job in held})
+            members.update({(loc, job): None for job, _ in before.location(loc)})
             if loc in mended or wire:
                 next(replies)
             continue
         if loc in mended:
             now = {_text(m): norm_score(s) for m, s in next(replies)}
-            members.update({(loc, job): now.get(job) for job in held.keys() | now.keys()})
+            members.update({(loc, job): now.get(job) for job in {job for job, _ in before.location(loc)} | now.keys()})
             continue
         reply = next(replies) if wire else ()
         if isinstance(reply, Exception):

@@ -13,7 +13,7 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import Mapping
 
-from .snapshot import LANE_HASHES, Counts, Entries, Place, Row, Score, Snapshot, zset_key, zset_order
+from .snapshot import LANE_HASHES, Counts, Entries, Patched, Place, Row, Score, Snapshot, zset_key, zset_order
 from .spec import LOCATIONS
 
 SMALL = ("ring", "paused", *LANE_HASHES, "completed", "failed", "stray")
@@ -141,29 +141,13 @@ def _carry(before: Snapshot, after: Snapshot, moved: Mapping[Place, list[tuple[s
     """Give ``after`` its look-ups (``index``, ``row_index``) from ``before``'s, patched
     with what moved, instead of building them from every member: a set or the rows the
     step left alone are shared (a snapshot's look-ups are never written), one it touched
-    is copied at C speed, so a step's cost does not grow with the queue (INC-3)."""
+    is ``Patched``, so a step's cost does not grow with the queue (INC-3)."""
     was = before.index
-    index: dict[Place, dict[str, Score]] = {}
+    index: dict[Place, Mapping[str, Score]] = {}
     places: list[Place] = [*LOCATIONS, *(("lane", g) for g, _ in after.lanes)]
     for place in places:
-        if place not in moved:
-            index[place] = was[place]
-            continue
-        held = dict(was.get(place, {}))
-        for m, score in moved[place]:
-            if score is None:
-                held.pop(m, None)
-            else:
-                held[m] = score
-        index[place] = held
-    by_id = before.row_index
-    if rows:
-        by_id = dict(by_id)
-        for i, row in rows.items():
-            if row is None:
-                by_id.pop(i, None)
-            else:
-                by_id[i] = row
+        index[place] = Patched(was.get(place, {}), dict(moved[place])) if place in moved else was[place]
+    by_id = Patched(before.row_index, rows) if rows else before.row_index
     after.__dict__.update(index=index, row_index=by_id)  # the cached properties' own slots
 
 
