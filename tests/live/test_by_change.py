@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from emq_kit.check import faults
+from emq_kit.check.clock import ServerClock
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget, named
 from emq_kit.check.pools import POOL, QUEUES, background
@@ -335,3 +336,22 @@ def test_a_fill_that_corrupts_one_job_is_caught_at_its_step_read_by_change_or_wh
         assert step.op == "enqueue_many" and len(step.args["jobs"]) == 500
         found.append((step.index, step.queue))
     assert found[0] == found[1] == (1, QUEUES[0])
+
+
+def test_a_raw_call_in_a_deep_run_is_read_whole_after_it(valkey: Any) -> None:
+    """DEPTH-4: a raw call names no id a read by change could take as a candidate, so the
+    read after it is whole. Seed 6 of this run sends, on the server's clock, an accepted
+    ``extend`` past the client (its lease at the range's edge) that moves an active
+    member's score and writes no row: read by change, the stale score was a difference
+    the run reported and no replay showed."""
+    target = open_target(flush_url(valkey))
+    clock = ServerClock.over(target.conn.redis)
+    try:
+        report = run_check(target, PROFILES["dev"], seed=6, examples=20, steps=25, clock=clock,
+                           focus=Focus(report=False, depth=30))
+    finally:
+        clock.close()
+        target.close()
+    assert report.verdict != "differs", report.divergence
+    raw = sum(n for cell, n in report.hits.items() if cell.startswith("raw/"))
+    assert raw and target.reads["change"] > target.reads["whole"], (raw, target.reads)
