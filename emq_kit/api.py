@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -70,12 +71,17 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
     say = say or _log.warning
     expected = expect.load(options.expect) if options.expect else {}
     writable_dir(options.traces, "traces")  # a counterexample found is never lost on its trace's path
-    with raised_as_kit_errors(), _fenced(options, say):
-        report = _claimed_run(options, expected, progress, say)
+    seed = random.randrange(2**32) if options.seed is None else options.seed  # known before an interrupt
     try:
+        with raised_as_kit_errors(), _fenced(options, say):
+            report = _claimed_run(options, seed, expected, progress, say)
         interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-1)
-    except KeyboardInterrupt:
-        _said_interrupted(report.seed, options, say)
+    except KeyboardInterrupt as exc:
+        if getattr(exc, "said", False):
+            raise
+        # noted at the end, or raised where it stood in the cleanup (the target's close,
+        # the run's keys deleted): the run's all the same
+        _said_interrupted(seed, options, say)
         raise interrupts.Interrupted(said=True) from None
     return report
 
@@ -100,15 +106,12 @@ def _fenced(options: CheckOptions, say: Say) -> Iterator[None]:
         yield
 
 
-def _claimed_run(options: CheckOptions, expected: dict[Any, str], progress: Callable[[Run], None] | None,
+def _claimed_run(options: CheckOptions, seed: int, expected: dict[Any, str], progress: Callable[[Run], None] | None,
                  say: Say) -> Report:
     """The run inside its claim on a server (the run's names, nothing left after it)."""
-    import random
-
     from emq_kit.claim import claimed
     from emq_kit.layouts import layout
 
-    seed = random.randrange(2**32) if options.seed is None else options.seed  # known before an interrupt
     chosen = layout(options.layout)
     with claimed(options.url, chosen.logical(), command="emq check", wipe=options.wipe,
                  given=options.given_names(), apart=chosen.queues) as names:

@@ -1117,6 +1117,28 @@ def test_a_ctrl_c_noted_after_the_last_stopping_point_ends_the_run_with_its_seed
     assert any(line.startswith("interrupted; seed 1 (run it again: emq check --seed 1") for line in said), said
 
 
+def test_a_ctrl_c_raised_in_the_runs_cleanup_ends_it_with_its_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """INT-1: a Ctrl-C raised where it stands while the run closes its target (no stopping
+    point within a second: the keys deleted on a loaded machine; or a second Ctrl-C)
+    still ends the run as an interrupt with its seed and the command to run it again,
+    not a bare ``interrupted``."""
+    import emq_kit
+    from emq_kit.check.live import LiveTarget
+
+    closed = LiveTarget.close
+
+    def close_then_ctrl_c(self: LiveTarget) -> None:
+        closed(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LiveTarget, "close", close_then_ctrl_c)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt) as raised, interrupts.stopping():
+        emq_kit.check(profile="dev", seed=1, examples=3, steps=5, say=said.append)
+    assert isinstance(raised.value, interrupts.Interrupted) and raised.value.said, repr(raised.value)
+    assert any(line.startswith("interrupted; seed 1 (run it again: emq check --seed 1") for line in said), said
+
+
 @pytest.mark.parametrize("phase, target", [
     *[("searching", target) for target in CHECKS],
     ("shrinking", "fakeredis"), ("shrinking", "valkey"), ("shrinking", "driver"),
