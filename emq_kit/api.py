@@ -72,9 +72,10 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
     expected = expect.load(options.expect) if options.expect else {}
     writable_dir(options.traces, "traces")  # a counterexample found is never lost on its trace's path
     seed = random.randrange(2**32) if options.seed is None else options.seed  # known before an interrupt
+    keep: list[Callable[[], None]] = []  # how the run keeps its steps so far, once it has a target
     try:
         with raised_as_kit_errors(), _fenced(options, say):
-            report = _claimed_run(options, seed, expected, progress, say)
+            report = _claimed_run(options, seed, expected, progress, say, keep)
         interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-1)
     except KeyboardInterrupt as exc:
         if getattr(exc, "said", False):
@@ -82,6 +83,8 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
         # noted at the end, or raised where it stood in the cleanup (the target's close,
         # the run's keys deleted): the run's all the same
         _said_interrupted(seed, options, say)
+        for kept in keep:
+            kept()
         raise interrupts.Interrupted(said=True) from None
     return report
 
@@ -107,7 +110,7 @@ def _fenced(options: CheckOptions, say: Say) -> Iterator[None]:
 
 
 def _claimed_run(options: CheckOptions, seed: int, expected: dict[Any, str], progress: Callable[[Run], None] | None,
-                 say: Say) -> Report:
+                 say: Say, keep: list[Callable[[], None]]) -> Report:
     """The run inside its claim on a server (the run's names, nothing left after it)."""
     from emq_kit.claim import claimed
     from emq_kit.layouts import layout
@@ -115,14 +118,15 @@ def _claimed_run(options: CheckOptions, seed: int, expected: dict[Any, str], pro
     chosen = layout(options.layout)
     with claimed(options.url, chosen.logical(), command="emq check", wipe=options.wipe,
                  given=options.given_names(), apart=chosen.queues) as names:
-        return _run(options, chosen, names, seed, expected, progress, say)
+        return _run(options, chosen, names, seed, expected, progress, say, keep)
 
 
 def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: dict[Any, str],
-         progress: Callable[[Run], None] | None, say: Say) -> Report:
+         progress: Callable[[Run], None] | None, say: Say, keep: list[Callable[[], None]]) -> Report:
     """The run on the target: its report, the expectations applied and the traces
     written (a trace that cannot be written is the report's ``trace_error``: the
-    counterexample is not lost). The target and the clock are closed however it ends."""
+    counterexample is not lost). The target and the clock are closed however it ends;
+    ``keep`` gets how to keep the steps so far, for an interrupt raised after that."""
     import redis
 
     from emq_kit.check.clock import ServerClock
@@ -143,6 +147,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     for note in target.notes:  # what the kit did on its own at start (DP-9)
         say(note)
     seen: list[Run] = []  # the run as last seen: what an interrupted run has so far
+    keep.append(lambda: _keep_interrupted(seen[0].current if seen else [], target, options, seed, say))
 
     def watch(run: Run) -> None:
         seen[:] = [run]
@@ -177,7 +182,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
         interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
     except KeyboardInterrupt:
         _said_interrupted(seed, options, say)
-        _keep_interrupted(seen[0].current if seen else [], target, options, seed, say)
+        keep.pop()()
         raise interrupts.Interrupted(said=True) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise TargetUnavailable(f"lost the server {redact(options.url or '')}: {exc}; {LOST}") from None
@@ -206,10 +211,10 @@ def _keep_interrupted(steps: list[Any], target: Target, options: CheckOptions, s
     try:
         path = write_interrupted(steps, target, Path(options.traces), seed=seed, profile=options.profile,
                                  clock=options.clock)
-    except OSError as exc:
-        say(f"cannot write the steps so far into {options.traces}: {exc}")
-        return
-    say(f"the steps so far: {path} ({replay_command(path, target.describe())})")
+        line = f"the steps so far: {path} ({replay_command(path, target.describe())})"
+    except Exception as exc:  # noqa: BLE001 - a full disk, or a server gone since: the interrupt still ends the run
+        line = f"cannot write the steps so far into {options.traces}: {exc}"
+    say(line)
 
 
 def focus_of(options: CheckOptions, target: Any) -> Focus:

@@ -481,6 +481,7 @@ def _reproduce(check: Check) -> Reproduced:
     kept = check.kept
     shown: list[Difference] = []
     for d in kept:
+        check.run.current = list(d.shrunk)  # what an interrupt keeps: the difference, minimal now
         made = reproduce(d.shrunk, d.signature, check.target, check.layout.replay, d.clock)
         replays += made.replays
         d.replays, d.reproduced, d.seen, d.replayed = made.replays, made.reproduced, made.seen, made.replayed

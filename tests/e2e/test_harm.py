@@ -1117,11 +1117,11 @@ def test_a_ctrl_c_noted_after_the_last_stopping_point_ends_the_run_with_its_seed
     assert any(line.startswith("interrupted; seed 1 (run it again: emq check --seed 1") for line in said), said
 
 
-def test_a_ctrl_c_raised_in_the_runs_cleanup_ends_it_with_its_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ctrl_c_raised_in_the_runs_cleanup_ends_it_with_its_seed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """INT-1: a Ctrl-C raised where it stands while the run closes its target (no stopping
     point within a second: the keys deleted on a loaded machine; or a second Ctrl-C)
-    still ends the run as an interrupt with its seed and the command to run it again,
-    not a bare ``interrupted``."""
+    still ends the run as an interrupt with its seed, the command to run it again and its
+    steps so far, not a bare ``interrupted``."""
     import emq_kit
     from emq_kit.check.live import LiveTarget
 
@@ -1134,9 +1134,11 @@ def test_a_ctrl_c_raised_in_the_runs_cleanup_ends_it_with_its_seed(monkeypatch: 
     monkeypatch.setattr(LiveTarget, "close", close_then_ctrl_c)
     said: list[str] = []
     with pytest.raises(KeyboardInterrupt) as raised, interrupts.stopping():
-        emq_kit.check(profile="dev", seed=1, examples=3, steps=5, say=said.append)
+        emq_kit.check(profile="dev", seed=1, examples=3, steps=5, traces=str(tmp_path), say=said.append)
     assert isinstance(raised.value, interrupts.Interrupted) and raised.value.said, repr(raised.value)
     assert any(line.startswith("interrupted; seed 1 (run it again: emq check --seed 1") for line in said), said
+    [trace] = tmp_path.glob("seed1-interrupted-*.json")  # the last example's steps, kept
+    assert any(line.startswith(f"the steps so far: {trace}") for line in said) and Trace.load(trace).steps, said
 
 
 @pytest.mark.parametrize("phase, target", [
