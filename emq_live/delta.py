@@ -37,21 +37,23 @@ SMALL = (*COUNTERS, "ring", "paused", *LANE_HASHES)
 @dataclass
 class Touched:
     """The keys of one queue written since its last read, sorted by what they are:
-    ``outside``, the keys the grammar does not name (full key names)."""
+    ``outside``, the keys the grammar does not name; ``names``, every key as written
+    (full key names)."""
 
     locations: set[str]
     rows: set[str]
     lanes: set[str]
     small: set[str]
     outside: set[str] = dataclasses.field(default_factory=set)
+    names: set[str] = dataclasses.field(default_factory=set)
 
 
 def sort_keys(name: str, keys: Iterable[str]) -> Touched:
     """``keys`` (all under the queue's prefix) by kind."""
     head = keyspace.prefix(name)
-    out = Touched(set(), set(), set(), set())
+    out = Touched(set(), set(), set(), set(), names=set(keys))
     fixed = dict(zip(keyspace.KINDS, (*spec.LOCATIONS, *COUNTERS)))
-    for key in keys:
+    for key in out.names:
         rest = key[len(head):]
         if rest in fixed:
             (out.locations if rest in spec.LOCATIONS else out.small).add(fixed[rest])
@@ -125,7 +127,7 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
     replies = iter(pipe.execute(raise_on_error=False))
     # snapshot.lua's stray keys: those untouched stay as they were; a touched one is
     # stray when it is of another type than its grammar's, or outside the grammar
-    stray = {key for key in was_stray if key not in _names(name, touched)}
+    stray = was_stray - touched.names
     sizes: dict[Place, int] = {}
     for loc in spec.LOCATIONS:
         reply = next(replies)
@@ -135,18 +137,16 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
         sizes[loc] = int(reply)
     members: dict[tuple[Place, str], Score | None] = {}
     for loc in locations:
+        reply = next(replies) if loc in mended or wire else ()
         if keys[loc] in stray:  # spoiled: every member it held is gone from the snapshot
             members.update({(loc, job): None for job, _ in before.location(loc)})
-            if loc in mended or wire:
-                next(replies)
             continue
-        if loc in mended:
-            now = {_text(m): norm_score(s) for m, s in next(replies)}
-            members.update({(loc, job): now.get(job) for job in {job for job, _ in before.location(loc)} | now.keys()})
-            continue
-        reply = next(replies) if wire else ()
         if isinstance(reply, Exception):
             raise _Doubt
+        if loc in mended:
+            now = {_text(m): norm_score(s) for m, s in reply}
+            members.update({(loc, job): now.get(job) for job in {job for job, _ in before.location(loc)} | now.keys()})
+            continue
         for job, score in zip(candidates, reply, strict=True):
             members[(loc, job)] = None if score is None else norm_score(score)
     row_of: dict[str, Any] = {}
@@ -181,15 +181,6 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
             stray.add(key)
     small["stray"] = tuple(sorted(stray))
     return Change(name, members, row_of, {p: n for p, n in sizes.items() if n}, small)
-
-
-def _names(name: str, touched: Touched) -> set[str]:
-    """The full key names of ``touched``."""
-    head = keyspace.prefix(name)
-    fixed = dict(zip((*spec.LOCATIONS, *COUNTERS), keyspace.queue_keys(name)))
-    return {*(fixed[loc] for loc in touched.locations), *(fixed.get(part, head + part) for part in touched.small),
-            *(head + "job:" + job for job in touched.rows), *(keyspace.lane_key(name, g) for g in touched.lanes),
-            *touched.outside}
 
 
 def _text(value: Any) -> str:

@@ -410,6 +410,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         self.run.steps += 1
         prepared, self._prepared = self._prepared, None  # made for this step's queue
         mine = prepared[0] if prepared else self.models[queue].snapshot()
+        if step.op in DOUBTS and self.by_change:  # DEPTH-4: a doubt is read whole, as it is compared
+            self.target.read_whole(queue)  # type: ignore[attr-defined]
         theirs = self._theirs(queue, step, theirs)
         if not self._same(queue, step, mine, theirs):
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))

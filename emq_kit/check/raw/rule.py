@@ -94,9 +94,6 @@ class RawCalls:
                 impl.observed = None  # the raw call went past the observing queue
             if hasattr(impl, "last_dropped"):  # and past the client's record of a claim's drops
                 impl.last_dropped = self.models[queue].last_dropped
-            read_whole = getattr(self.target, "read_whole", None)
-            if read_whole is not None:  # DEPTH-4: a raw call names no id a read by change could take
-                read_whole(queue)
             self.verify(queue, step)
         else:
             self.run.steps += 1
