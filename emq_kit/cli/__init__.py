@@ -4,41 +4,57 @@ interrupted (Ctrl-C: the seed and what the run had, its keys cleaned; INT-1).
 
 Each command lives in its own module here, which adds its subparser with
 ``register(sub)`` and sets ``func`` to a function of the parsed arguments returning the
-exit code. The library never imports this package: it raises an error of
-``emq_kit.errors``, and ``main`` shows it as its class says.
+exit code. ``main`` imports the module of the command it runs and no other (a command's
+module imports what it runs: ``emq driver --model`` needs neither Hypothesis nor
+redis-py); ``emq --help`` and a command line naming no command read them all. The library
+never imports this package: it raises an error of ``emq_kit.errors``, and ``main`` shows
+it as its class says.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Sequence
+from typing import Any, NoReturn, Sequence
 
 from emq_kit import interrupts, redaction
-from emq_kit.cli import audit, bench, bundle, campaign, check, clean, driver, matrix, replay, selftest, soak
 from emq_kit.cli.common import EXIT_ENV, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, Parser, Usage
 from emq_kit.errors import Interrupted, KitBug, kit_error
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Usage", "main", "parser"]
 
-COMMANDS = (check, replay, selftest, campaign, matrix, driver, bundle, soak, bench, audit, clean)
+COMMANDS = {"check": "check", "replay": "replay", "selftest": "selftest", "campaign": "campaign",
+            "matrix": "matrix", "driver": "driver", "scripts": "bundle", "soak": "soak", "bench": "bench",
+            "audit": "audit", "clean": "clean"}
+"""Each command's name on the command line, and its module in this package (in the order
+``emq --help`` lists them)."""
 
 
-def _version() -> str:
-    """``emq --version``: the kit's version and the contract's (spec and wire) it checks."""
-    from emq_kit.report.document import kit_version
-    from emq_model import spec
+class _Version(argparse.Action):
+    """``emq --version``: the kit's version and the contract's (spec and wire) it checks,
+    read when asked for, not each time the parser is built."""
 
-    return f"emq {kit_version()} (spec {spec.SPEC_VERSION}, wire {spec.WIRE_VERSION})"
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the kit's and the contract's versions and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from emq_kit.report.document import kit_version
+        from emq_model import spec
+
+        print(f"emq {kit_version()} (spec {spec.SPEC_VERSION}, wire {spec.WIRE_VERSION})")  # on stdout, as argparse's
+        parser.exit()
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line: every command, or ``command``'s alone when it is one of them
+    (what ``main`` parses a command line with; the subcommand's own parser is the same)."""
     p = Parser(prog="emq", description="EchoMQ conformance kit")
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.register(sub)
+    for name in [command] if command in COMMANDS else COMMANDS:
+        importlib.import_module(f"{__name__}.{COMMANDS[name]}").register(sub)
     return p
 
 
@@ -50,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    args = parser(argv[0] if argv else None).parse_args(argv)
     try:
         with interrupts.stopping() as ran:  # Ctrl-C stops a command where it can (INT-1)
             code = int(args.func(args))

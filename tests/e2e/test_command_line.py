@@ -1,0 +1,82 @@
+"""The ``emq`` command line: a command loads its own module, not every command's
+(``emq_kit.cli``), and the parser it parses with is the whole one's for that command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from emq_kit import cli
+
+LOADED = """
+import json, sys
+from emq_kit.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as stop:  # --help
+    code = stop.code
+print(json.dumps([code, sorted(sys.modules)]))
+"""
+"""Run one command line in a fresh interpreter; print its exit code and every module loaded."""
+
+
+def _loaded(*argv: str) -> tuple[int, set[str]]:
+    done = subprocess.run([sys.executable, "-c", LOADED, *argv], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    code, modules = json.loads(done.stdout.splitlines()[-1])
+    return code, set(modules)
+
+
+def test_a_serverless_driver_starts_without_the_engine_or_an_embedded_server() -> None:
+    """``emq driver --model`` (a port's oracle, started once per run) loads its own
+    command's module alone: neither the engine (Hypothesis) nor the embedded server
+    (fakeredis), no other command. (redis-py it loads: the model's target lives beside
+    the client's, emq_kit/check/live.py.)"""
+    code, modules = _loaded("driver", "--model")
+    assert code == 0
+    commands = {m for m in modules if m.startswith("emq_kit.cli.")} - {"emq_kit.cli.common"}
+    assert commands == {"emq_kit.cli.driver"}
+    assert not {m.split(".")[0] for m in modules} & {"hypothesis", "fakeredis", "lupa"}
+
+
+def test_a_command_loads_no_other_commands_module() -> None:
+    code, modules = _loaded("replay", "--help")
+    assert code == 0
+    assert "emq_kit.cli.replay" in modules
+    assert not modules & {f"emq_kit.cli.{m}" for m in cli.COMMANDS.values() if m != "replay"}
+
+
+def _subcommands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_a_commands_own_parser_is_the_whole_ones(command: str) -> None:
+    """What ``main`` parses ``emq COMMAND ...`` with (that command's parser alone) is
+    the whole command line's for it: the same options, help and defaults."""
+    alone, whole = _subcommands(cli.parser(command)), _subcommands(cli.parser())
+    assert list(alone) == [command] and list(whole) == list(cli.COMMANDS)
+    assert alone[command].format_help() == whole[command].format_help()
+    assert _options(alone[command]) == _options(whole[command])
+
+
+def _options(p: argparse.ArgumentParser) -> list[tuple[object, ...]]:
+    return [(a.dest, tuple(a.option_strings), a.default, getattr(a.type, "__qualname__", a.type), a.choices, a.required)
+            for a in p._actions]
+
+
+@pytest.mark.parametrize("argv", [[], ["nosuch"], ["--bogus"]])
+def test_a_line_naming_no_command_is_refused_by_the_whole_parser(argv: list[str],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A command line whose first word is no command is parsed by the whole parser: one
+    line, exit 2, and a word that is no command is told the commands there are."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == cli.EXIT_ENV and len(err.strip().splitlines()) == 1
+    assert argv != ["nosuch"] or "'check'" in err and "'scripts'" in err, err
