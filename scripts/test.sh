@@ -3,7 +3,9 @@
 # Installs what is missing (servers, luacheck, the venv), lints the Lua scripts and the
 # Python (ruff), type-checks emq_model, emq_live and emq_kit (mypy), runs pytest
 # in parallel (pytest-xdist, EMQ_TEST_WORKERS workers, default `auto` = one per core; each
-# worker starts its own throwaway servers) and prints the 15 slowest tests.
+# worker starts its own throwaway servers; `--dist worksteal`: a worker that runs dry takes
+# tests queued on another, so the slow ones dealt late do not leave a core idle at the end)
+# and prints the 15 slowest tests.
 # With no args pytest runs the whole suite (testpaths in pyproject.toml).
 # --floors: build .venv-floors with every dependency at its floor (constraints/minimum.txt)
 # (the campaign extra too) and run the floor tests there (FLOOR_TESTS: the fast ones that
@@ -64,7 +66,7 @@ fi
 "$venv/bin/python" -m compileall -q emq_model emq_live emq_kit tests >/dev/null
 
 rc=0
-"$venv/bin/python" -m pytest -n "${EMQ_TEST_WORKERS:-auto}" --durations=15 "$@" || rc=$?
+"$venv/bin/python" -m pytest -n "${EMQ_TEST_WORKERS:-auto}" --dist worksteal --durations=15 "$@" || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "test.sh: pytest collected no tests (exit 5); failing the run" >&2
     exit 1
