@@ -150,6 +150,15 @@ def server() -> Iterator[ServerProcess]:
         yield s
 
 
+BENCH = ["--repeat", "1", "--examples", "2", "--steps", "5", "--depth", "1500", "--depth-examples", "1",
+         "--jobs", "200", "--single-jobs", "30", "--batch", "20", "--sizes", "10,100", "--lanes", "3,30",
+         "--fakeredis-sizes", "10,40", "--probes", "5", "--audit-jobs", "30", "--shrink-mutants", "1",
+         "--shrink-budget", "10", "--coverage-seeds", "0"]
+"""A small ``emq bench`` whose every part runs: two sizes of each scale, the deep run
+filling 1,500 jobs a queue (its keys past one page of the SCAN that cleans a run up,
+OWN-5), not the 10,000 of the depth figure's default."""
+
+
 def _quick(url: str) -> list[str]:
     return ["--url", url, "--profile", "dev", "--examples", "5", "--steps", "20", "--seed", "3"]
 
@@ -169,9 +178,7 @@ def _commands(url: str, tmp: Path) -> dict[str, list[str]]:
         "check bullmq": ["check", *_quick(url), "--layout", "bullmq"],
         "selftest": ["selftest", "--url", url, "--only", "complete", "--budget", "3"],
         "soak": ["soak", "--url", url, "--workers", "2", "--jobs", "60", "--seconds", "20"],
-        "bench": ["bench", "--url", url, "--examples", "3", "--steps", "5", "--jobs", "40", "--single-jobs", "20",
-                  "--sizes", "5", "--lanes", "2", "--fakeredis-sizes", "5", "--audit-jobs", "5", "--probes", "2",
-                  "--repeat", "1", "--shrink-mutants", "1", "--shrink-budget", "2", "--coverage-seeds", "0"],
+        "bench": ["bench", "--url", url, *BENCH],
         "replay": ["replay", trace, "--url", url],
         "replay driver": ["replay", trace, "--url", url, "--driver", live],
         "audit": ["audit", url, "--quiet"],
@@ -714,17 +721,14 @@ def test_no_output_of_any_command_shows_a_password(locked: ServerProcess, tmp_pa
     run("soak", "--url", plain, "--jobs", "20", "--workers", "2", "--seconds", "30", "--report", "soak.json",
         "--html", "soak.html")
     run("soak", "--url", named, "--jobs", "20", "--workers", "2", "--seconds", "30", "--json")
-    bench = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch",
-             "20", "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40", "--probes", "5",
-             "--audit-jobs", "30", "--shrink-mutants", "1", "--shrink-budget", "10", "--coverage-seeds", "0"]
-    run("bench", "--url", named, *bench, "--report", "bench.json")
+    run("bench", "--url", named, *BENCH, "--report", "bench.json")
     one = ["--only", "delete-write|enqueue|", "--budget", "20"]
     run("selftest", "--url", plain, *one, "--report", "selftest.json")
     run("selftest", "--url", named, *one, "--json")
     run("audit", named, "--report", "audit.json")
     run("audit", f"redis://{host}/0?password={PASSWORD}", "--json")
     for argv in (["check", "--url", DEAD], ["replay", str(trace), "--url", DEAD], ["soak", "--url", DEAD],
-                 ["bench", "--url", DEAD, *bench], ["selftest", "--url", DEAD, *one], ["audit", DEAD]):
+                 ["bench", "--url", DEAD, *BENCH], ["selftest", "--url", DEAD, *one], ["audit", DEAD]):
         assert "***@127.0.0.1:1" in run(*argv, codes=(2,))
     (tmp_path / "conftest.py").write_text("")
     for url, code in ((plain, 0), (DEAD, 1)):  # the stored trace conforms on the built-in scripts
@@ -760,10 +764,7 @@ def test_no_tool_the_kit_starts_has_the_password_on_its_command_line(locked: Ser
         (wrappers / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\nexec {real} "$@"\n')
         (wrappers / name).chmod(0o755)
     host = locked.url.removeprefix("redis://")
-    bench = ["--repeat", "1", "--examples", "2", "--steps", "5", "--jobs", "200", "--single-jobs", "30", "--batch",
-             "20", "--sizes", "10", "--lanes", "3", "--fakeredis-sizes", "10", "--probes", "5", "--audit-jobs", "30",
-             "--shrink-mutants", "1", "--shrink-budget", "10", "--coverage-seeds", "0"]
-    code, out, err = emq("bench", "--url", f"redis://default:{PASSWORD}@{host}/0", *bench, cwd=tmp_path,
+    code, out, err = emq("bench", "--url", f"redis://default:{PASSWORD}@{host}/0", *BENCH, cwd=tmp_path,
                          env={"PATH": f"{wrappers}:{os.environ['PATH']}"})
     assert code == 0, out + err
     ran = log.read_text()
