@@ -20,7 +20,6 @@ from emq_kit.cli.progress import CheckProgress
 from emq_kit.layouts import NAMES
 from emq_kit.redaction import write_text
 from emq_kit.report.document import check_document
-from emq_kit.report.html import check_html
 from emq_kit.report.markdown import check_summary
 from emq_kit.report.text import format_report
 
@@ -70,7 +69,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     code = report.exit_code
     out.emit(lambda started, finished: check_document(report, exit=code, started=started, finished=finished,
                                                       rerun=report.rerun))
-    out.page(lambda: check_html(report))
+    def page() -> str:
+        from emq_kit.report.html import check_html  # the pages' module (the soak's history too) only for --html
+
+        return check_html(report)
+
+    out.page(page)
     if args.summary:
         write_text(args.summary, check_summary(report))
     if report.trace_error is not None:

@@ -13,7 +13,6 @@ from emq_kit.api import load_trace, replay
 from emq_kit.cli.common import Outputs, Usage, add_outputs, writable_file
 from emq_kit.redaction import write_text
 from emq_kit.report.document import replay_document
-from emq_kit.report.html import counterexample_page
 from emq_kit.report.text import format_replay
 from emq_kit.trace.export import pytest_source
 
@@ -35,7 +34,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     code = replayed.exit_code
     out.emit(lambda started, finished: replay_document(args.trace, replayed.result, replayed.target, exit=code,
                                                        started=started, finished=finished, seed=replayed.seed))
-    out.page(lambda: counterexample_page(trace, source=args.trace, replayed=replayed.detail))
+    def page() -> str:
+        from emq_kit.report.html import counterexample_page  # the pages' module (the soak's history too) only for --html
+
+        return counterexample_page(trace, source=args.trace, replayed=replayed.detail)
+
+    out.page(page)
     return code
 
 

@@ -50,6 +50,14 @@ def test_a_command_loads_no_other_commands_module() -> None:
     assert not modules & {f"emq_kit.cli.{m}" for m in cli.COMMANDS.values() if m != "replay"}
 
 
+def test_a_check_without_a_page_loads_no_page_module() -> None:
+    """The HTML pages' module (and the soak's history it draws from) load for ``--html``
+    alone."""
+    code, modules = _loaded("check", "--profile", "dev", "--examples", "2", "--steps", "3", "--seed", "1")
+    assert code == 0 and "emq_kit.cli.check" in modules
+    assert not modules & {"emq_kit.report.html", "emq_kit.soak.history"}
+
+
 def _subcommands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     (sub,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(sub.choices)
