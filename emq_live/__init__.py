@@ -1,8 +1,7 @@
 """emq_live — the Lua scripts and the Python client that runs them on Valkey or fakeredis.
 
-The client's names load with their module when first asked for: ``emq_live.urls`` (what
-the redaction of every command's output reads) then costs no import of redis-py, and a
-serverless command (``emq driver --model``) starts without it."""
+The client's names load with their module when first asked for, so ``emq_live.urls``
+(what the redaction of every command's output reads) costs no import of redis-py."""
 
 from __future__ import annotations
 
