@@ -15,7 +15,7 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
 from emq_kit import interrupts
 from emq_kit.errors import EXIT_FAIL, EXIT_OK, raised_as_kit_errors
@@ -82,10 +82,7 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
             raise
         # noted at the end, or raised where it stood in the cleanup (the target's close,
         # the run's keys deleted): the run's all the same
-        _said_interrupted(seed, options, say)
-        for kept in keep:
-            kept()
-        raise interrupts.Interrupted(said=True) from None
+        _stopped(seed, options, say, keep)
     return report
 
 
@@ -180,10 +177,8 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
             except OSError as exc:  # the report is still shown: the counterexample is not lost
                 report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
         interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
-    except KeyboardInterrupt:
-        _said_interrupted(seed, options, say)
-        keep.pop()()
-        raise interrupts.Interrupted(said=True) from None
+    except KeyboardInterrupt:  # said and kept before the cleanup, which may take a while
+        _stopped(seed, options, say, keep)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise TargetUnavailable(f"lost the server {redact(options.url or '')}: {exc}; {LOST}") from None
     except (DriverError, DriverUnavailable) as exc:  # outside a step: starting it again, or a serverless snapshot
@@ -193,6 +188,15 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
         if clock is not None:
             clock.close()
     return report
+
+
+def _stopped(seed: int, options: CheckOptions, say: Say, keep: list[Callable[[], None]]) -> NoReturn:
+    """End the run on an interrupt: its seed said, its steps so far kept (each of ``keep``
+    once), then ``Interrupted`` as said (INT-1)."""
+    _said_interrupted(seed, options, say)
+    while keep:
+        keep.pop()()
+    raise interrupts.Interrupted(said=True) from None
 
 
 def _said_interrupted(seed: int, options: CheckOptions, say: Say) -> None:

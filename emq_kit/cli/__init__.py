@@ -25,11 +25,10 @@ from emq_kit.errors import Interrupted, KitBug, kit_error
 
 __all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Usage", "main", "parser"]
 
-COMMANDS = {"check": "check", "replay": "replay", "selftest": "selftest", "campaign": "campaign",
-            "matrix": "matrix", "driver": "driver", "scripts": "bundle", "soak": "soak", "bench": "bench",
-            "audit": "audit", "clean": "clean"}
-"""Each command's name on the command line, and its module in this package (in the order
-``emq --help`` lists them)."""
+COMMANDS = ("check", "replay", "selftest", "campaign", "matrix", "driver", "scripts", "soak", "bench", "audit",
+            "clean")
+"""Each command, in the order ``emq --help`` lists them; ``emq NAME`` lives in this
+package's module ``NAME``."""
 
 
 class _Version(argparse.Action):
@@ -54,7 +53,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     for name in [command] if command in COMMANDS else COMMANDS:
-        importlib.import_module(f"{__name__}.{COMMANDS[name]}").register(sub)
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return p
 
 
