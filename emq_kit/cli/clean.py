@@ -21,7 +21,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
     client = _client(check_url(args.url))
     try:
         removed = clean(client)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RedisClusterException) as exc:
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RedisClusterException,
+            redis.exceptions.InvalidResponse) as exc:  # InvalidResponse: a port that does not speak RESP
         raise ServerUnreachable(f"cannot reach {redact(args.url)}: {exc}") from None
     finally:
         client.close()
