@@ -26,21 +26,23 @@ def open_target(url: str | None = None, scripts: str | None = None, driver: str 
     (``Renamed``), and a driver's ``init`` names the machine's queues by them;
     ``timeout``: a driver's bound on each request, ``init`` included (None: DP-14's
     defaults)."""
+    if driver is not None and scripts is not None:
+        raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
+    if model:
+        if url is not None or scripts is not None or driver is not None:
+            raise BadArgument("the model is its own target: no URL, scripts or driver")
+        from emq_kit.check.model_target import ModelTarget
+
+        return ModelTarget()  # before the client's imports: a serverless driver starts without redis-py
     import redis
 
-    from emq_kit.check.live import LiveTarget, ModelTarget
+    from emq_kit.check.live import LiveTarget
     from emq_kit.check.names import with_names
     from emq_kit.check.pools import QUEUES
     from emq_kit.ports.driver_client import DriverError, DriverTarget
     from emq_live.urls import redact
     from emq_model.errors import EmqError, VersionError
 
-    if driver is not None and scripts is not None:
-        raise BadArgument("--scripts is for the built-in client; a driver loads its own scripts")
-    if model:
-        if url is not None or scripts is not None or driver is not None:
-            raise BadArgument("the model is its own target: no URL, scripts or driver")
-        return ModelTarget()
     try:
         if driver is not None:
             queues = QUEUES if names is None else tuple(names.server(q) for q in QUEUES)

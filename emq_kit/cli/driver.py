@@ -11,12 +11,13 @@ from emq_kit.ports.reference_driver import Driver
 
 
 def cmd_driver(args: argparse.Namespace) -> int:
-    from emq_kit.check.target import open_target
-    from emq_live.client import connect
+    if args.model:  # the oracle a port's run starts: no client imported (no redis-py)
+        from emq_kit.check.target import open_target
 
-    if args.model:
         driver = Driver("emq-model", lambda url: open_target(model=True), serverless=True, faults=True)
     else:
+        from emq_live.client import connect
+
         # the client's own connection, not a target: the driver protocol is the client's
         # API behind a pipe (the kit's target of it is the DriverTarget on the other end)
         driver = Driver("emq-python", lambda url: connect(args.url or url, scripts=args.scripts), serverless=False)

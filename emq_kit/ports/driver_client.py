@@ -26,7 +26,8 @@ from collections import deque
 from typing import Any, Callable, Sequence
 
 from emq_kit._signals import Refused
-from emq_kit.check.live import LiveTarget, call_then, say_once
+from emq_kit.check.live import LiveTarget, say_once
+from emq_kit.check.model_target import call_then
 from emq_kit.check.pools import QUEUES
 from emq_kit.check.step import Crash
 from emq_kit.errors import (

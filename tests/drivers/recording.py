@@ -6,7 +6,7 @@
 import json
 import sys
 
-from emq_kit.check.live import ModelTarget
+from emq_kit.check.model_target import ModelTarget
 from emq_kit.ports.reference_driver import Driver
 
 driver = Driver("recording", lambda url: ModelTarget(), serverless=True)

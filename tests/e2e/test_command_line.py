@@ -33,14 +33,15 @@ def _loaded(*argv: str) -> tuple[int, set[str]]:
 
 def test_a_serverless_driver_starts_without_the_engine_or_an_embedded_server() -> None:
     """``emq driver --model`` (a port's oracle, started once per run) loads its own
-    command's module alone: neither the engine (Hypothesis) nor the embedded server
-    (fakeredis), no other command. (redis-py it loads: the model's target lives beside
-    the client's, emq_kit/check/live.py.)"""
+    command's module alone: neither the engine (Hypothesis), the embedded server
+    (fakeredis) nor the client (redis-py: the model's target is a module of its own,
+    emq_kit/check/model_target.py), no other command."""
     code, modules = _loaded("driver", "--model")
     assert code == 0
     commands = {m for m in modules if m.startswith("emq_kit.cli.")} - {"emq_kit.cli.common"}
     assert commands == {"emq_kit.cli.driver"}
-    assert not {m.split(".")[0] for m in modules} & {"hypothesis", "fakeredis", "lupa"}
+    assert not {m.split(".")[0] for m in modules} & {"hypothesis", "fakeredis", "lupa", "redis", "hiredis"}
+    assert not modules & {"emq_live.client", "emq_kit.check.live"}
 
 
 def test_a_command_loads_no_other_commands_module() -> None:

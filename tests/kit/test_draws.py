@@ -122,8 +122,8 @@ def test_selection_is_the_strategy_that_draws_every_rule() -> None:
 
 
 def test_the_conformance_machine_draws_through_selection() -> None:
-    from emq_kit.check.live import ModelTarget
     from emq_kit.check.machine import Conformance
+    from emq_kit.check.model_target import ModelTarget
     from emq_kit.check.tally import Run
 
     made: list[Conformance] = []

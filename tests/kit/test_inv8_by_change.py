@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from emq_kit.check.focus import Focus
-from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import Conformance
+from emq_kit.check.model_target import ModelTarget
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_kit.selftest.mutation import all_mutants, copy_scripts
 from emq_live import embedded

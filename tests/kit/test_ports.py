@@ -29,7 +29,7 @@ J1 = "JOB0KHTOWnGLuC"
 
 def python_driver(**kw: object) -> str:
     """A model-backed driver built with ``Driver(**kw)``: narrowed ops, absent args, an old protocol."""
-    code = ("import sys; from emq_kit.ports.reference_driver import Driver; from emq_kit.check.live import ModelTarget; "
+    code = ("import sys; from emq_kit.ports.reference_driver import Driver; from emq_kit.check.model_target import ModelTarget; "
             f"Driver('py', lambda url: ModelTarget(), serverless=True, **{kw!r}).serve(sys.stdin, sys.stdout)")
     return f"{PY} -c {shlex.quote(code)}"
 

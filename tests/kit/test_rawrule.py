@@ -19,7 +19,8 @@ import pytest
 from emq_kit import cli
 from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
-from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.live import LiveTarget
+from emq_kit.check.model_target import ModelTarget
 from emq_kit.check.pools import QUEUES
 from emq_kit.check.run import PROFILES, Profile, run_check
 from emq_kit.selftest.mutation import check_mutants, copy_scripts

@@ -15,8 +15,9 @@ from typing import Any, Iterator
 import pytest
 
 from emq_kit.check import faults
-from emq_kit.check.live import LiveTarget, ModelTarget
+from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import Conformance
+from emq_kit.check.model_target import ModelTarget
 from emq_kit.check.names import Names, new_suffix, with_names
 from emq_kit.check.run import Profile, run_check
 from emq_kit.check.step import Divergence
