@@ -40,7 +40,7 @@ from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.reporting import with_reporter
 
 from emq_kit._signals import ShrinkCut
-from emq_kit.check import effect
+from emq_kit.check import collector, effect
 from emq_kit.check.causes import Cause, causes_of
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.coverage import Coverage
@@ -553,11 +553,12 @@ def run_check(
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # dropped-orphan warnings are expected here
     try:
-        for phase in PHASES:
-            if phase.runs(check):
-                result = phase.execute(check)
-                if result is not None:
-                    check.phases.update(result.figures())
+        with collector.spaced():
+            for phase in PHASES:
+                if phase.runs(check):
+                    result = phase.execute(check)
+                    if result is not None:
+                        check.phases.update(result.figures())
     finally:
         quiet.setLevel(level)
     return _report(check)
