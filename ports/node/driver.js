@@ -149,3 +149,5 @@ for await (const line of createInterface({ input: process.stdin, crlfDelay: Infi
   if (request.op === 'shutdown') break;
 }
 if (conn !== null) await conn.close();
+// DP-18: after shutdown the driver exits of itself; an open stdin would keep it waiting
+process.stdin.destroy();

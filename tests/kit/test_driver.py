@@ -16,6 +16,7 @@ import pytest
 
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.ports import protocol
+from emq_kit.ports.driver_client import DriverProcess
 from emq_live.scripts import ScriptSet
 from emq_model import spec
 from emq_model.lanes import LaneClaimed
@@ -140,6 +141,24 @@ def test_the_node_port_conforms_on_valkey(valkey, node_scripts: Path) -> None:
     assert "CONFORMS" in done.stdout and "emq-node" in done.stdout
     cells = len(spec.cells()) + len(LANE_CELLS)  # its lane ops are checked like the core
     assert f"cells {cells}/{cells}" in done.stdout
+
+
+@pytest.mark.parametrize("which", ["model", "python", "node"])
+def test_a_shipped_driver_exits_0_after_shutdown_with_its_input_still_open(which: str, valkey,
+                                                                           node_scripts: Path) -> None:
+    """DP-18: ``shutdown`` is answered, then the driver exits 0 of itself; the end of its
+    stdin is not what ends it (the kit closes it only after, and a driver that lingered
+    would cost every run a ``--timeout``)."""
+    argv = {"model": [str(EMQ), "driver", "--model"], "python": [str(EMQ), "driver", "--live"],
+            "node": ["node", str(NODE / "driver.js"), "--scripts", str(node_scripts)]}[which]
+    driver = DriverProcess(argv, timeout=30)
+    try:
+        driver.request("init", {"protocol": 2, "url": None if which == "model" else valkey.url, "queues": ["dp18"],
+                                "clock": "virtual"})
+        assert driver.request("shutdown", {}) is None
+        assert driver.proc.wait(timeout=30) == 0  # its stdin still open: we have not closed it
+    finally:
+        driver.kill()
 
 
 # -- wrong and failing drivers are judged, at the step -----------------------------------
