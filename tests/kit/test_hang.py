@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,15 +53,23 @@ CPU of a call these runs draw (their batches hold at most four jobs); the defaul
 test is ``test_the_embedded_bound_stops_a_loop_and_spares_the_largest_call``."""
 
 
+@contextmanager
+def quick_server(program: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerProcess]:
+    """A private ``program`` (valkey-server, redis-server) whose hung scripts are stopped
+    sooner: both bounds a fifth of their defaults, in the same order (the server answers
+    ``BUSY`` and hears ``SCRIPT KILL`` after 1 s of a script, the kit's call gives up
+    after 2 s). For the tests that wait hangs out (a search at each replay that meets
+    one, a selftest's watch) or lose the server to one; the defaults' own are the
+    replays on the session's server and the cluster."""
+    monkeypatch.setattr(hang, "SERVER_SECONDS", 2.0)
+    with ServerProcess(program, config={"busy-reply-threshold": "1000"}) as server:
+        yield server
+
+
 @pytest.fixture
 def quick(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerProcess]:
-    """A private Valkey whose hung scripts are stopped sooner: both bounds a fifth of
-    their defaults, in the same order (the server answers ``BUSY`` and hears ``SCRIPT
-    KILL`` after 1 s of a script, the kit's call gives up after 2 s). For the tests that
-    wait hangs out (a search at each replay that meets one) or lose the server to one;
-    the defaults' own are the replays on the session's server and the cluster."""
-    monkeypatch.setattr(hang, "SERVER_SECONDS", 2.0)
-    with ServerProcess("valkey-server", config={"busy-reply-threshold": "1000"}) as server:
+    """A private Valkey with the quicker bounds (``quick_server``)."""
+    with quick_server("valkey-server", monkeypatch) as server:
         yield server
 
 
