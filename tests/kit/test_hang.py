@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -64,6 +65,24 @@ def quick_server(program: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Serv
     monkeypatch.setattr(hang, "SERVER_SECONDS", 2.0)
     with ServerProcess(program, config={"busy-reply-threshold": "1000"}) as server:
         yield server
+
+
+@contextmanager
+def quick_nodes(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The session's ``cluster`` with ``quick_server``'s bounds on every node until the
+    block ends, then each node's own threshold again."""
+    monkeypatch.setattr(hang, "SERVER_SECONDS", 2.0)
+    was = []
+    try:
+        for node in cluster.nodes:
+            with node.client() as r:
+                was.append((node, r.config_get("busy-reply-threshold")["busy-reply-threshold"]))
+                r.config_set("busy-reply-threshold", "1000")
+        yield cluster
+    finally:
+        for node, threshold in was:
+            with node.client() as r:
+                r.config_set("busy-reply-threshold", threshold)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from emq_kit.selftest.mutation import (
     summary,
 )
 from tests.kit.processes import emq
-from tests.kit.test_hang import quick_server
+from tests.kit.test_hang import quick_nodes, quick_server
 
 SCRIPT = """-- a comment with redis.call("DEL", k.row) that is not code
 if redis.call("EXISTS", k.row) == 0 then
@@ -207,18 +207,21 @@ def test_a_snapshot_mutant_that_never_returns_is_killed_and_its_server_freed(pro
                 r.execute_command("SCRIPT", "KILL")
 
 
-def test_the_watch_sees_a_clusters_commands_and_frees_its_primaries(cluster: Any) -> None:
+def test_the_watch_sees_a_clusters_commands_and_frees_its_primaries(cluster: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """On a cluster the client sends through ``RedisCluster``, not ``redis.Redis``: the
     judge's watch sees its commands too, so the never-ending snapshot loop is killed by
-    the watch (not when the budget is spent) and every primary answers again."""
+    the watch (not when the budget is spent) and every primary answers again. Under the
+    quicker bounds (test_hang's own cluster test waits out the defaults)."""
     mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot" and m.after.strip() == 'until cursor == "1"')
-    verdict = judge(mutant, cluster.url, budget=600, seed=0)
-    assert verdict.status == "killed" and verdict.rule == HANG, verdict
-    assert verdict.reason.startswith("a call had not returned"), verdict
-    for node in cluster.nodes:
-        with node.client() as r:
-            with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
-                r.execute_command("SCRIPT", "KILL")
+    with quick_nodes(cluster, monkeypatch):
+        verdict = judge(mutant, cluster.url, budget=600, seed=0)
+        assert verdict.status == "killed" and verdict.rule == HANG, verdict
+        assert verdict.reason.startswith("a call had not returned"), verdict
+        for node in cluster.nodes:
+            with node.client() as r:
+                with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
+                    r.execute_command("SCRIPT", "KILL")
 
 
 def test_selftest_on_fakeredis_says_snapshot_lua_is_not_exercised(capsys: pytest.CaptureFixture[str]) -> None:
