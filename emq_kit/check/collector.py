@@ -5,9 +5,9 @@ snapshot and change, the invariants' verdicts), nearly all freed by reference co
 At CPython's default schedule (a young collection every 700 allocations, a full one
 whenever ten older collections have run and the heap has grown by a quarter) a run makes
 several full collections, each walking the whole heap, Hypothesis's record of the run's
-examples included: a tenth to a quarter of a run's time (benchmarks/README.md). While a
-run is on, a young collection waits for ``YOUNG`` allocations, so full ones come about
-fourteen times more rarely; cycles are collected all the same.
+examples included. While a run is on, a young collection waits for ``YOUNG``
+allocations, so full ones come about fourteen times more rarely; cycles are collected
+all the same (a run makes cyclic garbage: the collector stays on).
 
 The schedule is the process's (the library runs inside a user's own: a pytest session, a
 campaign's worker), so it is changed only upward, never switched on where the process
@@ -22,9 +22,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 YOUNG = 10_000
-"""Allocations between two young collections while a run is on (CPython's default: 700).
-The best of 5,000, 10,000 and 20,000 on the model and fakeredis checks; a young
-collection then holds a few megabytes of garbage at most."""
+"""Allocations between two young collections while a run is on (CPython's default: 700):
+few enough that a young collection holds a few megabytes of garbage at most."""
 
 _lock = threading.Lock()
 _runs = 0  # runs on in this process (threads of a campaign's worker may hold several)
