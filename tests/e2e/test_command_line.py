@@ -24,11 +24,24 @@ print(json.dumps([code, sorted(sys.modules)]))
 """Run one command line in a fresh interpreter; print its exit code and every module loaded."""
 
 
-def _loaded(*argv: str) -> tuple[int, set[str]]:
+def _loaded(*argv: str, stdin: str = "") -> tuple[int, set[str]]:
     done = subprocess.run([sys.executable, "-c", LOADED, *argv], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+                          input=stdin)
     code, modules = json.loads(done.stdout.splitlines()[-1])
     return code, set(modules)
+
+
+SESSION = [
+    {"id": 1, "op": "init", "args": {"protocol": 2, "url": None, "queues": ["alpha"], "clock": "virtual"}},
+    {"id": 2, "op": "enqueue", "queue": "alpha", "args": {"id": "JOB00000000001", "payload": {"b64": "cA=="}}},
+    {"id": 3, "op": "claim", "queue": "alpha", "args": {"lease_ms": 5, "now": 1}},
+    {"id": 4, "op": "complete", "queue": "alpha", "args": {"id": "JOB00000000001", "token": 0}},
+    {"id": 5, "op": "snapshot", "queue": "alpha", "args": {}},
+    {"id": 6, "op": "reset", "args": {}},
+    {"id": 7, "op": "shutdown", "args": {}},
+]
+"""A model driver's session as a run drives it: init, calls (a refusal among them), a
+snapshot, a reset, shutdown."""
 
 
 def test_a_serverless_driver_starts_without_the_engine_or_an_embedded_server() -> None:
@@ -36,8 +49,9 @@ def test_a_serverless_driver_starts_without_the_engine_or_an_embedded_server() -
     command's module alone: neither the engine (Hypothesis), the embedded server
     (fakeredis) nor the client (redis-py: the model's target is a module of its own,
     emq_kit/check/model_target.py), no other command."""
-    code, modules = _loaded("driver", "--model")
+    code, modules = _loaded("driver", "--model", stdin="".join(json.dumps(r) + "\n" for r in SESSION))
     assert code == 0
+    assert "emq_kit.check.model_target" in modules  # the session ran: init opened the model
     commands = {m for m in modules if m.startswith("emq_kit.cli.")} - {"emq_kit.cli.common"}
     assert commands == {"emq_kit.cli.driver"}
     assert not {m.split(".")[0] for m in modules} & {"hypothesis", "fakeredis", "lupa", "redis", "hiredis"}
