@@ -11,7 +11,9 @@ past an orphan (read-only: a server can stop it), and lane_claim's serve loop wi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,11 +70,13 @@ def quick_server(program: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Serv
 
 
 @contextmanager
-def quick_nodes(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The session's ``cluster`` with ``quick_server``'s bounds on every node until the
-    block ends, then each node's own threshold again."""
-    monkeypatch.setattr(hang, "SERVER_SECONDS", 2.0)
-    was = []
+def quick_nodes(cluster: Any) -> Iterator[Any]:
+    """The session's ``cluster`` with ``quick_server``'s bounds (every node's
+    ``busy-reply-threshold``, ``hang.SERVER_SECONDS``) until the block ends, then each
+    node's own again: a node still running a hung script is freed first (CONFIG SET
+    answers BUSY then), and every node is put back even if one fails to be."""
+    seconds, hang.SERVER_SECONDS = hang.SERVER_SECONDS, 2.0
+    was: list[tuple[Any, Any]] = []
     try:
         for node in cluster.nodes:
             with node.client() as r:
@@ -80,9 +84,18 @@ def quick_nodes(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
                 r.config_set("busy-reply-threshold", "1000")
         yield cluster
     finally:
+        hang.SERVER_SECONDS = seconds
+        failed = []
         for node, threshold in was:
             with node.client() as r:
-                r.config_set("busy-reply-threshold", threshold)
+                with contextlib.suppress(redis.exceptions.ResponseError):  # NOTBUSY: nothing running
+                    r.execute_command("SCRIPT", "KILL")
+                try:
+                    r.config_set("busy-reply-threshold", threshold)
+                except redis.exceptions.RedisError as exc:
+                    failed.append(f"{node.port}: {exc}")
+        if failed and sys.exc_info()[0] is None:  # the block's own failure, if any, is the one to show
+            raise AssertionError(f"busy-reply-threshold not put back on {failed}")
 
 
 @pytest.fixture
