@@ -44,7 +44,8 @@ from emq_kit.errors import KitError
 
 if TYPE_CHECKING:
     from emq_kit.check.options import CheckOptions
-    from emq_kit.check.run import PROFILES, Difference, Profile, Report
+    from emq_kit.check.profiles import PROFILES, Profile
+    from emq_kit.check.run import Difference, Report
 
 # The engine's package, emq_kit/check/, is loaded by the import of open_target above: a
 # package is set on its parent when first loaded, never again, so ``check`` stays this.
@@ -57,8 +58,8 @@ __all__ = ["PROFILES", "CheckOptions", "Difference", "KitError", "Profile", "Rep
            "load_trace", "open_target", "replay"]
 
 _LAZY = {"CheckOptions": "emq_kit.check.options", "Report": "emq_kit.check.run", "Difference": "emq_kit.check.run",
-         "Profile": "emq_kit.check.run", "PROFILES": "emq_kit.check.run"}
-"""The names whose modules load the engine: each is imported when first asked for."""
+         "Profile": "emq_kit.check.profiles", "PROFILES": "emq_kit.check.profiles"}
+"""The names imported when first asked for (the modules of all but the profiles load the engine)."""
 
 
 def __getattr__(name: str) -> Any:

@@ -128,7 +128,8 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
 
     from emq_kit.check.clock import ServerClock
     from emq_kit.check.corpus import corpus_phase, replay_corpus
-    from emq_kit.check.run import PROFILES, run_check
+    from emq_kit.check.profiles import PROFILES
+    from emq_kit.check.run import run_check
     from emq_kit.claim import LOST
     from emq_kit.errors import DriverError, DriverUnavailable, FencedElsewhere, TargetUnavailable
     from emq_kit.trace.replay import write_trace

@@ -87,7 +87,8 @@ from emq_kit.check import collector
 from emq_kit.check.clock import Clock, ServerClock
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.names import Names
-from emq_kit.check.run import PROFILES, run_check, search_settings
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check, search_settings
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument, ToolMissing, Wrong
 from emq_kit.ports import bundle

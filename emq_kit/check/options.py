@@ -26,7 +26,7 @@ from emq_kit import bounds
 from emq_kit.check.focus import HOSTILE
 from emq_kit.check.names import named
 from emq_kit.check.pools import QUEUES
-from emq_kit.check.run import PROFILES
+from emq_kit.check.profiles import PROFILES
 from emq_kit.check.tally import SHRINK_STEPS
 from emq_kit.errors import BadArgument
 from emq_kit.layouts import NAMES as LAYOUTS

@@ -49,6 +49,7 @@ from emq_kit.check.fence import fence_divergence
 from emq_kit.check.focus import Focus
 from emq_kit.check.machine import Conformance
 from emq_kit.check.minimize import STEPS_MAX, minimize
+from emq_kit.check.profiles import Profile
 from emq_kit.check.raw.rule import raw_cells
 from emq_kit.check.reproduce import SHOWN, reproduce
 from emq_kit.check.seeded import seed_alone
@@ -66,31 +67,11 @@ DET_RULE = "DET-1"
 (specs/lifecycle.md DET-1)."""
 
 
-@dataclass(frozen=True)
-class Profile:
-    """How much a run does: examples and steps per example; whether unreached cells fail
-    it, and how many extra examples it may spend reaching them."""
-
-    name: str
-    examples: int
-    steps: int
-    gate: bool
-    extra_examples: int = 0
-    round_examples: int = 100
-    sweep: bool = False  # the once-per-run raw sweep (raw.rule.RawCalls.raw_sweep) on a target that takes raw calls
-
-
 SERVER_CLOCK = Profile("server-clock", examples=20, steps=25, gate=False)
 """The server-clock phase of a gated run on a target of our calling convention: its
 calls carry no ``now``, so every clock script takes its ``TIME`` branch (CLK-1), and the
 model runs inside the server's ``TIME`` window (``ServerClock``, as ``--clock server``)."""
 
-PROFILES = {
-    "dev": Profile("dev", examples=30, steps=30, gate=False),
-    "ci": Profile("ci", examples=200, steps=50, gate=True, extra_examples=800, round_examples=25, sweep=True),
-    "thorough": Profile("thorough", examples=2000, steps=100, gate=True, extra_examples=4000, round_examples=500,
-                        sweep=True),
-}
 
 
 @dataclass

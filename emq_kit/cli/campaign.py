@@ -14,7 +14,7 @@ from emq_kit.bounds import CLUSTER
 from emq_kit.campaign import plan as plans
 from emq_kit.campaign.campaign import RETRIES, Progress, run_campaign
 from emq_kit.campaign.cluster import DEFAULT, ClusterSpec, cluster_of, dashboard
-from emq_kit.check.run import PROFILES
+from emq_kit.check.profiles import PROFILES
 from emq_kit.cli.common import Outputs, add_number, add_outputs, bounded, sizes, within
 from emq_kit.cli.progress import Meter
 from emq_kit.errors import BadArgument

@@ -13,15 +13,13 @@ from emq_kit.check import expect
 from emq_kit.check.focus import HOSTILE
 from emq_kit.check.options import CheckOptions
 from emq_kit.check.pools import QUEUES
-from emq_kit.check.run import PROFILES
+from emq_kit.check.profiles import PROFILES
 from emq_kit.check.tally import SHRINK_STEPS
 from emq_kit.cli.common import Outputs, Usage, add_outputs, bounded, within, writable_path
 from emq_kit.cli.progress import CheckProgress
 from emq_kit.layouts import NAMES
 from emq_kit.redaction import write_text
 from emq_kit.report.document import check_document
-from emq_kit.report.markdown import check_summary
-from emq_kit.report.text import format_report
 
 
 def options_of(args: argparse.Namespace) -> CheckOptions:
@@ -49,6 +47,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         writable_path(args.write_expect, "the expectations")
     if args.summary:
         writable_path(args.summary, "the summary")
+    # the printers load the engine (a trace's step table): once the arguments are known good
+    from emq_kit.report.markdown import check_summary
+    from emq_kit.report.text import format_report
+
     out = Outputs(args)
     progress = CheckProgress(args.examples or PROFILES[args.profile].examples)
 

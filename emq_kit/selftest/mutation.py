@@ -28,7 +28,8 @@ from emq_kit.check import hang
 from emq_kit.check.focus import Focus
 from emq_kit.check.hang import stop_script
 from emq_kit.check.names import Names
-from emq_kit.check.run import Profile, run_check
+from emq_kit.check.profiles import Profile
+from emq_kit.check.run import run_check
 from emq_kit.errors import BadArgument, CheckFailed, KitBug, KitError, SearchFailed, ServerUnreachable
 from emq_kit.forks import cpu_seconds, die_with_parent, interrupts_deferred
 from emq_kit.layouts import Layout

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from emq_kit import bench, cli
-from emq_kit.check import run
 from emq_kit.check.live import LiveTarget
+from emq_kit.check.profiles import PROFILES
 from emq_kit.errors import BadArgument
 
 TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--depth", "40", "--depth-examples", "1", "--jobs", "200",
@@ -51,7 +51,7 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
     assert figures["shrink.fakeredis.median"]["value"] <= figures["shrink.fakeredis.max"]["value"]
     if where != "url":
         want.add("coverage.ci.examples")
-        examples, nominal = figures["coverage.ci.examples"]["value"], run.PROFILES["ci"]
+        examples, nominal = figures["coverage.ci.examples"]["value"], PROFILES["ci"]
         assert nominal.examples <= examples <= nominal.examples + nominal.extra_examples
         assert f"seed 1: {examples}" in figures["coverage.ci.examples"]["note"]
     # 2 examples of 5 steps may meet none of the foreign port's differences: then no first one

@@ -21,8 +21,9 @@ from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.model_target import ModelTarget
+from emq_kit.check.profiles import PROFILES, Profile
 from emq_kit.check.raw.rule import raw_cells
-from emq_kit.check.run import PROFILES, Profile, run_check
+from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
 from emq_model.spec import cells

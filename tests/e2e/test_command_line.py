@@ -65,6 +65,18 @@ def test_a_command_loads_no_other_commands_module() -> None:
     assert not modules & {f"emq_kit.cli.{m}" for m in cli.COMMANDS if m != "replay"}
 
 
+@pytest.mark.parametrize("argv", [("check", "--examples", "abc"), ("check", "--profile", "nope"), ("check", "--help"),
+                                  ("campaign", "--seeds", "x")])
+def test_a_usage_error_or_the_help_of_a_check_loads_no_engine(argv: tuple[str, ...]) -> None:
+    """A check's parser names its profiles from emq_kit/check/profiles.py and its printers
+    load once the arguments are good: a mistyped option is told without Hypothesis, the
+    client or the embedded server."""
+    code, modules = _loaded(*argv)
+    assert code == (0 if "--help" in argv else 2)
+    assert not {m.split(".")[0] for m in modules} & {"hypothesis", "fakeredis", "lupa", "redis"}
+    assert "emq_kit.check.run" not in modules
+
+
 def test_a_check_without_a_page_loads_no_page_module() -> None:
     """The HTML pages' module (and the soak's history it draws from) load for ``--html``
     alone."""

@@ -20,7 +20,8 @@ import pytest
 
 from emq_kit import cli
 from emq_kit.check.pools import POOL, QUEUES
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import KitBug
 from emq_kit.selftest.mutation import summary

@@ -11,7 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.cli import main
 from emq_kit.layouts import layout
 from emq_kit.selftest import bullmq as teeth

@@ -14,7 +14,8 @@ import pytest
 from emq_kit import bench
 from emq_kit.check import collector
 from emq_kit.check.model_target import ModelTarget
-from emq_kit.check.run import Profile, run_check
+from emq_kit.check.profiles import Profile
+from emq_kit.check.run import run_check
 
 TINY = Profile("tiny", examples=3, steps=5, gate=False)
 

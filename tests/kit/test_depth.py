@@ -12,7 +12,8 @@ from emq_kit import cli
 from emq_kit.check.focus import Focus
 from emq_kit.check.options import CheckOptions
 from emq_kit.check.pools import POOL, background
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.check.window import window_size
 from emq_kit.errors import BadArgument

@@ -11,7 +11,8 @@ import pytest
 from emq_kit.check.focus import Focus
 from emq_kit.check.machine import ARGS_MAX, BADS, SPOILS
 from emq_kit.check.pools import BAD_IDS, bad_values
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.check.signature import Signature, parse, signature
 from emq_kit.ports.driver_client import DriverTarget
 from emq_model import spec

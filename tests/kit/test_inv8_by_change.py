@@ -23,7 +23,8 @@ from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import Conformance
 from emq_kit.check.model_target import ModelTarget
-from emq_kit.check.run import PROFILES, Profile, run_check
+from emq_kit.check.profiles import PROFILES, Profile
+from emq_kit.check.run import run_check
 from emq_kit.selftest.mutation import all_mutants, copy_scripts
 from emq_live import embedded
 from emq_model.change import Change, between, change_from

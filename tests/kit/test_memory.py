@@ -13,7 +13,8 @@ import redis
 import emq_live
 from emq_kit.check import memory
 from emq_kit.check.live import LiveTarget, ObservedQueue
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_model.errors import StaleError
 from emq_model.snapshot import Snapshot
 from tests.livekit import J, flush_url

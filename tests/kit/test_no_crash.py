@@ -9,7 +9,8 @@ import shlex
 import pytest
 
 from emq_kit.check.clock import ServerClock
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.ports.driver_client import DriverTarget
 from tests.kit.processes import EMQ, check, faulty, kit_lines
 

@@ -18,7 +18,8 @@ import pytest
 from emq_kit.check.faults import Damage
 from emq_kit.check.machine import START, Conformance
 from emq_kit.check.pools import POOL
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.check.step import ModelBroken, Step
 from emq_kit.check.tally import Run
 from emq_kit.check.target import open_target

@@ -22,7 +22,8 @@ from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.model_target import ModelTarget
 from emq_kit.check.pools import QUEUES
-from emq_kit.check.run import PROFILES, Profile, run_check
+from emq_kit.check.profiles import PROFILES, Profile
+from emq_kit.check.run import run_check
 from emq_kit.selftest.mutation import check_mutants, copy_scripts
 from emq_kit.trace.format import Trace
 from emq_model import spec

@@ -17,7 +17,8 @@ from emq_kit import bench
 from emq_kit.audit import audit
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.report import document as report
 from emq_kit.selftest import mutation as selftest
 from emq_kit.soak import history

@@ -23,7 +23,8 @@ from emq_kit import cli
 from emq_kit.check import effect
 from emq_kit.check.causes import causes_of
 from emq_kit.check.focus import Focus
-from emq_kit.check.run import PROFILES, Difference, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import Difference, run_check
 from emq_kit.check.signature import Signature, signature
 from emq_kit.check.step import SLEEP, Crash, Divergence, Step
 from emq_kit.ports.driver_client import DriverError, DriverTarget

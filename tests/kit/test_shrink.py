@@ -13,7 +13,8 @@ import pytest
 
 from emq_kit import cli
 from emq_kit.check.focus import Focus
-from emq_kit.check.run import PROFILES, Report, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import Report, run_check
 from emq_kit.check.signature import signature
 from emq_kit.check.step import Step
 from emq_kit.check.tally import SHRINK_STEPS

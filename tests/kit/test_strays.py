@@ -19,7 +19,8 @@ from emq_kit.check.live import LiveTarget
 from emq_kit.check.machine import Conformance
 from emq_kit.check.model_target import ModelTarget
 from emq_kit.check.names import Names, new_suffix, with_names
-from emq_kit.check.run import Profile, run_check
+from emq_kit.check.profiles import Profile
+from emq_kit.check.run import run_check
 from emq_kit.check.step import Divergence
 from emq_kit.check.tally import Run
 from emq_kit.trace.format import step_of_json

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from emq_kit import cli
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.report.document import check_document
 from emq_kit.report.html import check_html
 from emq_kit.report.text import format_report

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from emq_kit.check.run import Profile, run_check
+from emq_kit.check.profiles import Profile
+from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.ports.driver_client import STARTUP, DriverTarget
 from emq_kit.trace.replay import write_trace

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from emq_kit.check.live import LiveTarget
-from emq_kit.check.run import PROFILES, Report, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import Report, run_check
 from emq_kit.check.signature import signature
 from emq_kit.trace.replay import replay
 from tests.broken import VARIANTS, broken_dir

@@ -18,7 +18,8 @@ from emq_kit.check.clock import ServerClock
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget, named
 from emq_kit.check.pools import POOL, QUEUES, background
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.selftest.mutation import Mutant, all_mutants, copy_scripts
 from emq_live import acl

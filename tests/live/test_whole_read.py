@@ -14,7 +14,8 @@ import pytest
 
 from emq_kit.check import machine
 from emq_kit.check.focus import Focus
-from emq_kit.check.run import PROFILES, run_check
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_live.client import Queue, _pairs, _text, _texts
 from emq_model import spec
