@@ -13,7 +13,6 @@ from emq_kit.api import load_trace, replay
 from emq_kit.cli.common import Outputs, Usage, add_outputs, writable_file
 from emq_kit.redaction import write_text
 from emq_kit.report.document import replay_document
-from emq_kit.report.text import format_replay
 from emq_kit.trace.export import pytest_source
 
 
@@ -22,6 +21,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.pytest == "-" and out.json:
         raise Usage("--pytest - and --json both print on stdout: give --pytest a FILE")
     trace = load_trace(args.trace)
+    from emq_kit.report.text import format_replay  # loads the engine: once the trace is read
+
     if args.pytest == "-":  # stdout (writable_file's "-"), then the replay's printout
         sys.stdout.write(pytest_source(trace, args.trace))
     elif args.pytest:

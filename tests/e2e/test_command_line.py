@@ -77,6 +77,17 @@ def test_a_usage_error_or_the_help_of_a_check_loads_no_engine(argv: tuple[str, .
     assert "emq_kit.check.run" not in modules
 
 
+def test_a_trace_that_cannot_be_read_is_told_before_the_machine_loads(tmp_path) -> None:
+    """``emq replay`` reads its trace before it loads its printer (and with it the machine
+    and the client); reading a trace takes the faults' vocabulary, and Hypothesis with it."""
+    (tmp_path / "bad.json").write_text("{}")
+    for trace in (str(tmp_path / "missing.json"), str(tmp_path / "bad.json")):
+        code, modules = _loaded("replay", trace)
+        assert code == 2
+        assert not {m.split(".")[0] for m in modules} & {"fakeredis", "lupa", "redis"}
+        assert not modules & {"emq_kit.check.run", "emq_kit.check.machine"}
+
+
 def test_a_check_without_a_page_loads_no_page_module() -> None:
     """The HTML pages' module (and the soak's history it draws from) load for ``--html``
     alone."""
