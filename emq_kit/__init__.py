@@ -30,7 +30,8 @@ As a library, a check is one call that returns its report:
 ``emq_kit.check`` is the function; the check engine's package of the same name
 (``emq_kit/check/``) is imported by its modules' full names (``from emq_kit.check.run
 import run_check``). Importing ``emq_kit`` loads none of the engine (Hypothesis, the
-machine): ``Report``, ``CheckOptions`` and the profiles load when first named.
+machine): ``Report`` and ``CheckOptions`` load when first named (the profiles are data,
+emq_kit/check/profiles.py).
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from emq_kit import api
+from emq_kit.check.profiles import PROFILES, Profile
 from emq_kit.check.target import open_target
 from emq_kit.errors import KitError
 
 if TYPE_CHECKING:
     from emq_kit.check.options import CheckOptions
-    from emq_kit.check.profiles import PROFILES, Profile
     from emq_kit.check.run import Difference, Report
 
 # The engine's package, emq_kit/check/, is loaded by the import of open_target above: a
@@ -57,9 +58,8 @@ ReplayReport = api.ReplayReport
 __all__ = ["PROFILES", "CheckOptions", "Difference", "KitError", "Profile", "ReplayReport", "Report", "check",
            "load_trace", "open_target", "replay"]
 
-_LAZY = {"CheckOptions": "emq_kit.check.options", "Report": "emq_kit.check.run", "Difference": "emq_kit.check.run",
-         "Profile": "emq_kit.check.profiles", "PROFILES": "emq_kit.check.profiles"}
-"""The names imported when first asked for (the modules of all but the profiles load the engine)."""
+_LAZY = {"CheckOptions": "emq_kit.check.options", "Report": "emq_kit.check.run", "Difference": "emq_kit.check.run"}
+"""The names whose modules load the engine: each is imported when first asked for."""
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,8 @@
 """emq_live — the Lua scripts and the Python client that runs them on Valkey or fakeredis.
 
 The client's names load with their module when first asked for, so ``emq_live.urls``
-(what the redaction of every command's output reads) costs no import of redis-py."""
+(what the redaction of every command's output reads) costs no import of redis-py, and a
+serverless driver (``emq driver --model``) starts without it."""
 
 from __future__ import annotations
 
