@@ -9,18 +9,27 @@ Compiling a chunk once and calling it is what ``execute`` does in one go (lupa l
 both under the same chunk name, so a script error reads the same), and a chunk holds no
 state between calls: KEYS, ARGV and the globals are the runtime's, set by fakeredis
 before each call. The collection fakeredis runs after each script is one incremental
-step here (``STEP``: no script can tell). Everything else (the ``redis.call`` bridge,
-the globals check) is fakeredis's own, untouched.
+step here (``STEP``: no script can tell).
 
-The stand-in reaches one private attribute of fakeredis (``FakeServer._lua_runtime``,
-which ``_get_server_runtime`` creates on a server's first script and reuses after);
-tests/live/test_embedded.py fails if a fakeredis within pyproject.toml's range stops using
-it, so the speed-up cannot silently vanish or change what a script does.
+A script may not create a global. fakeredis enforces it by listing the runtime's
+globals before every ``redis.call`` and after the script, a third of what a call from
+Lua costs there; the stand-in enforces it as Valkey does, at the assignment: ``_G``
+refuses a name fakeredis did not set up (``GUARD``), and fakeredis's listing runs after
+the script only, where it still catches a global made some other way. Everything else
+(the ``redis.call`` bridge, the words of every other error) is fakeredis's own.
+
+The stand-in reaches two private names of fakeredis: ``FakeServer._lua_runtime`` and
+``_lua_expected_globals``, which ``_get_server_runtime`` creates on a server's first
+script and reuses after, and the module function ``_check_for_lua_globals`` (replaced
+once by one that skips the listing while a guarded script runs, and otherwise calls
+fakeredis's own). tests/live/test_embedded.py fails if a fakeredis within
+pyproject.toml's range stops using them, so the speed-up cannot silently vanish or
+change what a script does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 FULL = ("collectgarbage()", b"collectgarbage()")
 """What fakeredis runs after every script (2.41 passes text): a full collection."""
@@ -55,21 +64,72 @@ end, function() sethook() end
 """A count hook every 1,000 instructions that stops the script past its bound: an
 infinite loop in a script would otherwise hang the kit's own process (no SCRIPT KILL
 reaches an in-process Lua)."""
+READONLY = "Attempt to modify a readonly table"
+"""Valkey's words for a script that writes a global."""
+GUARD = """
+local names, G, set, get, same, fail = ..., _G, rawset, rawget, rawequal, error
+local function refuse() fail("%s", 3) end
+local guard = {__metatable = false, __newindex = function(t, k, v)
+  if names[k] then return set(t, k, v) end
+  refuse()
+end}
+local function rawset_guarded(t, k, v)
+  if same(t, G) and get(G, k) == nil and not names[k] then refuse() end
+  return set(t, k, v)
+end
+return function()
+  debug.setmetatable(G, guard)
+  set(G, "rawset", rawset_guarded)
+end
+""" % READONLY
+"""Valkey's rule for globals: a name the runtime was not set up with (``names``) cannot
+be made, by assignment or ``rawset``; the returned function (re)arms it, before each
+script, so a script that took it off (``debug``, which Valkey does not offer) leaves the
+next one guarded."""
+
+
+class _InScript:
+    """Marks fakeredis's expected-globals set of a runtime running a guarded script: its
+    listing before each ``redis.call`` is skipped (no name fakeredis could report)."""
+
+
+IN_SCRIPT = _InScript()
+LISTING: Callable[[Any, set[Any]], None] | None = None
+"""fakeredis's own listing of a runtime's globals, once ``_unless_guarded`` stands in
+for it."""
 
 
 class CompiledScripts:
     """A fakeredis server's ``LuaRuntime`` whose ``execute`` compiles a source once."""
 
-    def __init__(self, runtime: Any, seconds: float | None = None) -> None:
+    def __init__(self, runtime: Any, seconds: float | None = None, expected: set[Any] | None = None) -> None:
+        """``expected``: fakeredis's set of the names the runtime was set up with (its
+        globals guard stays as fakeredis has it when None)."""
         self.runtime, self.seconds = runtime, CPU_SECONDS if seconds is None else seconds
         self.chunks: dict[Any, Any] = {}
         self.compiled = 0  # sources compiled: the test's proof that a chunk is reused
         self.watch, self.unwatch = runtime.execute(WATCH)
+        self.expected = expected if expected is not None and _skip_listing_in_scripts() else None
+        self.arm: Callable[[], None] | None = None
+        if self.expected is not None:
+            names = runtime.table_from({name: True for name in self.expected if isinstance(name, (bytes, str))})
+            self.arm = runtime.execute(GUARD, names)
 
     def execute(self, source: Any, *args: Any) -> Any:
         """Run ``source`` (compiled once), stopped with a ``HANG`` error past ``seconds``
-        of CPU."""
-        source = STEP if source in FULL else source
+        of CPU; a script under Valkey's globals rule when the stand-in guards them."""
+        if source in FULL:
+            return self._run(STEP, args)
+        if self.arm is None or self.expected is None:
+            return self._run(source, args)
+        self.arm()
+        self.expected.add(IN_SCRIPT)
+        try:
+            return self._run(source, args)
+        finally:
+            self.expected.discard(IN_SCRIPT)
+
+    def _run(self, source: Any, args: tuple[Any, ...]) -> Any:
         chunk = self.chunks.get(source)
         if chunk is None:
             if len(self.chunks) >= MOST:
@@ -97,5 +157,29 @@ def compile_once(client: Any, server: Any) -> CompiledScripts | None:
     if runtime is None:
         return None
     if not isinstance(runtime, CompiledScripts):
-        runtime = server._lua_runtime = CompiledScripts(runtime)
+        runtime = server._lua_runtime = CompiledScripts(runtime, expected=getattr(server, "_lua_expected_globals", None))
     return runtime
+
+
+def _skip_listing_in_scripts() -> bool:
+    """Replace fakeredis's globals listing (once) by one that skips it while a guarded
+    script runs and otherwise calls it (``LISTING``); False where this fakeredis has no
+    such function to replace."""
+    global LISTING
+    try:
+        from fakeredis.commands_mixins import scripting_mixin as mixin
+    except ImportError:
+        return False
+    found = getattr(mixin, "_check_for_lua_globals", None)
+    if found is None:
+        return False
+    if found is not _unless_guarded:  # (never its own stand-in: two threads may both get here)
+        LISTING = found
+        mixin._check_for_lua_globals = _unless_guarded
+    return True
+
+
+def _unless_guarded(lua_runtime: Any, expected_globals: set[Any]) -> None:
+    if IN_SCRIPT not in expected_globals:
+        assert LISTING is not None
+        LISTING(lua_runtime, expected_globals)

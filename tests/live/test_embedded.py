@@ -1,5 +1,6 @@
 """The embedded target compiles each script once (emq_live/embedded.py), and answers
-exactly as fakeredis does without it."""
+exactly as fakeredis does without it, but for a script that makes a global: refused at
+the assignment, as Valkey refuses it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import fakeredis
 import pytest
 import redis
 
+from emq_kit.server import ServerProcess
 from emq_live import connect, embedded
 from emq_model.branded_id import JOB, encode
 
@@ -17,7 +19,6 @@ FAILING = [
     b"local x = nil; return x + 1",
     b"return redis.call('NOSUCHCOMMAND')",
     b"return redis.call('INCR', KEYS[1])",
-    b"leaked = 1; return 1",
     b"return {1, 'two', {3}}",
     b"return redis.call('SET', KEYS[1], ARGV[1])",
 ]
@@ -50,8 +51,8 @@ def test_connect_puts_the_cache_in_front_of_the_runtime_and_reuses_a_chunk() -> 
 
 @pytest.mark.parametrize("script", FAILING, ids=[s.decode()[:28] for s in FAILING])
 def test_every_answer_and_error_reads_as_without_the_cache(script: bytes) -> None:
-    """Error texts (chunk name and line), the globals guard, replies and writes are
-    fakeredis's own: the same script on a server with and one without the cache."""
+    """Error texts (chunk name and line), replies and writes are fakeredis's own: the same
+    script on a server with and one without the cache."""
     bare_server, bare = plain()
     cached_server, cached = plain()
     assert embedded.compile_once(cached, cached_server) is not None
@@ -92,3 +93,62 @@ def test_the_step_after_each_script_keeps_the_lua_heap_bounded() -> None:
         assert late < 1.5 * early, (early, late)
         assert embedded.STEP in runtime.chunks  # the step ran, the full collection never did
         assert not any(full in runtime.chunks for full in embedded.FULL)
+
+
+GLOBALS = [
+    b"leaked = 1; return 1",
+    b"rawset(_G, 'leaked', 1); return 1",
+    b"redis.call('SET', KEYS[1], 'before'); leaked = 1; redis.call('SET', KEYS[1], 'after'); return 1",
+    b"local function f() leaked = 1 end; redis.call('SET', KEYS[1], 'before'); f(); return 1",
+]
+
+
+@pytest.mark.parametrize("script", GLOBALS, ids=["assigned", "rawset", "between-writes", "in-a-function"])
+def test_a_script_that_makes_a_global_is_refused_at_the_assignment_as_on_valkey(
+        script: bytes, valkey: ServerProcess) -> None:
+    """Valkey refuses the assignment itself: a write before it stays, none after it
+    happens, and the next script finds no such global. The embedded target does the same,
+    in Valkey's words."""
+    server = redis.Redis.from_url(valkey.url)
+    with connect() as conn:
+        for client in (server, conn.redis):
+            client.set("k", "x")
+            kind, text = answer(client, script)
+            assert kind == "error" and embedded.READONLY in text, (client, text)
+            assert client.get("k") == (b"before" if b"before" in script else b"x")
+            assert client.eval("return rawget(_G, 'leaked') == nil", 0) == 1
+            client.delete("k")
+    server.close()
+
+
+def test_the_guard_replaces_fakeredis_s_listing_inside_scripts_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``redis.call`` of a guarded script skips fakeredis's listing of the globals
+    (what the guard is for); the listing still runs after the script, so a global made
+    past the guard (``debug``, which Valkey does not offer) is refused there and the next
+    script is guarded again; a fakeredis server without the stand-in in the same process
+    keeps fakeredis's own check, word for word."""
+    from fakeredis.commands_mixins import scripting_mixin
+
+    listed: list[bool] = []
+    with connect() as conn:
+        runtime = conn.server._lua_runtime
+        assert runtime.arm is not None and runtime.expected is conn.server._lua_expected_globals
+        assert scripting_mixin._check_for_lua_globals is embedded._unless_guarded  # what the guard replaces
+        original = embedded.LISTING
+        assert original is not None
+
+        def counting(rt: Any, expected: set[Any]) -> None:
+            listed.append(embedded.IN_SCRIPT in expected)
+            original(rt, expected)
+
+        monkeypatch.setattr(embedded, "LISTING", counting)
+        conn.redis.eval("for i = 1, 5 do redis.call('INCR', KEYS[1]) end; return 1", 1, "n")
+        assert listed == [False]  # once, after the script: none of the five calls listed
+        kind, text = answer(conn.redis, b"debug.setmetatable(_G, nil); leaked = 1; return 1")
+        assert kind == "error" and "leaked" in text  # fakeredis's listing, after the script
+        kind, text = answer(conn.redis, b"leaked = 1; return 1")
+        assert kind == "error" and embedded.READONLY in text  # armed again
+
+    _, bare = plain()
+    kind, text = answer(bare, b"redis.call('GET', KEYS[1]); leaked = 1; return 1")
+    assert kind == "error" and text.endswith("Script attempted to set global variables: leaked")
