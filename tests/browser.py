@@ -43,12 +43,12 @@ def _run(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[
 
 
 def render(page: Path, work: Path) -> Rendered:
-    """Screenshot ``page`` and dump its DOM, each in a fresh profile under ``work``."""
+    """Screenshot ``page`` and dump its DOM, in one run of Chromium on a fresh profile
+    under ``work``."""
     shot = work / (page.stem + ".png")
-    first = _run(page, work / "profile-shot", f"--screenshot={shot}")
-    second = _run(page, work / "profile-dom", "--dump-dom")
-    console = [line for out in (first, second) for line in out.stderr.splitlines() if ":CONSOLE" in line]
-    return Rendered(second.stdout, shot, console)
+    done = _run(page, work / "profile", f"--screenshot={shot}", "--dump-dom")
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    return Rendered(done.stdout, shot, console)
 
 
 def png_facts(path: Path) -> tuple[int, int, int]:
