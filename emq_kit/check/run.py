@@ -397,7 +397,8 @@ def _search(check: Check) -> Searched:
         left = per_round - searched
         if profile.gate and _unreached(run, focus):
             left, run.budget = budget - searched, budget
-        round_no, size = round_no + 1, min(profile.round_examples, left)
+        aiming = profile.gate and searched >= per_round  # the next round's aim (COV-2), as it starts
+        round_no, size = round_no + 1, min(profile.aim_examples if aiming else profile.round_examples, left)
     aim = {**aimed, "cells": " ".join(f"{op}/{outcome}" for op, outcome in sorted(aims))} if aims else None
     return Searched(shrunk, aim)
 

@@ -87,6 +87,17 @@ def test_the_gate_fails_a_run_that_leaves_cells_unreached() -> None:
     assert set(report.unreached) == set(EVERY) - {tuple(k.split("/")) for k in report.hits}
 
 
+def test_the_rounds_past_the_nominal_examples_are_of_the_aimed_size() -> None:
+    """COV-2: a gated run's rounds past its nominal examples are of ``aim_examples``
+    (not ``round_examples``, the size of a round past a difference), each aimed at the
+    cells then unreached, until the extra examples are spent."""
+    profile = Profile("aimed", examples=2, steps=5, gate=True, extra_examples=12, round_examples=7, aim_examples=3)
+    report = run_check(ModelTarget(), profile, seed=1)
+    aim = report.phases["aim"]
+    assert report.unreached and aim["rounds"] == 4 and aim["examples"] == 12, aim
+    assert report.examples == 2 + 12
+
+
 def test_without_the_gate_unreached_cells_are_reported_not_failed() -> None:
     report = run_check(ModelTarget(), Profile("tiny", examples=1, steps=2, gate=False), seed=1)
     assert report.detail == "no-divergence" and report.ok and report.unreached
