@@ -52,40 +52,52 @@ HANG = "EMQHANG"
 WATCH = """
 local sethook, clock, fail = debug.sethook, os.clock, error
 return function(seconds)
-  local limit = clock() + seconds
+  local limit, word = clock() + seconds, "%s the script ran past " .. seconds .. " s of CPU without returning (CC-9)"
+  local function stop() fail(word, 0) end
   sethook(function()
     if clock() > limit then
-      sethook()
-      fail("%s the script ran past " .. seconds .. " s of CPU without returning (CC-9)", 0)
+      sethook(stop, "", 1)
+      stop()
     end
   end, "", 1000)
-end, function() sethook() end
+end, sethook
 """ % HANG
 """A count hook every 1,000 instructions that stops the script past its bound: an
 infinite loop in a script would otherwise hang the kit's own process (no SCRIPT KILL
-reaches an in-process Lua)."""
+reaches an in-process Lua). Past the bound it fails at every instruction, so a loop
+that catches the error (``pcall``) meets it again at its next instruction outside; the
+hook is taken off by ``sethook`` itself, a C function, which runs no instruction the
+hook would stop."""
 READONLY = "Attempt to modify a readonly table"
 """Valkey's words for a script that writes a global."""
 GUARD = """
-local names, G, set, get, same, fail = ..., _G, rawset, rawget, rawequal, error
+local names, G, rawset, rawget, rawequal, setmetatable, fail = ..., _G, rawset, rawget, rawequal, setmetatable, error
+local set_metatable = debug.setmetatable
 local function refuse() fail("%s", 3) end
-local guard = {__metatable = false, __newindex = function(t, k, v)
-  if names[k] then return set(t, k, v) end
+local guard = {__metatable = {}, __newindex = function(t, k, v)
+  if names[k] then return rawset(t, k, v) end
   refuse()
 end}
 local function rawset_guarded(t, k, v)
-  if same(t, G) and get(G, k) == nil and not names[k] then refuse() end
-  return set(t, k, v)
+  if rawequal(t, G) and rawget(G, k) == nil and not names[k] then refuse() end
+  return rawset(t, k, v)
+end
+local function setmetatable_guarded(t, mt)
+  if rawequal(t, G) then refuse() end
+  return setmetatable(t, mt)
 end
 return function()
-  debug.setmetatable(G, guard)
-  set(G, "rawset", rawset_guarded)
+  set_metatable(G, guard)
+  rawset(G, "rawset", rawset_guarded)
+  rawset(G, "setmetatable", setmetatable_guarded)
 end
 """ % READONLY
-"""Valkey's rule for globals: a name the runtime was not set up with (``names``) cannot
-be made, by assignment or ``rawset``; the returned function (re)arms it, before each
-script, so a script that took it off (``debug``, which Valkey does not offer) leaves the
-next one guarded."""
+"""Valkey's rule for a new global: a name the runtime was not set up with (``names``)
+cannot be made, by assignment or ``rawset``, nor the guard taken off by
+``setmetatable``; the returned function (re)arms it before each script, with what it
+uses captured when it was built, so a script that took it off or emptied ``debug``
+(which Valkey does not offer) leaves the next one guarded. A global fakeredis set up may
+still be overwritten, as fakeredis allows (Valkey refuses that too)."""
 
 
 class _InScript:
@@ -108,12 +120,12 @@ class CompiledScripts:
         self.runtime, self.seconds = runtime, CPU_SECONDS if seconds is None else seconds
         self.chunks: dict[Any, Any] = {}
         self.compiled = 0  # sources compiled: the test's proof that a chunk is reused
-        self.watch, self.unwatch = runtime.execute(WATCH)
+        self.watch, self.unwatch = runtime.execute(WATCH, name="=emq-watch")
         self.expected = expected if expected is not None and _skip_listing_in_scripts() else None
         self.arm: Callable[[], None] | None = None
         if self.expected is not None:
             names = runtime.table_from({name: True for name in self.expected if isinstance(name, (bytes, str))})
-            self.arm = runtime.execute(GUARD, names)
+            self.arm = runtime.execute(GUARD, names, name="=emq-guard")
 
     def execute(self, source: Any, *args: Any) -> Any:
         """Run ``source`` (compiled once), stopped with a ``HANG`` error past ``seconds``

@@ -100,10 +100,11 @@ GLOBALS = [
     b"rawset(_G, 'leaked', 1); return 1",
     b"redis.call('SET', KEYS[1], 'before'); leaked = 1; redis.call('SET', KEYS[1], 'after'); return 1",
     b"local function f() leaked = 1 end; redis.call('SET', KEYS[1], 'before'); f(); return 1",
+    b"setmetatable(_G, {}); leaked = 1; return 1",
 ]
 
 
-@pytest.mark.parametrize("script", GLOBALS, ids=["assigned", "rawset", "between-writes", "in-a-function"])
+@pytest.mark.parametrize("script", GLOBALS, ids=["assigned", "rawset", "between-writes", "in-a-function", "setmetatable"])
 def test_a_script_that_makes_a_global_is_refused_at_the_assignment_as_on_valkey(
         script: bytes, valkey: ServerProcess) -> None:
     """Valkey refuses the assignment itself: a write before it stays, none after it
@@ -152,3 +153,33 @@ def test_the_guard_replaces_fakeredis_s_listing_inside_scripts_only(monkeypatch:
     _, bare = plain()
     kind, text = answer(bare, b"redis.call('GET', KEYS[1]); leaked = 1; return 1")
     assert kind == "error" and text.endswith("Script attempted to set global variables: leaked")
+
+
+@pytest.mark.parametrize("disarm", [b"debug.setmetatable = function() end", b"debug = nil",
+                                    b"local unset = debug.setmetatable; unset(_G, nil); debug.setmetatable = nil"])
+def test_a_script_that_empties_debug_leaves_the_next_one_guarded(disarm: bytes) -> None:
+    """The guard re-arms with what it captured when it was built, never with the globals
+    a script may have changed (``debug``, which Valkey does not offer)."""
+    with connect() as conn:
+        answer(conn.redis, disarm + b"; return 1")
+        conn.redis.set("k", "x")
+        kind, text = answer(conn.redis, b"redis.call('SET', KEYS[1], 'before'); leaked = 1; "
+                                        b"redis.call('SET', KEYS[1], 'after'); return 1")
+        assert kind == "error" and embedded.READONLY in text, text
+        assert conn.redis.get("k") == b"before"
+        assert answer(conn.redis, b"return 1") == ("ok", 1)
+
+
+@pytest.mark.parametrize("loop", [b"while true do pcall(function() leaked = 1 end) end",
+                                  b"while true do pcall(function() local x = 1 end) end",
+                                  b"while true do pcall(error, 'caught') end"])
+def test_a_loop_that_catches_errors_is_still_stopped_at_the_bound(loop: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CC-9 on the embedded target: past its bound the watch fails at every instruction,
+    so a loop that catches the error (``pcall``) meets it again outside; the next script
+    runs unwatched by the stopped one's hook."""
+    monkeypatch.setattr(embedded, "CPU_SECONDS", 0.5)
+    with connect() as conn:
+        kind, text = answer(conn.redis, loop)
+        assert kind == "error" and embedded.HANG in text, text
+        assert answer(conn.redis, b"return 7") == ("ok", 7)
+        assert answer(conn.redis, b"for i = 1, 100000 do local x = i end; return rawget(_G, 'leaked') == nil") == ("ok", 1)
