@@ -12,8 +12,8 @@ before each call. The collection fakeredis runs after each script is one increme
 step here (``STEP``: no script can tell).
 
 A script may not create a global. fakeredis enforces it by listing the runtime's
-globals before every ``redis.call`` and after the script, a third of what a call from
-Lua costs there; the stand-in enforces it as Valkey does, at the assignment: ``_G``
+globals before every ``redis.call`` and after the script, about half of what a call
+from Lua costs there; the stand-in enforces it as Valkey does, at the assignment: ``_G``
 refuses a name fakeredis did not set up (``GUARD``), and fakeredis's listing runs after
 the script only, where it still catches a global made some other way. Everything else
 (the ``redis.call`` bridge, the words of every other error) is fakeredis's own.
@@ -121,25 +121,25 @@ class CompiledScripts:
         self.chunks: dict[Any, Any] = {}
         self.compiled = 0  # sources compiled: the test's proof that a chunk is reused
         self.watch, self.unwatch = runtime.execute(WATCH, name="=emq-watch")
-        self.expected = expected if expected is not None and _skip_listing_in_scripts() else None
-        self.arm: Callable[[], None] | None = None
-        if self.expected is not None:
-            names = runtime.table_from({name: True for name in self.expected if isinstance(name, (bytes, str))})
-            self.arm = runtime.execute(GUARD, names, name="=emq-guard")
+        self.guard: tuple[Callable[[], None], set[Any]] | None = None  # (GUARD's arming, fakeredis's set)
+        if expected is not None and _skip_listing_in_scripts():
+            names = runtime.table_from({name: True for name in expected if isinstance(name, (bytes, str))})
+            self.guard = runtime.execute(GUARD, names, name="=emq-guard"), expected
 
     def execute(self, source: Any, *args: Any) -> Any:
         """Run ``source`` (compiled once), stopped with a ``HANG`` error past ``seconds``
         of CPU; a script under Valkey's globals rule when the stand-in guards them."""
         if source in FULL:
             return self._run(STEP, args)
-        if self.arm is None or self.expected is None:
+        if self.guard is None:
             return self._run(source, args)
-        self.arm()
-        self.expected.add(IN_SCRIPT)
+        arm, expected = self.guard
+        arm()
+        expected.add(IN_SCRIPT)
         try:
             return self._run(source, args)
         finally:
-            self.expected.discard(IN_SCRIPT)
+            expected.discard(IN_SCRIPT)
 
     def _run(self, source: Any, args: tuple[Any, ...]) -> Any:
         chunk = self.chunks.get(source)

@@ -359,15 +359,15 @@ def _search(check: Check) -> Searched:
     budget = per_round + (profile.extra_examples if profile.gate else 0)
     searched = 0  # examples generated, not counting those spent shrinking
     round_no, size = 0, per_round if focus.report or not check.found else 0
+    aiming = False  # COV-2: past the nominal examples a gated round aims at what is still unreached
     aims: frozenset[tuple[str, str]] = frozenset()
     aimed = {"rounds": 0, "examples": 0, "steps": 0, "calls": 0}
     shrunk: dict[str, Any] | None = None
     spent: dict[str, float] = {"steps": 0, "budget": check.shrink_steps, "cut": 0, "seconds": 0.0}
     while size > 0:
         before, run.hunting, run.shrinking, run.best, cuts_before = run.examples, None, False, None, run.cuts
-        # COV-2: past the nominal examples a gated round aims at what is still unreached;
-        # its calls are its phase's, not the search's mix
-        run.aim = frozenset(_unreached(run, focus)) if profile.gate and searched >= per_round else frozenset()
+        # an aimed round's calls are its phase's, not the search's mix
+        run.aim = frozenset(_unreached(run, focus)) if aiming else frozenset()
         mix, steps_before = run.op_mix, run.steps
         if run.aim:
             run.op_mix, aims = Counter(), aims | run.aim
@@ -397,7 +397,7 @@ def _search(check: Check) -> Searched:
         left = per_round - searched
         if profile.gate and _unreached(run, focus):
             left, run.budget = budget - searched, budget
-        aiming = profile.gate and searched >= per_round  # the next round's aim (COV-2), as it starts
+        aiming = profile.gate and searched >= per_round  # the next round's, and its size
         round_no, size = round_no + 1, min(profile.aim_examples if aiming else profile.round_examples, left)
     aim = {**aimed, "cells": " ".join(f"{op}/{outcome}" for op, outcome in sorted(aims))} if aims else None
     return Searched(shrunk, aim)

@@ -56,6 +56,12 @@ CPU of a call these runs draw (their batches hold at most four jobs); the defaul
 test is ``test_the_embedded_bound_stops_a_loop_and_spares_the_largest_call``."""
 
 
+QUICK_SECONDS = 2.0
+"""``hang.SERVER_SECONDS`` under the quicker bounds: the kit's call gives up after 2 s."""
+QUICK_BUSY_MS = "1000"
+"""The server's ``busy-reply-threshold`` under them: ``BUSY`` and ``SCRIPT KILL`` after 1 s."""
+
+
 @contextmanager
 def quick_server(program: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerProcess]:
     """A private ``program`` (valkey-server, redis-server) whose hung scripts are stopped
@@ -64,27 +70,26 @@ def quick_server(program: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Serv
     after 2 s). For the tests that wait hangs out (a search at each replay that meets
     one, a selftest's watch) or lose the server to one; the defaults' own are the
     replays on the session's server and the cluster."""
-    monkeypatch.setattr(hang, "SERVER_SECONDS", 2.0)
-    with ServerProcess(program, config={"busy-reply-threshold": "1000"}) as server:
+    monkeypatch.setattr(hang, "SERVER_SECONDS", QUICK_SECONDS)
+    with ServerProcess(program, config={"busy-reply-threshold": QUICK_BUSY_MS}) as server:
         yield server
 
 
 @contextmanager
-def quick_nodes(cluster: Any) -> Iterator[Any]:
-    """The session's ``cluster`` with ``quick_server``'s bounds (every node's
-    ``busy-reply-threshold``, ``hang.SERVER_SECONDS``) until the block ends, then each
-    node's own again: a node still running a hung script is freed first (CONFIG SET
-    answers BUSY then), and every node is put back even if one fails to be."""
-    seconds, hang.SERVER_SECONDS = hang.SERVER_SECONDS, 2.0
+def quick_nodes(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The session's ``cluster`` with ``quick_server``'s bounds: every node's
+    ``busy-reply-threshold`` until the block ends, then each node's own again (a node
+    still running a hung script is freed first, CONFIG SET answers BUSY then, and every
+    node is put back even if one fails to be); ``hang.SERVER_SECONDS`` for the test."""
+    monkeypatch.setattr(hang, "SERVER_SECONDS", QUICK_SECONDS)
     was: list[tuple[Any, Any]] = []
     try:
         for node in cluster.nodes:
             with node.client() as r:
                 was.append((node, r.config_get("busy-reply-threshold")["busy-reply-threshold"]))
-                r.config_set("busy-reply-threshold", "1000")
+                r.config_set("busy-reply-threshold", QUICK_BUSY_MS)
         yield cluster
     finally:
-        hang.SERVER_SECONDS = seconds
         failed = []
         for node, threshold in was:
             with node.client() as r:

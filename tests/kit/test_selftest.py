@@ -207,13 +207,14 @@ def test_a_snapshot_mutant_that_never_returns_is_killed_and_its_server_freed(pro
                 r.execute_command("SCRIPT", "KILL")
 
 
-def test_the_watch_sees_a_clusters_commands_and_frees_its_primaries(cluster: Any) -> None:
+def test_the_watch_sees_a_clusters_commands_and_frees_its_primaries(cluster: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """On a cluster the client sends through ``RedisCluster``, not ``redis.Redis``: the
     judge's watch sees its commands too, so the never-ending snapshot loop is killed by
     the watch (not when the budget is spent) and every primary answers again. Under the
     quicker bounds (test_hang's own cluster test waits out the defaults)."""
     mutant = next(m for m in all_mutants(observer=True) if m.script == "snapshot" and m.after.strip() == 'until cursor == "1"')
-    with quick_nodes(cluster):
+    with quick_nodes(cluster, monkeypatch):
         verdict = judge(mutant, cluster.url, budget=600, seed=0)
         assert verdict.status == "killed" and verdict.rule == HANG, verdict
         assert verdict.reason.startswith("a call had not returned"), verdict

@@ -133,7 +133,7 @@ def test_the_guard_replaces_fakeredis_s_listing_inside_scripts_only(monkeypatch:
     listed: list[bool] = []
     with connect() as conn:
         runtime = conn.server._lua_runtime
-        assert runtime.arm is not None and runtime.expected is conn.server._lua_expected_globals
+        assert runtime.guard is not None and runtime.guard[1] is conn.server._lua_expected_globals
         assert scripting_mixin._check_for_lua_globals is embedded._unless_guarded  # what the guard replaces
         original = embedded.LISTING
         assert original is not None
