@@ -7,9 +7,11 @@ only what can have changed: in each touched location the score of every candidat
 and the location's cardinality, every touched row whole, every touched small key (a lane,
 the ring, ``paused``, a lane hash, a counter) whole, and whether each touched key outside
 the grammar exists. A key of another type than its grammar's reads as snapshot.lua reads
-it: absent, and stray (an operator's spoil, FLT-4); a location that was stray and is of
-its type again (mended) is read whole, as is every member of one just spoiled: each is
-what the operator moved at once. ``Kept.apply`` patches the last snapshot with it.
+it: absent, and stray (an operator's spoil, FLT-4). What the operator moved at once is
+named at once (``Change.whole``): a location just spoiled holds nothing, and one that was
+stray and is of its type again (mended) holds what it held when spoiled, known by its
+``DUMP`` being the very one the spoil took (``Overwritten``), else read whole.
+``Kept.apply`` patches the last snapshot with it.
 Whatever it cannot place is a doubt (``None``), and the caller reads the whole snapshot
 instead: a value the snapshot would call stray though of its grammar's type (a counter of
 another field, a lane hash value that is no integer), any other error, a flush, a
@@ -21,17 +23,25 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from redis.exceptions import ResponseError
 
 from emq_model import keyspace, spec
 from emq_model.change import Change
-from emq_model.snapshot import LANE_HASHES, Place, Score, Snapshot, canonical_int, norm_score, zset_key, zset_order
+from emq_model.snapshot import LANE_HASHES, Entries, Place, Score, Snapshot, canonical_int, norm_score, zset_key, zset_order
 
 COUNTERS = ("completed", "failed")
 SMALL = (*COUNTERS, "ring", "paused", *LANE_HASHES)
 """The small keys, read whole by every change (INC-2), in the order they are read."""
+
+
+class Overwritten(NamedTuple):
+    """What an operator's spoil overwrote: the key's ``DUMP`` (``None``: it was absent)
+    and, for a location read by change, its entries as last read (else ``None``)."""
+
+    dump: bytes | None
+    shown: Entries | None
 
 
 @dataclass
@@ -82,20 +92,23 @@ class _Doubt(Exception):
     """A read ``read_change`` cannot place: the caller reads whole."""
 
 
-def read_change(client: Any, name: str, before: Snapshot, touched: Touched, ids: Iterable[str]) -> Change | None:
+def read_change(client: Any, name: str, before: Snapshot, touched: Touched, ids: Iterable[str],
+                restored: Mapping[str, Overwritten] | None = None) -> Change | None:
     """The ``Change`` (INC-1) of queue ``name`` since ``before`` (its last snapshot), read
     in one round trip, a pipeline of reads (the kit is the only writer between steps):
     the score of each candidate (``ids`` and the touched rows' ids) in each touched
-    location (every member of one that was stray), every location's cardinality, every
-    touched row and lane whole, every small key whole (INC-2), whether each touched key
-    outside the grammar exists. ``None``: a doubt (see the module docstring)."""
+    location, every location's cardinality, every touched row and lane whole, every small
+    key whole (INC-2), whether each touched key outside the grammar exists; a location
+    that was stray by its ``DUMP`` when ``restored`` names what was put back in it, else
+    whole. ``None``: a doubt (see the module docstring)."""
     try:
-        return _read(client, name, before, touched, ids)
+        return _read(client, name, before, touched, ids, restored or {})
     except _Doubt:
         return None
 
 
-def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Iterable[str]) -> Change:
+def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Iterable[str],
+          restored: Mapping[str, Overwritten]) -> Change:
     head = keyspace.prefix(name)
     candidates = sorted(set(ids) | touched.rows)
     keys = dict(zip((*spec.LOCATIONS, *COUNTERS), keyspace.queue_keys(name)))
@@ -108,7 +121,9 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
         pipe.zcard(keys[loc])
     wire = [job.encode("utf-8", "surrogateescape") for job in candidates]
     for loc in locations:
-        if loc in mended:
+        if loc in mended and loc in restored:
+            pipe.dump(keys[loc])
+        elif loc in mended:
             pipe.zrange(keys[loc], 0, -1, withscores=True)
         elif wire:
             pipe.zmscore(keys[loc], wire)  # every candidate's score in one command a location
@@ -136,16 +151,22 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
             reply = 0
         sizes[loc] = int(reply)
     members: dict[tuple[Place, str], Score | None] = {}
+    whole: dict[str, Entries] = {}
     for loc in locations:
         reply = next(replies) if loc in mended or wire else ()
-        if keys[loc] in stray:  # spoiled: every member it held is gone from the snapshot
-            members.update({(loc, job): None for job, _ in before.location(loc)})
+        if keys[loc] in stray:  # spoiled: it holds nothing a snapshot shows
+            whole[loc] = ()
             continue
         if isinstance(reply, Exception):
             raise _Doubt
+        if loc in mended and loc in restored:
+            dump, shown = restored[loc]
+            if reply != dump or shown is None:
+                raise _Doubt  # not what the spoil took: read whole
+            whole[loc] = shown
+            continue
         if loc in mended:
-            now = {_text(m): norm_score(s) for m, s in reply}
-            members.update({(loc, job): now.get(job) for job in {job for job, _ in before.location(loc)} | now.keys()})
+            whole[loc] = zset_order((_text(m), norm_score(s)) for m, s in reply)
             continue
         for job, score in zip(candidates, reply, strict=True):
             members[(loc, job)] = None if score is None else norm_score(score)
@@ -180,7 +201,7 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
         if _wrong_type(reply := next(replies)) or reply:
             stray.add(key)
     small["stray"] = tuple(sorted(stray))
-    return Change(name, members, row_of, {p: n for p, n in sizes.items() if n}, small)
+    return Change(name, members, row_of, {p: n for p, n in sizes.items() if n}, small, whole)
 
 
 def _text(value: Any) -> str:
@@ -234,6 +255,9 @@ class Kept:
                 continue
             if self.scores[place].get(job) != score:
                 moves.setdefault(place, []).append((job, score))
+        for loc, entries in change.whole.items():
+            self.scores[loc] = dict(entries)
+            updates[loc] = entries
         for place, moved in moves.items():
             if not change.sizes.get(place, 0):  # emptied at once (a spoiled location): no member to place
                 self.scores[place] = {}

@@ -10,8 +10,8 @@ a step wrote) must agree with. ``apply`` replays it on the snapshot before the s
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
 
 from .snapshot import LANE_HASHES, Counts, Entries, Patched, Place, Row, Score, Snapshot, zset_key, zset_order
 from .spec import LOCATIONS
@@ -27,8 +27,11 @@ class Change:
     written to its fields after (sorted), or ``None`` when absent; ``sizes`` holds every
     place's cardinality after the step (a place absent from ``sizes`` is empty: an empty
     set is no key). ``small`` holds the small keys whole (``SMALL``), as the snapshot
-    after the step has them. A key a change names but the step did not write is allowed
-    (a producer may over-approximate); a key the step wrote and the change omits is not.
+    after the step has them. ``whole`` holds the locations the step replaced at once (an
+    operator's spoil empties one, a mend puts one back: FLT-4), by their entries after
+    it; ``members`` names no member of these. A key a change names but the step did not
+    write is allowed (a producer may over-approximate); a key the step wrote and the
+    change omits is not.
     """
 
     queue: str
@@ -36,10 +39,23 @@ class Change:
     rows: Mapping[str, Row | None]
     sizes: Mapping[Place, int]
     small: Mapping[str, object]
+    whole: Mapping[str, Entries] = field(default_factory=dict)
 
     def touched(self) -> set[str]:
-        """Every id the change names, as a member or a row."""
+        """Every id the change names, as a member or a row (a whole location's members
+        apart: ``moved_whole``)."""
         return {m for _, m in self.members} | set(self.rows)
+
+
+def moved_whole(before: Snapshot, after: Snapshot, places: Iterable[str]) -> set[str]:
+    """The ids held before or after in each of ``places`` (locations replaced whole)
+    whose entries are not the same: a location put back as it was moved none of them."""
+    out: set[str] = set()
+    for place in places:
+        was, now = before.location(place), after.location(place)
+        if was is not now and was != now:
+            out.update(before.index[place].keys(), after.index[place].keys())
+    return out
 
 
 def _by_place(snapshot: Snapshot) -> dict[Place, tuple[tuple[str, Score], ...]]:
@@ -95,6 +111,7 @@ def apply(before: Snapshot, change: Change) -> Snapshot:
     sets = {place: before.index.get(place, {}) for place in moved}
     places: dict[Place, Entries] = {loc: before.location(loc) for loc in LOCATIONS}
     places.update({("lane", g): e for g, e in before.lanes})
+    places.update(change.whole)
     for place, members in moved.items():
         old = places.get(place, ())
         if all(score is not None and m not in sets[place] for m, score in members):
@@ -132,21 +149,25 @@ def apply(before: Snapshot, change: Change) -> Snapshot:
         before.queue, pending, active, schedule, dead, tuple(rows),
         _int(small["completed"]), _int(small["failed"]), _strs(small["stray"]), lanes, _strs(small["ring"]),
         _strs(small["paused"]), _counts(small["glimit"]), _counts(small["gactive"]), _counts(small["gweight"]))
-    _carry(before, after, moved, change.rows)
+    _carry(before, after, moved, change.rows, change.whole)
     return after
 
 
 def _carry(before: Snapshot, after: Snapshot, moved: Mapping[Place, list[tuple[str, Score | None]]],
-           rows: Mapping[str, Row | None]) -> None:
+           rows: Mapping[str, Row | None], whole: Mapping[str, Entries]) -> None:
     """Give ``after`` its look-ups (``index``, ``row_index``) from ``before``'s, patched
     with what moved, instead of building them from every member: a set or the rows the
     step left alone are shared (a snapshot's look-ups are never written), one it touched
-    is ``Patched``, so a step's cost does not grow with the queue (INC-3)."""
+    is ``Patched``, so a step's cost does not grow with the queue (INC-3); a location
+    replaced whole is looked up anew."""
     was = before.index
     index: dict[Place, Mapping[str, Score]] = {}
     places: list[Place] = [*LOCATIONS, *(("lane", g) for g, _ in after.lanes)]
     for place in places:
-        index[place] = Patched(was.get(place, {}), dict(moved[place])) if place in moved else was[place]
+        if place in whole:
+            index[place] = dict(whole[place])  # type: ignore[index]
+        else:
+            index[place] = Patched(was.get(place, {}), dict(moved[place])) if place in moved else was[place]
     by_id = Patched(before.row_index, rows) if rows else before.row_index
     after.__dict__.update(index=index, row_index=by_id)  # the cached properties' own slots
 
@@ -176,6 +197,9 @@ def agree(before: Snapshot, mine: Change, theirs: Change) -> bool:
     neither names is unchanged on both sides, so equal."""
     if mine.small != theirs.small or dict(mine.sizes) != dict(theirs.sizes):
         return False
+    replaced = mine.whole.keys() | theirs.whole.keys()
+    if any(_entries(before, mine, loc) != _entries(before, theirs, loc) for loc in replaced):
+        return False
     was, old_rows = before.index, before.row_index
 
     def score(change: Change, key: tuple[Place, str]) -> Score | None:
@@ -186,8 +210,18 @@ def agree(before: Snapshot, mine: Change, theirs: Change) -> bool:
     def row(change: Change, i: str) -> Row | None:
         return change.rows[i] if i in change.rows else old_rows.get(i)
 
-    if any(score(mine, key) != score(theirs, key) for key in mine.members.keys() | theirs.members.keys()):
+    if any(score(mine, key) != score(theirs, key) for key in mine.members.keys() | theirs.members.keys()
+           if key[0] not in replaced):
         return False
     return all(row(mine, i) == row(theirs, i) for i in mine.rows.keys() | theirs.rows.keys())
+
+
+def _entries(before: Snapshot, change: Change, loc: str) -> Entries:
+    """The entries of the location ``loc`` after ``change`` from ``before``."""
+    if loc in change.whole:
+        return change.whole[loc]
+    held: dict[str, Score | None] = dict(before.index[loc])
+    held.update({m: score for (place, m), score in change.members.items() if place == loc})
+    return zset_order((m, score) for m, score in held.items() if score is not None)
 
 

@@ -8,10 +8,11 @@ invariant, the id (or key) and what was seen, so a counterexample explains itsel
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple
 
 from .branded_id import is_valid
-from .change import Change
+from .change import Change, moved_whole
 from .errors import ArgError
 from .snapshot import Place, Row, Score, Snapshot, canonical_int
 from .spec import LIMITS, ROW_FIELDS, STATE_OF, check_value
@@ -380,23 +381,53 @@ def _of_id(snapshot: Snapshot, job_id: str) -> list[Violation]:
     return out
 
 
-def check_step(snapshot: Snapshot, previous: Snapshot, change: Change, carried: Carried,
+@dataclass
+class Since:
+    """Per-id violations judged at a snapshot before the previous one (``at``), with what
+    the changes after it named: their ids and the locations they replaced whole. While a
+    key is spoiled every violation is the operator's (FLT-4), so the machine judges the
+    ids again only once it is mended, from here, not at each step of the episode."""
+
+    at: Snapshot
+    carried: Carried
+    ids: set[str] = field(default_factory=set)
+    places: set[str] = field(default_factory=set)
+
+    def add(self, change: Change) -> None:
+        """One more step's ``change``."""
+        self.ids |= change.touched()
+        self.places |= change.whole.keys()
+
+    def judged(self, snapshot: Snapshot, change: Change | None = None) -> Carried:
+        """The per-id violations of ``snapshot``, where the changes added (and ``change``)
+        led from ``at``: only the ids they named, and those of a location replaced by
+        other entries, judged again."""
+        ids, places = self.ids, self.places
+        if change is not None:
+            ids, places = ids | change.touched(), places | change.whole.keys()
+        touched = ids | moved_whole(self.at, snapshot, places)
+        if len(touched) * 4 > len(snapshot.row_index):  # most ids moved: one pass
+            return of_all(snapshot)
+        now = {i: v for i, v in self.carried.items() if i not in touched}
+        now.update(of_ids(snapshot, touched))
+        return now
+
+
+def check_step(snapshot: Snapshot, previous: Snapshot, change: Change, carried: Carried | Since,
                against: bool = True) -> tuple[list[Violation], Carried]:
     """``check_invariants(snapshot, previous)`` judged by what the step changed (INC-1):
     ``change`` from ``previous`` to ``snapshot`` (it may name more than the step wrote),
-    ``carried`` the per-id violations of ``previous``. The same violations as the whole
-    check, as a multiset (the order may differ), and the per-id ones of ``snapshot``.
-    ``against=False``: ``check_invariants(snapshot)``, no invariant of the step itself
-    (a mended key, FLT-4), ``previous`` only the snapshot the change starts from."""
-    touched = change.touched()
-    if len(touched) * 4 > len(snapshot.row_index):  # most ids moved (a location spoiled or mended): one pass
-        now = of_all(snapshot)
-    else:
-        now = {i: v for i, v in carried.items() if i not in touched}
-        now.update(of_ids(snapshot, touched))
+    ``carried`` the per-id violations of ``previous`` (or of an earlier snapshot,
+    ``Since``). The same violations as the whole check, as a multiset (the order may
+    differ), and the per-id ones of ``snapshot``. ``against=False``:
+    ``check_invariants(snapshot)``, no invariant of the step itself (a mended key,
+    FLT-4), ``previous`` only the snapshot the change starts from."""
+    since = carried if isinstance(carried, Since) else Since(previous, carried)
+    now = since.judged(snapshot, change)
     out = [v for found in now.values() for v in found]
     out.extend(_keys(snapshot))
     if against:
+        touched = change.touched() | moved_whole(previous, snapshot, change.whole)
         out.extend(_against(snapshot, previous, 0, touched))
         out.extend(_lane_step(snapshot, previous, touched))
     return out, now

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import weakref
+from collections import deque
 from typing import Any, Iterable, NamedTuple
 
 from . import errors, spec
 from .change import Change, apply, sizes_of
 from .keyspace import KEY_TYPES, check_queue, key_of, outside, prefix
 from .lanes import LaneClaimed, Lanes
-from .snapshot import Place, Row, Score, Snapshot, norm_score, small_of, zset_order
+from .snapshot import Entries, Place, Row, Score, Snapshot, norm_score, small_of, zset_order
 
 PENDING, ACTIVE, SCHEDULE, DEAD = spec.LOCATIONS
 LEASE_EXPIRED = b"lease expired"
+RECENT = 16
+"""How many of its last changes the model keeps, for a reader that follows it a few
+snapshots behind (the kit's kept orders, emq_kit/check/orders.py)."""
 LANE_TYPED = ("ring", "paused", "glimit", "gactive")
 """The fixed lane keys typed with a lane a call takes (its serviceability reads them)."""
 
@@ -100,6 +105,7 @@ class QueueModel:
         self.last_change: tuple[Snapshot, Change, Snapshot] | None = None
         """The last ``snapshot()``'s: the one before, the change that brought it up to date
         (it may name more ids than moved, INC-1) and the one after; None when built whole."""
+        self._recent: deque[tuple[weakref.ref[Snapshot], Change]] = deque(maxlen=RECENT)  # see ``changes_since``
         self.sets: dict[str, dict[str, int]] = {loc: _Written(self._noted) for loc in spec.LOCATIONS}
         self.rows: dict[str, dict[str, bytes]] = _Rows(self._noted)
         self.completed = 0
@@ -107,6 +113,8 @@ class QueueModel:
         self.last_dropped: tuple[str, ...] = ()
         self.spoiled: set[str | tuple[str, str]] = set()
         self._lost: dict[str | tuple[str, str], Any] = {}  # what each spoil overwrote, for ``mend``
+        self._shown: dict[str, Entries | None] = {}  # a spoiled location's entries in the last snapshot
+        self._whole: dict[str, Entries | None] = {}  # locations replaced at once since it (INC-1's whole)
         self.strays: set[str] = set()
 
     # -- helpers ---------------------------------------------------------------------
@@ -559,19 +567,23 @@ class QueueModel:
         key = self._spoilable(name, id, group)
         if key in self.spoiled:
             return
+        self.spoiled.add(key)
+        if name in self.sets:  # moved aside whole, not copied: a deep location costs no more (INC-1)
+            settled = self.settled
+            self._shown[name] = settled.location(name) if settled is not None else None
+            self._lost[key], self.sets[name] = self.sets[name], _Written(self._noted)
+            self._whole[name] = ()
+            return
         self._lost[key] = copy.deepcopy(self._content(key))
         if name == "row":
             self.rows.pop(key[1], None)
         elif name == "lane":
             self._last = None  # a lane went whole: the next snapshot is built whole
             self.lanes.pending.pop(key[1], None)
-        elif name in self.sets:
-            self.sets[name].clear()
         elif name in ("completed", "failed"):
             setattr(self, name, 0)
         else:
             getattr(self.lanes, name).clear()
-        self.spoiled.add(key)
 
     def mend(self, name: str, id: str | None = None, group: str | None = None) -> None:
         """The operator puts a spoiled key's content back (DEL, then RESTORE of what was
@@ -589,7 +601,12 @@ class QueueModel:
             if lost:
                 self.lanes.pending[key[1]] = lost
         elif name in self.sets:
-            self.sets[name].update(lost)
+            shown = self._shown.pop(name)
+            if self.sets[name]:  # written while spoiled (no call can: CC-8): each member put back
+                self.sets[name].update(lost)
+            else:  # the very set put back: the location is what the last snapshot before the spoil showed
+                self.sets[name] = lost
+                self._whole[name] = shown
         elif name in ("completed", "failed"):
             setattr(self, name, lost)
         elif name == "ring":
@@ -674,19 +691,32 @@ class QueueModel:
         one brought up to date by the ids written since (INC-3), equal to ``built()``."""
         if self._last is None:
             snap, self.last_change = self.built(), None
+            self._recent.clear()
         else:
             made = self._change(self._last)
             snap = apply(self._last, made)
             self.last_change = (self._last, dataclasses.replace(made, sizes=sizes_of(snap)), snap)
+            self._recent.append((weakref.ref(self._last), self.last_change[1]))  # not kept alive by it
         self._last = snap
         self._noted.clear()
+        self._whole.clear()
         return snap
+
+    def changes_since(self, at: Snapshot) -> list[Change] | None:
+        """The changes that brought the snapshot ``at`` (by identity) up to the last one,
+        in order, when they are among the last ``RECENT``; else None."""
+        out: list[Change] = []
+        for before, change in reversed(self._recent):
+            out.append(change)
+            if before() is at:
+                return out[::-1]
+        return [] if self._last is at else None
 
     @property
     def settled(self) -> Snapshot | None:
         """The last snapshot when nothing was written since (the model is in it), else
         None."""
-        return self._last if not self._noted else None
+        return self._last if not self._noted and not self._whole else None
 
     def built(self) -> Snapshot:
         """The whole queue built from scratch: what ``snapshot`` must equal."""
@@ -705,7 +735,10 @@ class QueueModel:
         """The change since ``last``: every id written since, at its places and row now."""
         members: dict[tuple[Place, str], Score | None] = {}
         rows: dict[str, Row | None] = {}
-        was, sets, lanes, held_rows = last.index.items(), self.sets.items(), self.lanes.pending.items(), self.rows
+        whole = {loc: self._replaced(loc, shown) for loc, shown in self._whole.items()}
+        was = [(place, held) for place, held in last.index.items() if place not in whole]
+        sets = [(loc, held) for loc, held in self.sets.items() if loc not in whole]
+        lanes, held_rows = self.lanes.pending.items(), self.rows
         for job_id in self._noted:  # plain loops: a step notes a few ids, each looked up in a few places
             for place, held in was:
                 if job_id in held:
@@ -720,7 +753,15 @@ class QueueModel:
             rows[job_id] = None if row is None else tuple(sorted(row.items()))
         small = small_of(self.completed, self.failed, self._stray(), self.lanes.ring, self.lanes.paused,
                          self.lanes.hashes())
-        return Change(self.queue, members, rows, {}, small)  # sizes: ``snapshot`` adds them after
+        return Change(self.queue, members, rows, {}, small, whole)  # sizes: ``snapshot`` adds them after
+
+    def _replaced(self, loc: str, shown: Entries | None) -> Entries:
+        """The entries of ``loc``, replaced whole since the last snapshot: ``shown`` (what
+        the spoil left or the mend put back) unless a member was written since."""
+        held = self.sets[loc]
+        if shown is not None and len(shown) == len(held) and not any(job in held for job in self._noted):
+            return shown
+        return zset_order((m, norm_score(score)) for m, score in held.items())
 
     def __repr__(self) -> str:
         return f"QueueModel({self.queue!r}, counts={self.counts()})"

@@ -15,13 +15,14 @@ from emq_kit.check import hang, memory
 from emq_kit.check.model_target import call_then
 from emq_kit.targets.protocol import BatchReply, Capabilities
 from emq_live.client import BadReply, Queue
-from emq_live.delta import Kept, read_change, sort_keys
+from emq_live.delta import Kept, Overwritten, read_change, sort_keys
 from emq_live.tracking import Refused, Tracker
 from emq_live.urls import redact
 from emq_model.change import Change
 from emq_model.errors import ArgError, EmqError
 from emq_model.keyspace import job_key, key_of, outside, pattern, prefix
 from emq_model.snapshot import Snapshot
+from emq_model.spec import LOCATIONS
 
 WRONG: dict[str, Callable[[str], tuple[str, ...]]] = {
     "string": lambda k: ("SET", k, "x"),
@@ -95,7 +96,8 @@ class LiveTarget:
         self.times: tuple[int, int] | None = None  # see bracket
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
         self.stuck = False  # a script SCRIPT KILL cannot stop runs on the server (CC-9): it answers nothing else
-        self.spoiled: dict[str, bytes | None] = {}  # key -> its DUMP before ``spoil_key``
+        self.spoiled: dict[str, Overwritten] = {}  # key -> what ``spoil_key`` overwrote
+        self.restored: dict[str, dict[str, Overwritten]] = {}  # queue -> locations mended since its last read
         self.tracker: Tracker | None = None  # see read_changes
         self.kept: dict[str, Kept] = {}  # queue -> its last snapshot, when read by change
         self.touched: dict[str, set[str] | None] = {}  # queue -> keys written since its last read (None: flushed)
@@ -106,6 +108,7 @@ class LiveTarget:
     def reset(self) -> None:
         self.queues.clear()
         self.spoiled.clear()  # a queue handed out anew is wiped, spoiled keys with it
+        self.restored.clear()
         self.kept.clear()  # DEPTH-4: the first read of an example is whole
         self.changes.clear()
 
@@ -262,9 +265,9 @@ class LiveTarget:
         assert self.tracker is not None
         self._collect()
         touched, ids = self.touched.pop(name, set()), self.ids.pop(name, set())
-        kept = self.kept.pop(name, None)
+        kept, restored = self.kept.pop(name, None), self.restored.pop(name, {})
         if kept is not None and touched is not None:
-            change = read_change(self.conn.redis, name, kept.snapshot, sort_keys(name, touched), ids)
+            change = read_change(self.conn.redis, name, kept.snapshot, sort_keys(name, touched), ids, restored)
             was = kept.snapshot
             snap = kept.apply(change) if change is not None else None
             if snap is not None and change is not None:
@@ -335,7 +338,9 @@ class LiveTarget:
         at = key_of(name, key, id, group)
         r = self.conn.redis
         if at not in self.spoiled:
-            self.spoiled[at] = r.dump(at)
+            kept = self.kept.get(name)  # a location read by change: known put back by its DUMP
+            shown = kept.snapshot.location(key) if kept is not None and key in LOCATIONS else None
+            self.spoiled[at] = Overwritten(r.dump(at), shown)
         r.delete(at)
         r.execute_command(*WRONG[kind](at))
 
@@ -349,8 +354,10 @@ class LiveTarget:
         r = self.conn.redis
         r.delete(at)
         held = self.spoiled.pop(at)
-        if held is not None:
-            r.restore(at, 0, held)
+        if held.dump is not None:
+            r.restore(at, 0, held.dump)
+        if held.shown is not None:
+            self.restored.setdefault(name, {})[key] = held
 
     def stray_key(self, name: str, key: str, kind: str) -> None:
         """An operator writes ``emq:{q}:<key>``, a key the grammar does not name, as a

@@ -47,7 +47,7 @@ from emq_live.client import BadReply
 from emq_model import branded_id, spec
 from emq_model.change import agree, between, change_from
 from emq_model.errors import TYPE, EmqError
-from emq_model.invariants import Carried, Violation, check_step, check_whole, of_all
+from emq_model.invariants import Carried, Since, Violation, check_step, check_whole, of_all
 from emq_model.model import Claimed, QueueModel
 from emq_model.snapshot import Snapshot, diff
 
@@ -180,7 +180,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             self.run.coverage.include(LANE_CELLS)
         self._prepared: tuple[Snapshot, list[Violation]] | None = None  # see _call_target
         self._mended = False  # the step being judged mends a spoiled key (see inject)
-        self._carried: dict[str, tuple[Snapshot, Carried]] = {}  # see _judge
+        self._carried: dict[str, tuple[Snapshot, Carried | Since]] = {}  # see _judge
         self._agreed: dict[str, tuple[Snapshot, Snapshot]] = {}  # the last (mine, theirs) found equal: _same
         self._aside: BaseException | None = None
         self._filled: tuple[float, int] | None = None  # perf_counter() and run.steps once filled (DEPTH-5)
@@ -448,13 +448,22 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         known difference: INC-4). A mended key ends the operator's episode: that step is
         judged against no step before it (FLT-4). Keeps ``mine``'s per-id violations."""
         previous, kept = self.previous.get(queue), self._carried.get(queue)
+        carried: Carried | Since
         if previous is not None and kept is not None and kept[0] is previous:
             # the model's own change when it brought ``previous`` up to ``mine``, else the
             # reference diff of the two (INC-3)
             change = change_from(self.models[queue].last_change, previous, mine)
             if change is None:
                 change = between(previous, mine)
-            judged, carried = check_step(mine, previous, change, kept[1], against=not self._mended)
+            if self.models[queue].spoiled:
+                # FLT-4: while a key is spoiled every violation is the operator's; the ids
+                # are judged again once it is mended, by what changed since (a deep
+                # location's spoil and mend cost what they named, not its members)
+                carried = kept[1] if isinstance(kept[1], Since) else Since(previous, kept[1])
+                carried.add(change)
+                judged: list[Violation] = []
+            else:
+                judged, carried = check_step(mine, previous, change, kept[1], against=not self._mended)
         else:
             judged, carried = check_whole(mine, None if self._mended else previous)
         self._carried[queue] = (mine, carried)
@@ -464,7 +473,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         """The end of an example (INC-3, INC-4): each model's snapshot, kept up to date
         step by step, is the one built whole, the last two snapshots INV-8 found equal
         (by their changes, ``_same``) are equal whole, and each queue's last per-id
-        violations, carried step by step, are the whole check's of its last snapshot."""
+        violations, carried step by step, are the whole check's of its last snapshot
+        (none are carried while a key is spoiled: ``Since``)."""
         for queue, model in self.models.items():
             previous, kept, agreed = self.previous.get(queue), self._carried.get(queue), self._agreed.get(queue)
             if model.snapshot() != model.built():
@@ -472,7 +482,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             elif agreed is not None and agreed[0] != agreed[1]:
                 wrong = "INV-8 by the two changes disagrees with the whole comparison"
             elif (previous is not None and kept is not None and kept[0] is previous
-                    and kept[1] != of_all(previous)):
+                    and not isinstance(kept[1], Since) and kept[1] != of_all(previous)):
                 wrong = "the step check disagrees with the whole check"
             else:
                 continue

@@ -1,7 +1,7 @@
 """The orders the rules draw from, kept step by step (specs/lifecycle.md INC-1): each
 location's members sorted, the holders of a token among them (attempts >= 1) sorted,
 and the distinct scores sorted, of one queue's model. Each is patched with the ids the
-model's last change named instead of sorting a whole set each draw, so a draw's cost
+model's changes since named instead of sorting a whole set each draw, so a draw's cost
 does not grow with the jobs already queued; each answers exactly what sorting the
 model's sets anew would."""
 
@@ -12,7 +12,6 @@ from collections import Counter
 from typing import Iterable, cast
 
 from emq_model import spec
-from emq_model.change import change_from
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 
@@ -44,39 +43,45 @@ class Orders:
 
     def _now(self) -> Orders:
         """These orders, up to date with the model: kept while the model is still in the
-        snapshot they were made for, patched by the ids its last change named when that
-        change brought them to the model's snapshot, else made anew (writes not in a
-        snapshot yet, a snapshot built whole, a first draw)."""
+        snapshot they were made for, patched by the ids its changes since named when it
+        still has them (``QueueModel.changes_since``), else made anew (writes not in a
+        snapshot yet, a snapshot built whole, a first draw, a reader too far behind)."""
         settled = self.model.settled
         if settled is not None and settled is self.at:
             return self
-        made = None if settled is None or self.at is None else change_from(self.model.last_change, self.at, settled)
+        made = None if settled is None or self.at is None else self.model.changes_since(self.at)
         if made is not None:
-            for job in made.touched():
-                self._place(job)
+            whole = {loc for change in made for loc in change.whole}
+            for job in set().union(*(change.touched() for change in made)):
+                self._place(job, whole)
+            for loc in whole:  # a location replaced at once (FLT-4): its orders made anew
+                self._made(loc)
         else:
-            self._whole()
+            for loc in spec.LOCATIONS:
+                self._made(loc)
         self.at = settled
         return self
 
-    def _whole(self) -> None:
-        """Every order made anew from the model's sets."""
-        for loc in spec.LOCATIONS:
-            held = self.model.sets[loc]
-            self.members[loc] = sorted(held)
-            self.holders[loc] = [job for job in self.members[loc] if self._holds(job)]
-            self.counts[loc] = Counter(held.values())
-            self.marks[loc] = sorted(self.counts[loc])
+    def _made(self, loc: str) -> None:
+        """The orders of ``loc`` made anew from the model's set."""
+        held = self.model.sets[loc]
+        self.members[loc] = sorted(held)
+        self.holders[loc] = [job for job in self.members[loc] if self._holds(job)]
+        self.counts[loc] = Counter(held.values())
+        self.marks[loc] = sorted(self.counts[loc])
 
     def _holds(self, job: str) -> bool:
         row = self.model.rows.get(job)
         return row is not None and row["attempts"] != b"0"
 
-    def _place(self, job: str) -> None:
+    def _place(self, job: str, made: Iterable[str] = ()) -> None:
         """``job`` moved from where the snapshot the orders are at holds it (``at``) to
-        where the model holds it now, in every order."""
+        where the model holds it now, in every order (those of the locations ``made``
+        anew apart)."""
         assert self.at is not None  # patched only from the snapshot they were made for
         for loc in spec.LOCATIONS:
+            if loc in made:
+                continue
             now = self.model.sets[loc].get(job)
             old = cast("int | None", self.at.index[loc].get(job))  # the model's: ints, as norm_score keeps them
             _put(self.members[loc], job, now is not None, old is not None)

@@ -192,6 +192,38 @@ def test_a_swapped_member_escapes_a_read_by_change_and_not_the_read_at_the_end(v
 
 
 
+@pytest.mark.parametrize("other", [False, True])
+def test_a_deep_location_spoiled_and_mended_is_read_at_once(valkey: Any, other: bool) -> None:
+    """DEPTH-3: a spoiled location reads as empty and a mended one as what it held, each
+    named whole (INC-1), the mend known by its ``DUMP``, so neither names its 300
+    members; a member another client wrote after the mend (``other``) makes that ``DUMP``
+    another, and the location is read whole, that member included."""
+    url = flush_url(valkey)
+    target = LiveTarget(url)
+    name = QUEUES[0]
+    try:
+        assert target.read_changes(True)
+        target.call(name, "enqueue_many", {"jobs": [(j, b"") for j in background(300)]})
+        held = target.snapshot(name).pending
+        target.spoil_key(name, "pending", "string")
+        assert target.snapshot(name) == target.queue(name).snapshot()
+        was, spoiled, _ = target.last_change(name)
+        assert spoiled.whole == {"pending": ()} and not spoiled.members
+        target.mend_key(name, "pending")
+        if other:
+            with redis.Redis.from_url(url) as r:
+                r.zadd(keyspace.queue_keys(name)[0], {POOL[0]: 0})
+        whole, reads = target.queue(name).snapshot(), Counter(target.reads)
+        assert target.snapshot(name) == whole
+        if other:
+            assert target.reads["whole"] == reads["whole"] + 1 and POOL[0] in dict(whole.pending)
+        else:
+            mended = target.last_change(name)[1]
+            assert mended.whole["pending"] is held and not mended.members
+    finally:
+        target.close()
+
+
 @pytest.mark.parametrize("seed", [4, 5])
 def test_the_change_read_is_the_reference_change(valkey: Any, seed: int) -> None:
     """INC-3 for the server's producer: the ``Change`` read by the keys a step wrote

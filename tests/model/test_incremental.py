@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emq_model.branded_id import encode
-from emq_model.change import Change, agree, between
-from emq_model.invariants import check_invariants, check_step, check_whole, of_all, of_ids
+from emq_model.change import Change, agree, between, moved_whole
+from emq_model.invariants import Carried, Since, check_invariants, check_step, check_whole, of_all, of_ids
 from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 from tests.model.test_change import snapshots, widened
@@ -103,6 +104,7 @@ def run(m: QueueModel, call: tuple[Any, ...], now: int) -> int:
 def test_the_step_check_is_the_whole_check_on_model_programs(program: list[tuple[Any, ...]]) -> None:
     m, now = QueueModel("q"), 0
     before = m.snapshot()
+    kept: Carried | Since = of_all(before)
     for call in program:
         now = run(m, call, now)
         after = m.snapshot()
@@ -110,9 +112,29 @@ def test_the_step_check_is_the_whole_check_on_model_programs(program: list[tuple
         agrees(before, after)
         if m.last_change is not None:  # the model's own change, as the machine judges by it
             assert m.last_change[0] is before and m.last_change[2] is after
-            agrees(before, after, made=m.last_change[1])
-            assert agree(before, m.last_change[1], between(before, after))  # INV-8 by change (INC-4)
+            made = m.last_change[1]
+            agrees(before, after, made=made)
+            assert agree(before, made, between(before, after))  # INV-8 by change (INC-4)
+            assert agree(before, between(before, after), made)
+            kept = judged_as_the_machine(before, after, made, kept, m.spoiled)
+        else:
+            kept = of_all(after)
         before = after
+
+
+def judged_as_the_machine(before: Snapshot, after: Snapshot, made: Change, kept: Carried | Since,
+                          spoiled: Any) -> Carried | Since:
+    """As ``Conformance._judge``: while a key is spoiled the ids are not judged, only
+    what each change named is kept (``Since``); the first step after it is judged from
+    the snapshot before the episode, and finds what the whole check finds."""
+    if spoiled:
+        since = kept if isinstance(kept, Since) else Since(before, kept)
+        since.add(made)
+        return since
+    found, now = check_step(after, before, made, kept)
+    assert Counter(found) == Counter(check_invariants(after, before))
+    assert now == of_all(after)
+    return now
 
 
 SPOILS = (
@@ -168,3 +190,26 @@ def test_the_whole_check_in_one_pass_is_the_reference_on_a_spoiled_queue(program
             found, per_id = check_whole(after, before)
             assert Counter(found) == Counter(check_invariants(after, before)), (job, how)
             assert per_id == of_ids(after, after.ids()) == of_all(after), (job, how)
+
+
+@pytest.mark.parametrize("written", [False, True])
+def test_a_location_spoiled_and_mended_is_named_whole(written: bool) -> None:
+    """INC-1: a spoil and a mend of a deep location each name it whole, no member: none
+    held after the spoil, after the mend the very entries the snapshot before the spoil
+    held, so no id of it is judged again (``moved_whole``); a member written after the
+    mend and before the next snapshot (``written``) is in the entries named."""
+    m = QueueModel("q")
+    m.enqueue_many([(encode("JOB", 5000 + n), b"") for n in range(200)])
+    held = m.snapshot()
+    m.spoil("pending")
+    spoiled = m.snapshot()
+    assert m.last_change is not None and m.last_change[1].whole == {"pending": ()} and not m.last_change[1].members
+    m.mend("pending")
+    if written:
+        m.enqueue(POOL[0], b"p")
+    mended = m.snapshot()
+    assert m.last_change is not None and mended == m.built()
+    made = m.last_change[1]
+    assert (made.whole["pending"] is held.pending) is not written and not {p for p, _ in made.members} & {"pending"}
+    assert moved_whole(held, mended, ["pending"]) == ({*held.index["pending"], POOL[0]} if written else set())
+    agrees(spoiled, mended, made=made)
