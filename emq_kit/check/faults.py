@@ -9,12 +9,13 @@ them."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Sequence
 
 from hypothesis.stateful import precondition, rule
 
 from emq_kit.check.draws import Draw
 from emq_kit.check.lanes import CLAIMS as LANE_CLAIMS
+from emq_kit.check.orders import pick_of_union
 from emq_model import branded_id, model, spec
 from emq_model.errors import TYPE
 from emq_model.invariants import Violation
@@ -105,6 +106,19 @@ class Damage:
             active = sum(rows.get(m, {}).get("group") == v.id.encode("latin-1") for m, _ in snapshot.active)
             return dict(snapshot.gactive).get(v.id, 0) - active == self.uncounted[v.id]
         return False
+
+
+class _Ids(Sequence[str]):
+    """The ids of a location's entries, in their order, without listing them."""
+
+    def __init__(self, entries: Sequence[tuple[str, object]]) -> None:
+        self.entries = entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, at: Any) -> Any:
+        return self.entries[at][0]
 
 
 def wrong_kinds(key: str) -> tuple[str, ...]:
@@ -257,7 +271,7 @@ class KeyFaultRules:
             self._advance(q, PUMPED[op], (0, 0))
         elif op == "claim" and key == "row" and not mine.sets["pending"]:
             self._fill(q)  # a claim types the row of the member it takes: let there be one
-        job, group = self._taken(mine, op, key, a.pick), self._group_of(mine, a.pick)
+        job, group = self._taken(q, op, key, a.pick), self._group_of(mine, a.pick)
         which = {"key": key, **({"id": job} if key == "row" else {}), **({"group": group} if key == "lane" else {})}
         self._episode(q, which, a.kind, op, probe_args(op, mine, job, group))
 
@@ -308,7 +322,7 @@ class KeyFaultRules:
         for n, key in enumerate(keys):
             kind = STRAY_KINDS[(a.kinds // len(STRAY_KINDS) ** n) % len(STRAY_KINDS)]
             self.inject(q, "stray_key", {"key": key, "kind": kind or TEMPTING[key]})
-        self.step(q, op, probe_args(op, mine, self._taken(mine, op, "row", a.pick), self._group_of(mine, a.pick)))
+        self.step(q, op, probe_args(op, mine, self._taken(q, op, "row", a.pick), self._group_of(mine, a.pick)))
         for key in keys:
             self.inject(q, "drop_key", {"key": key})
 
@@ -347,27 +361,41 @@ class KeyFaultRules:
         which = {"key": key, **({"group": group} if key == "lane" else {})}
         self._episode(q, which, kind, op, probe_args(op, self.models[q], job, group))
 
-    def _taken(self: Any, mine: QueueModel, op: str, key: str, pick: int) -> str:
+    def _pick_of(self: Any, q: str, locs: Sequence[str], more: set[str], pick: int) -> str | None:
+        """The ``pick``-th, modulo their number, of the members of ``q``'s ``locs`` and
+        the ids ``more``, sorted (None when there is none), without sorting them: the
+        largest location's kept order and the others merged into it (``pick_of_union``)."""
+        mine = self.models[q]
+        if not locs:
+            return sorted(more)[pick % len(more)] if more else None
+        big = max(locs, key=lambda loc: len(mine.sets[loc]))
+        order = self._orders(q).sorted_members(big)
+        small = more.union(*(mine.sets[loc] for loc in locs if loc != big)).difference(mine.sets[big])
+        return pick_of_union(order, small, pick) if order or small else None
+
+    def _taken(self: Any, q: str, op: str, key: str, pick: int) -> str:
         """The job ``op`` would take or is about (``pick``: which one, 0 the first): for
         an op about one id, one it would act on (a live attempt for a settle, a dead job
         for reprocess), grouped when the spoiled key is a lane key (only a grouped job's
-        call types its lane)."""
-        if op == "claim":
-            ids = [m for m, _ in mine.ordered("pending")]
-        elif op in PUMPED:
-            ids = [m for m, _ in mine.ordered(PUMPED[op])]
+        call types its lane). Picked without listing a deep location."""
+        mine = self.models[q]
+        ids: Sequence[str]
+        if op == "claim" or op in PUMPED:
+            entries = mine.ordered("pending" if op == "claim" else PUMPED[op])
+            ids = _Ids(entries)
         elif op in LANE_CLAIMS:
             ids = [mine.lanes.head(g) for g in mine.lanes.ring if mine.lanes.pending.get(g)]
         else:
-            ids = sorted(mine.ids())
             acted = {"complete": ("active", "pending"), "retry": ("active", "pending"), "extend": ("active",),
-                     "reprocess": ("dead",)}.get(op)
-            laned = {m for lane in mine.lanes.pending.values() for m in lane} if acted and "pending" in acted else set()
-            live = [i for i in ids if i in laned or any(i in mine.sets[loc] for loc in acted or ())]
-            grouped = [i for i in ids if "group" in mine.rows.get(i, {})] if key in LANE_KEYS else []
+                     "reprocess": ("dead",)}.get(op, ())
+            laned = {m for lane in mine.lanes.pending.values() for m in lane} if "pending" in acted else set()
+            grouped = sorted(i for i, row in mine.rows.items() if "group" in row) if key in LANE_KEYS else []
             # a lane key is typed only by a call about a grouped job: one it would act on
             # first (a grouped job waiting in its lane counts as pending), else any
-            ids = [i for i in live if i in grouped] or grouped or live or ids
+            ids = [i for i in grouped if i in laned or any(i in mine.sets[loc] for loc in acted)] or grouped
+            if not ids:  # one it would act on, else any id it holds
+                return (self._pick_of(q, acted, laned, pick) or self._pick_of(q, spec.LOCATIONS, mine.ids(), pick)
+                        or self.pool[pick % len(self.pool)])
         ids = ids or list(self.pool)
         if op == "claim" or op in PUMPED or op in LANE_CLAIMS:
             # the call types the rows of the members it takes, the first of them always:
