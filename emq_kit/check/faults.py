@@ -393,8 +393,9 @@ class KeyFaultRules:
             # a lane key is typed only by a call about a grouped job: one it would act on
             # first (a grouped job waiting in its lane counts as pending), else any
             ids = [i for i in grouped if i in laned or any(i in mine.sets[loc] for loc in acted)] or grouped
-            if not ids:  # one it would act on, else any id it holds
-                return (self._pick_of(q, acted, laned, pick) or self._pick_of(q, spec.LOCATIONS, mine.ids(), pick)
+            if not ids:  # one it would act on, else any id it holds (a row, a member, a lane's)
+                lanes = {m for lane in mine.lanes.pending.values() for m in lane}
+                return (self._pick_of(q, acted, laned, pick) or self._pick_of(q, spec.LOCATIONS, {*mine.rows, *lanes}, pick)
                         or self.pool[pick % len(self.pool)])
         ids = ids or list(self.pool)
         if op == "claim" or op in PUMPED or op in LANE_CLAIMS:

@@ -66,7 +66,9 @@ class Orders:
         """The orders of ``loc`` made anew from the model's set."""
         held = self.model.sets[loc]
         self.members[loc] = sorted(held)
-        self.holders[loc] = [job for job in self.members[loc] if self._holds(job)]
+        rows = self.model.rows  # looked up inline: a deep location's first draw meets every member
+        self.holders[loc] = [job for job in self.members[loc]
+                             if (row := rows.get(job)) is not None and row["attempts"] != b"0"]
         self.counts[loc] = Counter(held.values())
         self.marks[loc] = sorted(self.counts[loc])
 
