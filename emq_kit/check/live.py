@@ -338,8 +338,13 @@ class LiveTarget:
         at = key_of(name, key, id, group)
         r = self.conn.redis
         if at not in self.spoiled:
-            kept = self.kept.get(name)  # a location read by change: known put back by its DUMP
-            shown = kept.snapshot.location(key) if kept is not None and key in LOCATIONS else None
+            # a location read by change and not written since its last read: known put back
+            # by its DUMP, as the entries that read saw
+            kept, shown = self.kept.get(name), None
+            if kept is not None and key in LOCATIONS and self.tracker is not None:
+                self._collect()
+                if self.touched.get(name) == set():
+                    shown = kept.snapshot.location(key)
             self.spoiled[at] = Overwritten(r.dump(at), shown)
         r.delete(at)
         r.execute_command(*WRONG[kind](at))

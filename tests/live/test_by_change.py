@@ -224,6 +224,26 @@ def test_a_deep_location_spoiled_and_mended_is_read_at_once(valkey: Any, other: 
         target.close()
 
 
+def test_a_location_written_after_its_last_read_is_not_taken_from_that_read_at_its_mend(valkey: Any) -> None:
+    """A spoil that follows calls not read yet (a ``LiveTarget`` used by hand) keeps no
+    entries for the mend: the last read's would be stale, and a claim and an enqueue keep
+    the cardinality the mend's read checks."""
+    target = LiveTarget(flush_url(valkey))
+    name = QUEUES[0]
+    try:
+        assert target.read_changes(True)
+        target.call(name, "enqueue_many", {"jobs": [(j, b"") for j in background(300)]})
+        target.snapshot(name)
+        target.call(name, "claim", {"lease_ms": 1_000, "now": 1})
+        target.call(name, "enqueue", {"id": POOL[0], "payload": b"p"})
+        target.spoil_key(name, "pending", "string")
+        target.snapshot(name)
+        target.mend_key(name, "pending")
+        assert target.snapshot(name) == target.queue(name).snapshot()
+    finally:
+        target.close()
+
+
 @pytest.mark.parametrize("seed", [4, 5])
 def test_the_change_read_is_the_reference_change(valkey: Any, seed: int) -> None:
     """INC-3 for the server's producer: the ``Change`` read by the keys a step wrote
