@@ -164,8 +164,8 @@ def _carry(before: Snapshot, after: Snapshot, moved: Mapping[Place, list[tuple[s
     index: dict[Place, Mapping[str, Score]] = {}
     places: list[Place] = [*LOCATIONS, *(("lane", g) for g, _ in after.lanes)]
     for place in places:
-        if place in whole:
-            index[place] = dict(whole[place])  # type: ignore[index]
+        if isinstance(place, str) and place in whole:
+            index[place] = dict(whole[place])
         else:
             index[place] = Patched(was.get(place, {}), dict(moved[place])) if place in moved else was[place]
     by_id = Patched(before.row_index, rows) if rows else before.row_index

@@ -362,12 +362,11 @@ class KeyFaultRules:
         self._episode(q, which, kind, op, probe_args(op, self.models[q], job, group))
 
     def _pick_of(self: Any, q: str, locs: Sequence[str], more: set[str], pick: int) -> str | None:
-        """The ``pick``-th, modulo their number, of the members of ``q``'s ``locs`` and
+        """The ``pick``-th, modulo their number, of the members of ``q``'s ``locs`` (at
+        least one) and
         the ids ``more``, sorted (None when there is none), without sorting them: the
         largest location's kept order and the others merged into it (``pick_of_union``)."""
         mine = self.models[q]
-        if not locs:
-            return sorted(more)[pick % len(more)] if more else None
         big = max(locs, key=lambda loc: len(mine.sets[loc]))
         order = self._orders(q).sorted_members(big)
         small = more.union(*(mine.sets[loc] for loc in locs if loc != big)).difference(mine.sets[big])
@@ -388,14 +387,15 @@ class KeyFaultRules:
         else:
             acted = {"complete": ("active", "pending"), "retry": ("active", "pending"), "extend": ("active",),
                      "reprocess": ("dead",)}.get(op, ())
-            laned = {m for lane in mine.lanes.pending.values() for m in lane} if "pending" in acted else set()
+            lanes = {m for lane in mine.lanes.pending.values() for m in lane}
+            laned = lanes if "pending" in acted else set()
             grouped = sorted(i for i, row in mine.rows.items() if "group" in row) if key in LANE_KEYS else []
             # a lane key is typed only by a call about a grouped job: one it would act on
             # first (a grouped job waiting in its lane counts as pending), else any
             ids = [i for i in grouped if i in laned or any(i in mine.sets[loc] for loc in acted)] or grouped
             if not ids:  # one it would act on, else any id it holds (a row, a member, a lane's)
-                lanes = {m for lane in mine.lanes.pending.values() for m in lane}
-                return (self._pick_of(q, acted, laned, pick) or self._pick_of(q, spec.LOCATIONS, {*mine.rows, *lanes}, pick)
+                return ((acted and self._pick_of(q, acted, laned, pick))
+                        or self._pick_of(q, spec.LOCATIONS, {*mine.rows, *lanes}, pick)
                         or self.pool[pick % len(self.pool)])
         ids = ids or list(self.pool)
         if op == "claim" or op in PUMPED or op in LANE_CLAIMS:
