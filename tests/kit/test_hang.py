@@ -49,25 +49,28 @@ ORPHAN_LANE_CLAIM = [Step("alpha", "lane_enqueue", {"id": JOB, "payload": b"p", 
                      Step("alpha", "lane_claim", {"lease_ms": 5, "now": 1_750_000_000_000})]
 
 
-QUICK_CPU = 0.5
+QUICK_CPU = 0.1
 """The embedded bound of CPU seconds where a test meets a hang many times (a search's
-shrinking and minimizing wait it out at each replay that meets it): still many times the
-CPU of a call these runs draw (their batches hold at most four jobs); the default's own
-test is ``test_the_embedded_bound_stops_a_loop_and_spares_the_largest_call``."""
+shrinking and minimizing wait it out at each replay that meets it): still about a hundred
+times the CPU of a call these runs draw (their batches hold at most four jobs, a call
+takes about a millisecond), and CPU time, so a loaded machine does not make a call look
+hung; the default's own test is
+``test_the_embedded_bound_stops_a_loop_and_spares_the_largest_call``."""
 
 
-QUICK_SECONDS = 2.0
-"""``hang.SERVER_SECONDS`` under the quicker bounds: the kit's call gives up after 2 s."""
-QUICK_BUSY_MS = "1000"
-"""The server's ``busy-reply-threshold`` under them: ``BUSY`` and ``SCRIPT KILL`` after 1 s."""
+QUICK_SECONDS = 1.0
+"""``hang.SERVER_SECONDS`` under the quicker bounds: the kit's call gives up after 1 s
+(a call these runs draw returns in about a millisecond)."""
+QUICK_BUSY_MS = "500"
+"""The server's ``busy-reply-threshold`` under them: ``BUSY`` and ``SCRIPT KILL`` after 0.5 s."""
 
 
 @contextmanager
 def quick_server(program: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerProcess]:
     """A private ``program`` (valkey-server, redis-server) whose hung scripts are stopped
-    sooner: both bounds a fifth of their defaults, in the same order (the server answers
-    ``BUSY`` and hears ``SCRIPT KILL`` after 1 s of a script, the kit's call gives up
-    after 2 s). For the tests that wait hangs out (a search at each replay that meets
+    sooner: both bounds a tenth of their defaults, in the same order (the server answers
+    ``BUSY`` and hears ``SCRIPT KILL`` after 0.5 s of a script, the kit's call gives up
+    after 1 s). For the tests that wait hangs out (a search at each replay that meets
     one, a selftest's watch) or lose the server to one; the defaults' own are the
     replays on the session's server and the cluster."""
     monkeypatch.setattr(hang, "SERVER_SECONDS", QUICK_SECONDS)
