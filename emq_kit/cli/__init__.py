@@ -48,9 +48,13 @@ class _Version(argparse.Action):
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line: every command, or ``command``'s alone when it is one of them
-    (what ``main`` parses a command line with; the subcommand's own parser is the same)."""
+    (what ``main`` parses a command line with; the subcommand's own parser is the same).
+    ``--version`` first: no command at all (the versions are printed as the option is
+    met, before any command would be read)."""
     p = Parser(prog="emq", description="EchoMQ conformance kit")
     p.add_argument("--version", action=_Version)
+    if command == "--version":
+        return p
     sub = p.add_subparsers(dest="command", required=True)
     for name in [command] if command in COMMANDS else COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(sub)

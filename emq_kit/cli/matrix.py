@@ -11,7 +11,6 @@ from emq_kit import interrupts
 from emq_kit.campaign.matrix import DIFFERS, load, matrix, verdict
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs
 from emq_kit.report.document import envelope
-from emq_kit.report.matrix_page import matrix_page
 from emq_kit.report.verdicts import headline
 
 
@@ -41,7 +40,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     out.emit(lambda started, finished: envelope(
         "matrix", word, code, body, target=None, seed=None,
         figures={"columns": len(body["columns"]), "rows": len(body["rows"])}, started=started, finished=finished))
-    out.page(lambda: matrix_page(body))
+
+    def page() -> str:
+        from emq_kit.report.matrix_page import matrix_page  # the pages' module only for --html
+
+        return matrix_page(body)
+
+    out.page(page)
     return code
 
 

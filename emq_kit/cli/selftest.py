@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emq_kit import interrupts
 from emq_kit.cli.campaign import add_cluster
@@ -15,8 +15,9 @@ from emq_kit.cli.progress import Meter
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import selftest_detail, selftest_document
 from emq_kit.report.verdicts import headline
-from emq_kit.selftest.mutation import Mutant, MutantVerdict, all_mutants, run_selftest, summary
-from emq_live.layouts.bullmq import bullmq_version
+
+if TYPE_CHECKING:  # the engine loads once the arguments are good: a usage error is told without it
+    from emq_kit.selftest.mutation import Mutant, MutantVerdict
 
 
 def row(v: MutantVerdict) -> str:
@@ -47,6 +48,8 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def _echomq(args: argparse.Namespace, at: list[str]) -> int:
+    from emq_kit.selftest.mutation import all_mutants, run_selftest
+
     if args.list:
         for m in all_mutants(observer=True):  # snapshot.lua's: on a server only
             print(f"{m.key}\n    {m.script}.lua:{m.line}: {m.before.strip()}  ->  {m.after.strip() or '(deleted)'}")
@@ -96,6 +99,7 @@ def _on_cluster(args: argparse.Namespace, out: Outputs) -> list[MutantVerdict]:
 def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
     """The mutants of BullMQ's scripts, judged by the bullmq layout's machine."""
     from emq_kit.selftest import bullmq
+    from emq_live.layouts.bullmq import bullmq_version
 
     if args.list:
         for m in bullmq.all_mutants():
@@ -118,6 +122,8 @@ def _bullmq(args: argparse.Namespace, at: list[str]) -> int:
 
 
 def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerdict]) -> int:
+    from emq_kit.selftest.mutation import summary
+
     interrupts.decided()  # the run's end, its cleanup done, before its verdict (INT-2, INT-3)
     s = summary(verdicts, len(_every_mutant(args)), _part(args))
     judged = f"{s['mutants']} of {s['of']}" + (f" ({s['part']})" if s["part"] else "")
@@ -139,6 +145,8 @@ def _every_mutant(args: argparse.Namespace) -> list[Mutant]:
         from emq_kit.selftest import bullmq
 
         return bullmq.all_mutants()
+    from emq_kit.selftest.mutation import all_mutants
+
     return all_mutants(observer=args.url is not None)
 
 

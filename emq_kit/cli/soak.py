@@ -11,7 +11,6 @@ from emq_kit import interrupts
 from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_number, add_outputs, claimed
 from emq_kit.report.document import soak_document
-from emq_kit.report.html import soak_page
 from emq_kit.report.verdicts import headline, words
 from emq_kit.soak.workload import DEFAULTS, QUEUE, SoakConfig, SoakReport, refuse_cluster, run_soak
 
@@ -79,8 +78,14 @@ def cmd_soak(args: Any) -> int:
     code = EXIT_OK if report.ok else EXIT_FAIL
     out.emit(lambda started, finished: soak_document(report, report.history_dir, target=args.url or report.server,
                                                      exit=code, started=started, finished=finished))
-    out.page(lambda: soak_page(report.events, report.checked, title=f"emq soak: {words('soak', report.detail)}",
-                               problems=report.problems()))
+
+    def page() -> str:
+        from emq_kit.report.html import soak_page  # the pages' module only for --html
+
+        return soak_page(report.events, report.checked, title=f"emq soak: {words('soak', report.detail)}",
+                         problems=report.problems())
+
+    out.page(page)
     return code
 
 

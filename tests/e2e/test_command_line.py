@@ -66,15 +66,19 @@ def test_a_command_loads_no_other_commands_module() -> None:
 
 
 @pytest.mark.parametrize("argv", [("check", "--examples", "abc"), ("check", "--profile", "nope"), ("check", "--help"),
-                                  ("campaign", "--seeds", "x")])
-def test_a_usage_error_or_the_help_of_a_check_loads_no_engine(argv: tuple[str, ...]) -> None:
-    """A check's parser names its profiles from emq_kit/check/profiles.py and its printers
-    load once the arguments are good: a mistyped option is told without Hypothesis, the
-    client or the embedded server."""
+                                  ("campaign", "--seeds", "x"), ("selftest", "--budget", "x"), ("selftest", "--help"),
+                                  ("soak", "--workers", "x"), ("matrix",), ("--version",)])
+def test_a_usage_error_or_the_help_of_a_run_loads_no_engine(argv: tuple[str, ...]) -> None:
+    """A check's parser names its profiles from emq_kit/check/profiles.py, and a run's
+    engine and printers (the mutants' judge, the pages) load once the arguments are good:
+    a mistyped option is told without Hypothesis, the client or the embedded server, and
+    ``--version`` reads no command at all."""
     code, modules = _loaded(*argv)
-    assert code == (0 if "--help" in argv else 2)
+    assert code == (0 if argv[-1] in ("--help", "--version") else 2)
     assert not {m.split(".")[0] for m in modules} & {"hypothesis", "fakeredis", "lupa", "redis"}
-    assert "emq_kit.check.run" not in modules
+    assert not modules & {"emq_kit.check.run", "emq_kit.check.machine", "emq_kit.report.html"}
+    if argv == ("--version",):
+        assert not {m for m in modules if m.startswith("emq_kit.cli.")} - {"emq_kit.cli.common"}
 
 
 def test_a_trace_that_cannot_be_read_is_told_before_the_machine_loads(tmp_path) -> None:
