@@ -1,4 +1,5 @@
-"""``emq bench``: its arguments and its table (the measuring is ``emq_kit.bench``)."""
+"""``emq bench``: its arguments and its table (the measuring is ``emq_kit.bench``, loaded
+once the arguments are good; the figures and parameters are ``emq_kit.figures``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import argparse
 from typing import Any
 
 from emq_kit import interrupts
-from emq_kit.bench import AT_MOST, QUEUE, Bench, Params, run_bench
 from emq_kit.claim import LOST
 from emq_kit.cli.common import EXIT_OK, Outputs, Usage, add_number, add_outputs, bounded, claimed, sizes
 from emq_kit.cli.progress import Meter
+from emq_kit.figures import AT_MOST, QUEUE, Bench, Params
 from emq_kit.layouts import layout
 from emq_kit.report.document import MEASURED, bench_document
 from emq_kit.report.verdicts import headline
@@ -47,6 +48,7 @@ def format_bench(bench: Bench) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     import redis
 
+    from emq_kit.bench import run_bench
     from emq_kit.server import ServerProcess
     from emq_live.urls import redact
 

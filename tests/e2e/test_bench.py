@@ -14,6 +14,7 @@ from emq_kit import bench, cli
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.profiles import PROFILES
 from emq_kit.errors import BadArgument
+from emq_kit.figures import AT_MOST, GOAL_RATIOS, GOALS, QUEUE
 
 TINY = ["--repeat", "1", "--examples", "2", "--steps", "5", "--depth", "40", "--depth-examples", "1", "--jobs", "200",
         "--single-jobs", "30", "--batch", "20", "--sizes", "10,100", "--lanes", "3,30", "--fakeredis-sizes", "10,40",
@@ -70,12 +71,12 @@ def test_emq_bench_reports_every_figure(where: str, request: pytest.FixtureReque
                             "check.valkey.depth",
                             "check.node.valkey", "check.driver.model", "lifecycle.valkey.single",
                             "lifecycle.valkey.batched", "lifecycle.valkey.claim_many"}
-    assert {k for k, f in figures.items() if f["goal"]} == set(bench.GOALS) & set(figures)
+    assert {k for k, f in figures.items() if f["goal"]} == set(GOALS) & set(figures)
     for f in figures.values():  # met: the ratio's goal when there is one, else the value's, a ceiling in AT_MOST
         goal, ratio_goal = f["goal"], f["goal_ratio"]
         assert f["met"] == (f["ratio"] >= ratio_goal if ratio_goal else None if goal is None else
-                            f["value"] <= goal if f["key"] in bench.AT_MOST else f["value"] >= goal), f["key"]
-    assert {k: f["goal_ratio"] for k, f in figures.items() if f["goal_ratio"]} == bench.GOAL_RATIOS
+                            f["value"] <= goal if f["key"] in AT_MOST else f["value"] >= goal), f["key"]
+    assert {k: f["goal_ratio"] for k, f in figures.items() if f["goal_ratio"]} == GOAL_RATIOS
     table = capsys.readouterr().out
     assert all(key in table for key in figures) and "ceiling" in table and "valkey" in table
 
@@ -112,6 +113,6 @@ def test_the_live_figures_call_the_client_as_an_application_does() -> None:
 
     target = bench.live(None)
     try:
-        assert not isinstance(target.queue(bench.QUEUE), ObservedQueue)
+        assert not isinstance(target.queue(QUEUE), ObservedQueue)
     finally:
         target.close()

@@ -16,7 +16,6 @@ import pytest
 
 import emq_kit
 from emq_kit import cli
-from emq_kit.bench import GOALS
 from emq_kit.check import raw
 from emq_kit.check.lanes import CELLS as LANE_CELLS
 from emq_kit.check.live import LiveTarget
@@ -26,6 +25,7 @@ from emq_kit.check.raw.rule import raw_cells
 from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
+from emq_kit.figures import GOALS
 from emq_model.spec import cells
 from tests.kit.test_differences import shares
 from tests.once import made_once

@@ -67,7 +67,7 @@ def test_a_command_loads_no_other_commands_module() -> None:
 
 @pytest.mark.parametrize("argv", [("check", "--examples", "abc"), ("check", "--profile", "nope"), ("check", "--help"),
                                   ("campaign", "--seeds", "x"), ("selftest", "--budget", "x"), ("selftest", "--help"),
-                                  ("soak", "--workers", "x"), ("matrix",), ("--version",)])
+                                  ("soak", "--workers", "x"), ("matrix",), ("bench", "--repeat", "x"), ("--version",)])
 def test_a_usage_error_or_the_help_of_a_run_loads_no_engine(argv: tuple[str, ...]) -> None:
     """A check's parser names its profiles from emq_kit/check/profiles.py, and a run's
     engine and printers (the mutants' judge, the pages) load once the arguments are good:
@@ -79,6 +79,15 @@ def test_a_usage_error_or_the_help_of_a_run_loads_no_engine(argv: tuple[str, ...
     assert not modules & {"emq_kit.check.run", "emq_kit.check.machine", "emq_kit.report.html"}
     if argv == ("--version",):
         assert not {m for m in modules if m.startswith("emq_kit.cli.")} - {"emq_kit.cli.common"}
+
+
+def test_the_whole_help_reads_every_command_and_no_engine() -> None:
+    """``emq --help`` lists every command from its module; none of them loads the engine
+    (audit and scripts name the client's errors: redis-py is allowed)."""
+    code, modules = _loaded("--help")
+    assert code == 0 and {f"emq_kit.cli.{m}" for m in cli.COMMANDS} <= modules
+    assert not {m.split(".")[0] for m in modules} & {"hypothesis", "fakeredis", "lupa"}
+    assert not modules & {"emq_kit.check.run", "emq_kit.check.machine", "emq_kit.bench", "emq_kit.report.html"}
 
 
 def test_a_trace_that_cannot_be_read_is_told_before_the_machine_loads(tmp_path) -> None:

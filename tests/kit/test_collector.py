@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 import hypothesis.stateful
 import pytest
 
-from emq_kit import bench
+from emq_kit import bench, figures
 from emq_kit.check import collector
 from emq_kit.check.model_target import ModelTarget
 from emq_kit.check.profiles import Profile
@@ -110,6 +110,6 @@ def test_bench_measures_its_floor_under_a_checks_schedule(schedule, monkeypatch:
         real(*args, **kwargs)
 
     monkeypatch.setattr(hypothesis.stateful, "run_state_machine_as_test", noting)
-    assert bench.hypothesis_floor(bench.Params(examples=2, steps=3, repeat=1)) > 0
+    assert bench.hypothesis_floor(figures.Params(examples=2, steps=3, repeat=1)) > 0
     assert seen == [(collector.YOUNG, 11, 12)]
     assert gc.get_threshold() == schedule

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 import emq_live
-from emq_kit import bench
+from emq_kit import bench, figures
 from emq_kit.audit import audit
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
@@ -127,9 +127,9 @@ def test_a_failed_soak_names_the_failing_partition(valkey, tmp_path: Path) -> No
 
 
 def test_bench_figures_keep_their_ceilings() -> None:
-    figs = [bench.Figure("rtt.valkey", 9000.0, "calls/s", ceiling=12000.0, ceiling_by="valkey-benchmark"),
-            bench.Figure("audit.valkey.seconds.10", 0.01, "s")]
-    b = bench.Bench(bench.Params(), bench.machine(), {"python": "3"}, figs)
+    figs = [figures.Figure("rtt.valkey", 9000.0, "calls/s", ceiling=12000.0, ceiling_by="valkey-benchmark"),
+            figures.Figure("audit.valkey.seconds.10", 0.01, "s")]
+    b = figures.Bench(figures.Params(), bench.machine(), {"python": "3"}, figs)
     doc = valid(report.bench_document(b, target="redis://:pw@h:1", exit=0, started=START, finished=END), "bench")
     assert doc["target"] == "redis://***@h:1" and doc["bench"]["figures"][0]["ratio"] == 0.75
 
