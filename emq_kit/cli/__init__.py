@@ -6,9 +6,9 @@ Each command lives in its own module here, which adds its subparser with
 ``register(sub)`` and sets ``func`` to a function of the parsed arguments returning the
 exit code. ``main`` imports the module of the command it runs and no other (a command's
 module imports what it runs: ``emq driver --model`` needs neither Hypothesis, fakeredis
-nor redis-py); ``emq --help`` and a command line naming no command read them all. The library
-never imports this package: it raises an error of ``emq_kit.errors``, and ``main`` shows
-it as its class says.
+nor redis-py); ``emq --help`` and a command line naming no command read them all
+(``emq --version`` first reads none). The library never imports this package: it
+raises an error of ``emq_kit.errors``, and ``main`` shows it as its class says.
 """
 
 from __future__ import annotations

@@ -239,8 +239,9 @@ def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang(tm
     child process (no SCRIPT KILL): a command that has not returned is the hang. The
     child is killed, and the mutant's scripts go with it (they were left in the temp
     directory, one directory a killed mutant). The watch's bound is a tenth of its default
-    here (1 s of the child's CPU, a call these runs draw takes about a millisecond; the
-    forked child has it too): the default's own test is
+    here (1 s of the child's CPU, a call these runs draw takes a few milliseconds; the
+    forked child has it too, and its own runtime bound, twice that, may stop the hang
+    first: a hang either way); the default's own test is
     ``test_the_embedded_bound_stops_a_loop_and_spares_the_largest_call``."""
     import tempfile
 
@@ -254,7 +255,7 @@ def test_a_mutant_whose_script_never_returns_on_fakeredis_is_killed_as_a_hang(tm
     assert verdict.status == "killed" and verdict.rule == HANG, verdict
     # the hang ends the wait (HANG_AFTER of the child's CPU after the call was sent), not
     # the spent budget: 600 s is far past that however loaded the machine
-    assert verdict.seconds < 600 and "after 1 s of CPU" in verdict.reason, verdict
+    assert verdict.seconds < 600, verdict
     assert not list(tmp_path.glob("emq-mutant-*"))
 
 
