@@ -363,9 +363,9 @@ class KeyFaultRules:
 
     def _pick_of(self: Any, q: str, locs: Sequence[str], more: set[str], pick: int) -> str | None:
         """The ``pick``-th, modulo their number, of the members of ``q``'s ``locs`` (at
-        least one) and
-        the ids ``more``, sorted (None when there is none), without sorting them: the
-        largest location's kept order and the others merged into it (``pick_of_union``)."""
+        least one) and the ids ``more``, sorted (None when there is none), without sorting
+        them: the largest location's kept order and the others merged into it
+        (``pick_of_union``)."""
         mine = self.models[q]
         big = max(locs, key=lambda loc: len(mine.sets[loc]))
         order = self._orders(q).sorted_members(big)
