@@ -263,18 +263,15 @@ class ScriptSet:
 
     def run_batch(self, client: Any, calls: Sequence[Call]) -> list[Any]:
         """Several ``EVALSHA`` calls in one round trip (a non-transactional pipeline),
-        in order. Calls that got ``NOSCRIPT`` did not run: their scripts are loaded and
-        they are sent again, in order, in a second pipeline. After a flush the failed
-        calls are a suffix of the batch, so the order of effects is the batch's.
-        Each result is an answer or an exception instance (refusals as ``EmqError``)."""
-        results = self._pipeline(client, calls)
-        failed = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
-        if failed:
-            self.load(client, sorted({calls[i][0] for i in failed}))
-            again = self._pipeline(client, [calls[i] for i in failed])
-            for i, r in zip(failed, again):
-                results[i] = r
-        return [refusal(r) if isinstance(r, ResponseError) and not isinstance(r, NoScriptError) else r for r in results]
+        in order: one ``Stream`` sent whole. Each result is an answer or an exception
+        instance (refusals as ``EmqError``)."""
+        stream = self.stream(client)
+        stream.send(calls)
+        return stream.receive()
+
+    def stream(self, client: Any) -> "Stream":
+        """A ``Stream`` of calls over ``client``: written as they come, read together."""
+        return Stream(self, client)
 
     def send_then(self, client: Any, call: Call, then: Call, *,
                   timed: bool = False) -> Callable[[], tuple[Any, ...]]:
@@ -346,6 +343,19 @@ class ScriptSet:
             second = self._outcome(client, then)
         return tuple(refusal(r) if isinstance(r, ResponseError) else r for r in (first, second))  # type: ignore[return-value]
 
+    def settle_all(self, client: Any, calls: Sequence[Call], results: list[Any]) -> list[Any]:
+        """``results`` of ``calls`` sent in order, ``NOSCRIPT`` settled: the calls that
+        met it did not run, and after a flush they are a suffix of the calls, so their
+        scripts are loaded and they are sent again, in order, in a second pipeline; the
+        order of effects is the calls'. Error replies become refusals where they name one."""
+        failed = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+        if failed:
+            self.load(client, sorted({calls[i][0] for i in failed}))
+            again = self._pipeline(client, [calls[i] for i in failed])
+            for i, r in zip(failed, again):
+                results[i] = r
+        return [refusal(r) if isinstance(r, ResponseError) and not isinstance(r, NoScriptError) else r for r in results]
+
     def _evalsha(self, call: Call) -> tuple[Any, ...]:
         name, keys, args = call
         return ("EVALSHA", self.scripts[name].sha, len(keys), *keys, *args)
@@ -364,6 +374,66 @@ class ScriptSet:
             # (it cannot route it in general) but routes the command by its keys
             pipe.execute_command(*self._evalsha(c))
         return list(pipe.execute(raise_on_error=False))
+
+
+class Stream:
+    """Script calls written to one connection as they come and read back together, in
+    order: the server runs each call while the caller makes the next, and the replies
+    wait in the socket (a window of steps, emq_kit/check/window.py). ``NOSCRIPT`` is
+    settled once everything sent is read (``ScriptSet.settle_all``). A cluster client
+    routes each command by its keys: there the calls wait and go as one pipeline at
+    ``receive``. A stream holds its connection from the first ``send`` to ``receive``;
+    ``close`` drops what was sent and not read, with the connection."""
+
+    def __init__(self, scripts: ScriptSet, client: Any) -> None:
+        self.scripts, self.client = scripts, client
+        self.pool = getattr(client, "connection_pool", None)
+        self.calls: list[Call] = []  # sent (or held, on a cluster) and not read
+        self.conn: Any = None
+
+    def send(self, calls: Sequence[Call]) -> None:
+        """Write ``calls`` now, after those sent before them."""
+        self.calls.extend(calls)
+        if self.pool is None or not calls:
+            return
+        if self.conn is None:
+            self.conn = self.pool.get_connection()
+        try:
+            self.conn.send_packed_command(self.conn.pack_commands([self.scripts._evalsha(c) for c in calls]))
+        except BaseException:
+            self.close()
+            raise
+
+    def receive(self) -> list[Any]:
+        """The result of every call sent since the last ``receive``, in order: an answer or
+        an exception instance (refusals as ``EmqError``)."""
+        calls, self.calls = self.calls, []
+        if self.pool is None:
+            return self.scripts.settle_all(self.client, calls, self.scripts._pipeline(self.client, calls))
+        conn, self.conn = self.conn, None
+        results: list[Any] = []
+        if conn is not None:
+            try:
+                for _ in calls:
+                    try:
+                        results.append(conn.read_response())
+                    except ResponseError as exc:  # an error reply: read, the socket stays in step
+                        results.append(exc)
+            except BaseException:
+                conn.disconnect()
+                raise
+            finally:
+                self.pool.release(conn)
+        return self.scripts.settle_all(self.client, calls, results)
+
+    def close(self) -> None:
+        """Drop the calls sent and not read: their connection is closed, never handed
+        back with replies in it."""
+        self.calls.clear()
+        conn, self.conn = self.conn, None
+        if conn is not None and self.pool is not None:
+            conn.disconnect()
+            self.pool.release(conn)
 
 
 def refusal(exc: ResponseError) -> Exception:

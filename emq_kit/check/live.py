@@ -90,8 +90,11 @@ class LiveTarget:
 
         raw = not isinstance(self.conn.redis, RedisCluster)
         self.queues: dict[str, Any] = {}
+        windows = observe and self.conn.server is None
         self.capabilities = Capabilities(batches=True, raw=raw, lanes=True, key_faults=True,
-                                         batch_max=WINDOW if observe and self.conn.server is None else 0)
+                                         batch_max=WINDOW if windows else 0, ahead=windows)
+        self.stream = self.conn.scripts.stream(self.conn.redis)  # a window's calls posted, not yet collected
+        self.posted: list[tuple[Queue, Any]] = []  # their queues and calls (or refusals), in order
         self.timed = False  # see time_calls
         self.times: tuple[int, int] | None = None  # see bracket
         self.used: set[str] = set()  # every queue handed out: ``close`` deletes their keys
@@ -106,6 +109,8 @@ class LiveTarget:
         self.changes: dict[str, tuple[Snapshot, Change, Snapshot]] = {}  # see last_change
 
     def reset(self) -> None:
+        self.stream.close()  # a window the last example left unread (it never judges it)
+        self.posted.clear()
         self.queues.clear()
         self.spoiled.clear()  # a queue handed out anew is wiped, spoiled keys with it
         self.restored.clear()
@@ -132,7 +137,7 @@ class LiveTarget:
         except Refused as exc:
             self._untrack(exc)
             return False
-        self.capabilities = dataclasses.replace(self.capabilities, batch_max=0)
+        self.capabilities = dataclasses.replace(self.capabilities, batch_max=0, ahead=False)
         return True
 
     def _untrack(self, refused: Refused) -> None:
@@ -297,13 +302,11 @@ class LiveTarget:
             if held is not None:
                 held.update(mine)
 
-    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
-        """``calls`` (op, queue, arguments; ops that are script calls) in one pipeline,
-        each call's EVALSHA followed by snapshot.lua's on its queue: one ``BatchReply``
-        per call, in order, as ``DriverTarget.batch`` answers (DP-20). A call refused
-        before any I/O answers its refusal, and its queue's snapshot is read all the same.
-        Only on a server with ``observe`` (``batch_max``)."""
-        plan: list[tuple[ObservedQueue, Any]] = []
+    def post(self, calls: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+        """Send ``calls`` (as ``batch`` takes them) now, each call's EVALSHA followed by
+        snapshot.lua's on its queue, ahead of their replies: the server runs them while
+        the machine makes the next steps. ``collect`` reads them. A call refused before
+        any I/O sends its queue's snapshot all the same. Only with ``ahead``."""
         wire: list[tuple[str, list[Any], list[Any]]] = []
         for op, name, args in calls:
             queue = self.queue(name)
@@ -312,16 +315,33 @@ class LiveTarget:
                 wire.append((call.name, call.keys, call.args))
             except EmqError as exc:
                 call = exc
-            plan.append((queue, call))
+            self.posted.append((queue, call))
             wire.append(("snapshot", queue.keys, []))
-        with self._bounded(f"a window of {len(calls)} calls"):
-            results = iter(self.conn.scripts.run_batch(self.conn.redis, wire))
+        try:
+            with self._bounded(f"a window of {len(self.posted)} calls"):  # a server that reads nothing blocks a write (CC-9)
+                self.stream.send(wire)
+        except BaseException:
+            self.posted.clear()  # the stream dropped them all
+            raise
+
+    def collect(self) -> list[BatchReply]:
+        """One ``BatchReply`` per call posted since the last ``collect``, in order, as
+        ``DriverTarget.batch`` answers (DP-20)."""
+        plan, self.posted = self.posted, []
+        with self._bounded(f"a window of {len(plan)} calls"):
+            results = iter(self.stream.receive())
         out = []
         for queue, call in plan:
             answer = call if isinstance(call, EmqError) else _answer(call, next(results))
             snap = next(results)
             out.append(BatchReply(answer, queue.last_dropped, _snapshot(queue, snap)))
         return out
+
+    def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
+        """``calls`` (op, queue, arguments; ops that are script calls) in one pipeline:
+        ``post``, then ``collect``. Only on a server with ``observe`` (``batch_max``)."""
+        self.post(calls)
+        return self.collect()
 
     def forget_row(self, name: str, job_id: str) -> None:
         """The operator deletes the row's key, a value written over it included: a later
@@ -408,6 +428,7 @@ class LiveTarget:
         server), then release the connection. A server already gone keeps them."""
         import redis
 
+        self.stream.close()
         try:
             for name in sorted(self.used) if not self.stuck else ():
                 self._wipe(name)

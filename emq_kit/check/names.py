@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, cast
 
 from emq_kit.errors import BadArgument, KitBug
-from emq_kit.targets.protocol import BatchReply, Capabilities, Target
+from emq_kit.targets.protocol import Ahead, BatchReply, Capabilities, Target
 from emq_model import errors, keyspace
 from emq_model.change import Change
 from emq_model.snapshot import Snapshot
@@ -220,6 +220,7 @@ class Renamed:
     def __init__(self, target: Target, names: Names, shown: Sequence[str]) -> None:
         self.inner, self.run_names, self.shown = target, names, tuple(shown)
         self._told: dict[str, list[tuple[Any, Any]]] = {}  # see snapshot
+        self._posted: list[str] = []  # the logical queues of the calls posted, not yet collected
 
     @property
     def capabilities(self) -> Capabilities:
@@ -274,8 +275,25 @@ class Renamed:
         """A window's calls (emq_kit/check/window.py) on the server's names, each reply's
         snapshot told in the logical name."""
         replies = self.inner.batch([(op, self._on_server(q), args) for op, q, args in calls], snapshots=snapshots)
+        return self._tell([q for _, q, _ in calls], replies)
+
+    def post(self, calls: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+        """The wrapped target's ``post`` (an ``Ahead``'s), on the server's names."""
+        try:
+            cast(Ahead, self.inner).post([(op, self._on_server(q), args) for op, q, args in calls])
+        except BaseException:
+            self._posted.clear()  # a post that fails drops every call posted (``LiveTarget.post``)
+            raise
+        self._posted.extend(q for _, q, _ in calls)
+
+    def collect(self) -> list[BatchReply]:
+        names, self._posted = self._posted, []
+        return self._tell(names, cast(Ahead, self.inner).collect())
+
+    def _tell(self, names: Sequence[str], replies: Sequence[BatchReply]) -> list[BatchReply]:
+        """``replies`` of calls on the queues ``names``, each snapshot told in its logical name."""
         return [r._replace(snapshot=None if r.snapshot is None else self.run_names.told(q, r.snapshot))
-                for (_, q, _), r in zip(calls, replies)]
+                for q, r in zip(names, replies)]
 
     def forget_row(self, name: str, job_id: str) -> None:
         self.inner.forget_row(self._on_server(name), job_id)
@@ -312,6 +330,7 @@ class Renamed:
         return bool(read is not None and read(self._on_server(name)))
 
     def reset(self) -> None:
+        self._posted.clear()
         self.inner.reset()
 
     def close(self) -> None:

@@ -18,9 +18,13 @@ no window is opened at all).
 A target windows through ``batch(calls, snapshots=True)`` (``BatchReply`` per call: the
 answer or the exception it stands for, the orphans a claim dropped, the snapshot after
 it) and says how many calls one window may hold in ``batch_max`` (0: none; the machine
-then verifies step by step). The built-in client sends a window as one pipeline, each
-call's EVALSHA followed by snapshot.lua's (``LiveTarget.batch``); a driver sends it as
-DP-20 batch requests (``DriverTarget.batch``).
+then verifies step by step). A driver is sent a window as DP-20 batch requests
+(``DriverTarget.batch``). The built-in client on a server declares ``ahead`` (an
+``Ahead``): each call, its EVALSHA followed by snapshot.lua's, is written to one
+connection as its step is made (``LiveTarget.post``), and the replies are read when the
+window is judged (``collect``). The server runs a window's calls while the machine makes
+its next steps, instead of after them, and judging a window reads only what already
+waits in the socket.
 
 Shrinking verifies step by step (``run_machine``). The search runs in windows without
 shrinking and keeps its failing example in a database held in memory; a second run,
@@ -37,7 +41,7 @@ replays, so a window would save little there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from hypothesis import Phase, settings
 from hypothesis.database import InMemoryExampleDatabase
@@ -47,7 +51,7 @@ from emq_kit.errors import TargetFault
 
 if TYPE_CHECKING:
     from emq_kit.check.step import Step
-    from emq_kit.targets.protocol import Target
+    from emq_kit.targets.protocol import Ahead, Target
     from emq_live.client import BadReply
     from emq_model.invariants import Violation
 
@@ -120,33 +124,52 @@ def window_size(target: Target, clock_mode: str, depth: int = 0) -> int:
 
 
 class Window:
-    """The steps sent to the target but not yet judged, at most ``size``."""
+    """The steps made but not yet judged, at most ``size``. A target that takes calls
+    ahead (``capabilities.ahead``) is sent each step's call as the step is made; any
+    other is sent the window whole, as one batch, when it is flushed."""
 
     def __init__(self, target: Target, size: int) -> None:
         self.target, self.size = target, size
+        self.ahead = target.capabilities.ahead
         self.pending: list[Pending] = []
+        self.fault: TargetFault | None = None  # a post that failed: the window's verdict
 
     def __bool__(self) -> bool:
         return bool(self.pending)
 
     def add(self, pending: Pending) -> bool:
-        """Hold ``pending``; whether the window is now full."""
+        """Hold ``pending`` (and post its call, ahead); whether the window is now due:
+        full, or its target failed."""
         self.pending.append(pending)
-        return len(self.pending) >= self.size
+        if self.ahead and self.fault is None:
+            try:
+                cast("Ahead", self.target).post([_call(pending)])
+            except TargetFault as exc:
+                self.fault = exc
+        return len(self.pending) >= self.size or self.fault is not None
 
     def flush(self) -> Iterator[Judged]:
-        """Send every held step in one batch and yield them with their replies, in step
+        """Send every held step not sent yet and yield them with their replies, in step
         order. The window is empty afterwards, whatever the caller does with the rest."""
         held, self.pending = self.pending, []
+        fault, self.fault = self.fault, None
         if not held:
             return
         try:
-            replies = self.target.batch([(p.step.op, p.step.queue, p.step.args) for p in held],
-                                        snapshots=True)
+            if fault is not None:
+                raise fault
+            replies = cast("Ahead", self.target).collect() if self.ahead else self.target.batch([_call(p) for p in held],
+                                                                                 snapshots=True)
         except TargetFault as exc:
             # The port failed the batch as a whole (it died, hung, broke the protocol):
             # which call did is unknown, so the first held step carries the failure.
             yield Judged(held[0], exc, (), None)
             return
-        for p, reply in zip(held, replies):
+        for p, reply in zip(held, replies, strict=True):
             yield Judged(p, reply.answer, tuple(reply.dropped), reply.snapshot)
+
+
+def _call(pending: Pending) -> tuple[str, str, dict[str, Any]]:
+    """The target's call of a held step: (op, queue, arguments)."""
+    step = pending.step
+    return step.op, step.queue, step.args

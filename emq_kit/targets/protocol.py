@@ -38,6 +38,10 @@ class Capabilities:
     batch_max: int = 0
     """How many calls ``batch`` takes at once: 0 when the target has no windows (the
     machine then verifies step by step; emq_kit/check/window.py)."""
+    ahead: bool = False
+    """An ``Ahead`` (``post``, ``collect``): a window's calls go out one by one as the machine makes
+    the steps, and their replies are read together when the window is judged (the
+    built-in client on a server); otherwise a window goes whole, by ``batch``."""
     key_faults: bool = False
     """The kit can delete a row and overwrite keys by hand on the target's keyspace
     (``forget_row``, ``spoil_key``, ``stray_key``: FLT-3..5, CC-8); a driver only with a
@@ -136,6 +140,19 @@ class Target(Opened, Protocol):
 
     def drop_key(self, name: str, key: str) -> None:
         """Delete the stray key ``emq:{q}:<key>``."""
+
+
+class Ahead(Target, Protocol):
+    """A target that declares ``capabilities.ahead``: a window's calls go out as the
+    machine makes its steps, and come back together."""
+
+    def post(self, calls: Sequence[tuple[str, str, dict[str, object]]]) -> None:
+        """Send a window's next calls (as ``batch`` takes them) now; their replies wait
+        for ``collect``."""
+
+    def collect(self) -> list[BatchReply]:
+        """The replies of every call posted since the last ``collect``, in order, as
+        ``batch`` answers them."""
 
 
 class BatchReply(NamedTuple):
