@@ -207,6 +207,8 @@ class LaneRules:
         k = len(before)
         last = [g for _, _, g in run[-k:]]
         if len(run) >= k and sorted(last) != sorted(before):
-            # the model's ring and answers: a break is the model's (FLT-2)
+            # the model's ring and answers: a break is the model's (FLT-2), judged once the
+            # target's side of the steps before it is (a window's), as step by step
+            self.drain()
             raise self.model_broke(self.steps[-1], [f"LANE-F over a stable ring {list(before)}, "
                                                     f"the last {k} turns served {last}"])

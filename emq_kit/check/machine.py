@@ -105,9 +105,9 @@ Kept = tuple[str, str, int]  # (queue, id, token) of a claim a worker kept
 CLAIMS = ("claim", "claim_many", "lane_claim", "lane_wclaim")  # the ops that drop orphans (T-claim-5)
 DOUBTS = frozenset(("raw",))  # steps whose snapshots are compared whole (INC-4): a raw call names no ids
 # The ops a window may hold: the script calls of a queue (browse and job are answered
-# outside scripts by the built-in client: the window is sent before them; the lane ops
-# go step by step, LANE-F judges their answers as they come).
-WINDOWED = frozenset((*spec.TRANSITIONS, *spec.BATCHES, "counts", "state"))
+# outside scripts by the built-in client: the window is sent before them). The lane ops
+# too: LANE-F is judged on the model's own ring and answers as each turn is made.
+WINDOWED = frozenset((*spec.TRANSITIONS, *spec.BATCHES, *spec.LANE_OPS, "counts", "state"))
 RULE_OPS: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",), "schedule": ("schedule",), "claim": ("claim",), "settle": SETTLES, "work": SETTLES,
     "enqueue_many": ("enqueue_many",), "claim_many": ("claim_many",), "complete_many": ("complete_many",),

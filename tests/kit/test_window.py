@@ -35,9 +35,11 @@ class Counting(LiveTarget):
                                                     batch_max=self.capabilities.batch_max if mode == "whole" else 0)
         self.sent: list[int] = []
         self.posts = 0
+        self.ops: set[str] = set()  # the ops windows held
 
     def post(self, calls: Any) -> None:
         self.posts += 1
+        self.ops.update(op for op, _, _ in calls)
         super().post(calls)
 
     def collect(self) -> Any:
@@ -64,6 +66,7 @@ def test_a_conforming_run_is_windowed_and_checks_every_step(valkey) -> None:
     # ahead, every step of a window went out on its own before the window was judged;
     # whole, each window went out at once
     assert posting.sent == batching.sent and posting.posts == sum(posting.sent) > batching.posts == len(batching.sent)
+    assert {"lane_enqueue", "lane_claim", "claim", "complete"} <= posting.ops == batching.ops  # the lane ops too
     # the same examples and the same checked steps: windowing changes no draw
     for run in (ahead, whole):
         assert (run.examples, run.steps, run.checks) == (stepwise.examples, stepwise.steps, stepwise.checks)
