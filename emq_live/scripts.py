@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import hiredis
 from redis.exceptions import NoScriptError, ResponseError
 
 from emq_model import branded_id, errors, keyspace, model, spec
@@ -302,7 +303,7 @@ class ScriptSet:
             commands = [("TIME",), *commands, ("TIME",)]
         conn = pool.get_connection()
         try:
-            conn.send_packed_command(conn.pack_commands(commands))
+            conn.send_packed_command(packed(conn, commands))
         except BaseException:
             conn.disconnect()
             pool.release(conn)
@@ -399,7 +400,7 @@ class Stream:
         if self.conn is None:
             self.conn = self.pool.get_connection()
         try:
-            self.conn.send_packed_command(self.conn.pack_commands([self.scripts._evalsha(c) for c in calls]))
+            self.conn.send_packed_command(packed(self.conn, [self.scripts._evalsha(c) for c in calls]))
         except BaseException:
             self.close()
             raise
@@ -434,6 +435,23 @@ class Stream:
         if conn is not None and self.pool is not None:
             conn.disconnect()
             self.pool.release(conn)
+
+
+PLAIN = frozenset((str, bytes, int))
+"""The values hiredis packs as redis-py's encoder does (UTF-8 strict, a decimal)."""
+
+
+def packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> Any:
+    """``commands`` (each named by one word: ``EVALSHA``, ``TIME``) in RESP, for
+    ``conn.send_packed_command``: packed by hiredis at once when every value is a plain
+    str, bytes or int and ``conn`` encodes in strict UTF-8, byte for byte what
+    ``conn.pack_commands`` makes, which spends most of a call's packing on its encoder;
+    otherwise by ``conn.pack_commands``."""
+    encoder = conn.encoder
+    if encoder.encoding == "utf-8" and encoder.encoding_errors == "strict" and all(
+            type(v) in PLAIN for command in commands for v in command):
+        return [b"".join([hiredis.pack_command(command) for command in commands])]
+    return conn.pack_commands(commands)
 
 
 def refusal(exc: ResponseError) -> Exception:

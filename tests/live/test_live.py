@@ -568,3 +568,24 @@ def test_a_server_restart_is_recovered_unnoticed() -> None:
         assert conn.redis.script_exists(conn.scripts["claim"].sha) == [True]
         assert conn.redis.script_exists(conn.scripts["enqueue"].sha) == [False]
         conn.close()
+
+
+def test_calls_are_packed_byte_for_byte_as_redis_py_packs_them() -> None:
+    """``scripts.packed`` takes hiredis's packer where the values are plain, and must send
+    what redis-py's own packing sends; other values go through redis-py's."""
+    import redis
+
+    from emq_live.scripts import packed
+
+    conn = redis.Connection()
+    plain = [("EVALSHA", "ab" * 20, 2, "emq:{q}:pending", "emq:{ünï}:job:JOB0KHTOWnGLuC", "", b"\x00\xff\r\n", 0, -7,
+              2**63, "x" * 70_000), ("TIME",)]
+    assert b"".join(packed(conn, plain)) == b"".join(conn.pack_commands(plain))
+    other = [("EVALSHA", "ab" * 20, 0, 1.5, memoryview(b"m"))]
+    assert packed(conn, other) == conn.pack_commands(other)
+    with pytest.raises(redis.exceptions.DataError):
+        packed(conn, [("EVALSHA", "ab" * 20, 0, True)])
+    with pytest.raises(UnicodeEncodeError):
+        packed(conn, [("EVALSHA", "\udcff")])
+    latin = redis.Connection(encoding="latin-1")
+    assert b"".join(packed(latin, [("EVALSHA", "é")])) == b"".join(latin.pack_commands([("EVALSHA", "é")]))
