@@ -73,11 +73,13 @@ def test_a_conforming_run_is_windowed_and_checks_every_step(valkey) -> None:
         assert run.hits == stepwise.hits
 
 
-@pytest.mark.parametrize("mode", ["ahead", "whole"])
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.name in ("missing-zrem", "token-not-checked",
-                                                                        "state-not-written")], ids=lambda v: v.name)
-def test_a_window_reports_the_divergence_step_by_step_verification_reports(variant: Any, mode: str, valkey,
+# Each variant with its calls posted ahead (the built-in client's windows); one sent whole
+# too, as a driver's go (the drivers' own tests run those on every port).
+@pytest.mark.parametrize(("name", "mode"), [("missing-zrem", "ahead"), ("token-not-checked", "ahead"),
+                                            ("state-not-written", "ahead"), ("missing-zrem", "whole")])
+def test_a_window_reports_the_divergence_step_by_step_verification_reports(name: str, mode: str, valkey,
                                                                            tmp_path: Path) -> None:
+    (variant,) = [v for v in VARIANTS if v.name == name]
     scripts = str(broken_dir(variant, tmp_path))
     windowed, target = check(flush_url(valkey), scripts, mode=mode)
     stepwise, _ = check(flush_url(valkey), scripts, mode="stepwise")
