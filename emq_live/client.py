@@ -30,6 +30,7 @@ sends nothing. The scripts check everything again for callers that reach them di
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,7 +45,7 @@ from redis.retry import Retry
 from emq_model import errors, keyspace, spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
-from emq_model.snapshot import LANE_HASHES, Row, Snapshot, canonical_int, norm_score
+from emq_model.snapshot import LANE_HASHES, Row, Snapshot, canonical_int, norm_score, zset_order
 
 from . import embedded, urls
 from .scripts import ScriptSet
@@ -186,6 +187,11 @@ def _texts(flat: Sequence[Any]) -> list[str]:
     return [v.decode("utf-8", "surrogateescape") if type(v) is bytes else _text(v) for v in flat]
 
 
+def _entries(flat: Sequence[Any]) -> list[tuple[str, Any]]:
+    """A sorted set's reply (``{member, score, ...}``) as its entries, scores normal."""
+    return list(zip(_texts(flat[0::2]), map(norm_score, flat[1::2])))
+
+
 def _pairs(flat: Sequence[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[0::2], flat[1::2]))
 
@@ -242,6 +248,7 @@ class Queue:
         self.conn = conn
         self.keys = keyspace.queue_keys(name)
         self.last_dropped: tuple[str, ...] = ()
+        self.last_read: tuple[Any, Snapshot] | None = None  # the last snapshot reply read, and its snapshot
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
@@ -528,9 +535,27 @@ class Queue:
             raise BadReply(f"snapshot: cannot read the reply {reply!r:.200}: {type(exc).__name__}: {exc}") from exc
 
     def _snapshot_of(self, reply: Any) -> Snapshot:
+        """The snapshot ``reply`` describes. Where the queue's last reply differs from it
+        only in locations and rows, only those parts are read again: the rest of the last
+        snapshot is what reading them would make (a step moves an id or two)."""
         n = len(spec.LOCATIONS)
-        locations = {loc: list(zip(_texts(reply[i][0::2]), map(norm_score, reply[i][1::2])))
-                     for i, loc in enumerate(spec.LOCATIONS)}
+        last = self.last_read
+        if last is not None and type(reply) is list and len(reply) == len(last[0]) and reply[n + 1:] == last[0][n + 1:]:
+            was, snap = last
+            changed: dict[str, Any] = {loc: zset_order(_entries(reply[i])) for i, loc in enumerate(spec.LOCATIONS)
+                                       if reply[i] != was[i]}
+            if reply[n] != was[n]:
+                changed["rows"] = tuple(sorted(_rows(reply[n]).items()))
+            if changed:
+                snap = dataclasses.replace(snap, **changed)
+        else:
+            snap = self._whole(reply)
+        self.last_read = (reply, snap)
+        return snap
+
+    def _whole(self, reply: Any) -> Snapshot:
+        n = len(spec.LOCATIONS)
+        locations = {loc: _entries(reply[i]) for i, loc in enumerate(spec.LOCATIONS)}
         rows = _rows(reply[n])
         stray = [_text(k) for k in reply[n + 3]]
         counters = []

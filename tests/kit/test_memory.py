@@ -6,6 +6,8 @@ says, read on its own, at the same moment."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
+from typing import Any
 
 import pytest
 import redis
@@ -15,6 +17,7 @@ from emq_kit.check import memory
 from emq_kit.check.live import LiveTarget, ObservedQueue
 from emq_kit.check.profiles import PROFILES
 from emq_kit.check.run import run_check
+from emq_model import spec
 from emq_model.errors import StaleError
 from emq_model.snapshot import Snapshot
 from tests.livekit import J, flush_url
@@ -97,6 +100,31 @@ def test_the_machines_reading_agrees_with_snapshot_lua_at_every_step(where, requ
         target.close()
     assert report.ok, report.divergence
     assert target.compared > 500  # a snapshot after every step but a refused queue name
+
+
+@pytest.mark.parametrize("where", ["fakeredis", "valkey"])
+def test_a_snapshot_read_by_its_changed_parts_is_the_one_read_whole(where, request, monkeypatch) -> None:
+    """A reply that differs from the queue's last one only in locations and rows is read
+    by those parts alone (``Queue._snapshot_of``): at every read of a run, the same
+    snapshot as reading the reply whole."""
+    by_parts, read = emq_live.client.Queue._snapshot_of, Counter[str]()
+
+    def both(queue: emq_live.client.Queue, reply: Any) -> Snapshot:
+        last = queue.last_read
+        got = by_parts(queue, reply)
+        assert got == queue._whole(reply)
+        small = len(spec.LOCATIONS) + 1  # the parts after the locations and the rows
+        read["parts" if last is not None and reply[small:] == last[0][small:] else "whole"] += 1
+        return got
+
+    monkeypatch.setattr(emq_live.client.Queue, "_snapshot_of", both)
+    target = LiveTarget(None if where == "fakeredis" else flush_url(request.getfixturevalue("valkey")), observe=True)
+    try:
+        report = run_check(target, dataclasses.replace(PROFILES["dev"], gate=False), seed=7)
+    finally:
+        target.close()
+    assert report.ok, report.divergence
+    assert read["parts"] > 500 and read["whole"] > 50, read  # a queue's first read is whole
 
 
 @pytest.fixture
