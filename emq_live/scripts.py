@@ -310,18 +310,7 @@ class ScriptSet:
             raise
 
         def receive() -> tuple[Any, ...]:
-            results: list[Any] = []
-            try:
-                for _ in commands:
-                    try:
-                        results.append(conn.read_response())
-                    except ResponseError as exc:  # an error reply: read, the socket stays in step
-                        results.append(exc)
-            except BaseException:
-                conn.disconnect()
-                raise
-            finally:
-                pool.release(conn)
+            results = read_replies(pool, conn, len(commands))
             if not timed:
                 return self._settle(client, call, then, results)
             t0, first, second, t1 = results
@@ -412,19 +401,7 @@ class Stream:
         if self.pool is None:
             return self.scripts.settle_all(self.client, calls, self.scripts._pipeline(self.client, calls))
         conn, self.conn = self.conn, None
-        results: list[Any] = []
-        if conn is not None:
-            try:
-                for _ in calls:
-                    try:
-                        results.append(conn.read_response())
-                    except ResponseError as exc:  # an error reply: read, the socket stays in step
-                        results.append(exc)
-            except BaseException:
-                conn.disconnect()
-                raise
-            finally:
-                self.pool.release(conn)
+        results = read_replies(self.pool, conn, len(calls)) if conn is not None else []
         return self.scripts.settle_all(self.client, calls, results)
 
     def close(self) -> None:
@@ -435,6 +412,25 @@ class Stream:
         if conn is not None and self.pool is not None:
             conn.disconnect()
             self.pool.release(conn)
+
+
+def read_replies(pool: Any, conn: Any, n: int) -> list[Any]:
+    """``n`` replies read off ``conn`` in order, an error reply as its exception (read, so
+    the socket stays in step). ``conn`` goes back to ``pool`` however the read ends,
+    closed if it broke off."""
+    results: list[Any] = []
+    try:
+        for _ in range(n):
+            try:
+                results.append(conn.read_response())
+            except ResponseError as exc:
+                results.append(exc)
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+    return results
 
 
 PLAIN = frozenset((str, bytes, int))
