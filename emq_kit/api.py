@@ -133,6 +133,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     from emq_kit.claim import LOST
     from emq_kit.errors import DriverError, DriverUnavailable, FencedElsewhere, TargetUnavailable
     from emq_kit.trace.replay import write_trace
+    from emq_live.scripts import OrderLost
     from emq_live.urls import redact
     from emq_model import spec
 
@@ -180,6 +181,8 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
         interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
     except KeyboardInterrupt:  # said and kept before the cleanup, which may take a while
         _stopped(seed, options, say, keep)
+    except OrderLost as exc:  # the server is there: ``close`` below removes what the run wrote
+        raise TargetUnavailable(f"{exc} ({redact(options.url or '')}); run again") from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise TargetUnavailable(f"lost the server {redact(options.url or '')}: {exc}; {LOST}") from None
     except (DriverError, DriverUnavailable) as exc:  # outside a step: starting it again, or a serverless snapshot

@@ -26,12 +26,28 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import hiredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from emq_model import branded_id, errors, keyspace, model, spec
 
 Call = tuple[str, Sequence[Any], Sequence[Any]]
 """A script call: its name, KEYS and ARGV."""
+
+
+class Plain(tuple):
+    """A command a ``Stream`` sends as it is, among its script calls: an operator's write
+    (``DEL``, ``RESTORE``...) in a window of steps."""
+
+    __slots__ = ()
+
+
+class OrderLost(RedisConnectionError):
+    """``NOSCRIPT`` met a stream's script calls (the scripts were flushed) and a plain
+    command sent after them ran: repeating the calls would run them after it, so the
+    order the stream was sent in is lost and nothing sent can be judged. The run ends as
+    on a lost connection: the environment's doing, never a verdict."""
 
 TRANSITION_SCRIPTS: tuple[str, ...] = spec.TRANSITIONS
 """The scripts a script directory must hold (one per transition)."""
@@ -333,20 +349,29 @@ class ScriptSet:
             second = self._outcome(client, then)
         return tuple(refusal(r) if isinstance(r, ResponseError) else r for r in (first, second))  # type: ignore[return-value]
 
-    def settle_all(self, client: Any, calls: Sequence[Call], results: list[Any]) -> list[Any]:
+    def settle_all(self, client: Any, calls: Sequence[Call | Plain], results: list[Any]) -> list[Any]:
         """``results`` of ``calls`` sent in order, ``NOSCRIPT`` settled: the calls that
-        met it did not run, and after a flush they are a suffix of the calls, so their
-        scripts are loaded and they are sent again, in order, in a second pipeline; the
-        order of effects is the calls'. Error replies become refusals where they name one."""
+        met it did not run, and after a flush they are a suffix of the script calls, so
+        their scripts are loaded and they are sent again, in order, in a second pipeline;
+        the order of effects is the calls'. A plain command sent after the first of them
+        ran before them: ``OrderLost``. A script's error replies become refusals where
+        they name one."""
         failed = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
         if failed:
+            if any(isinstance(c, Plain) for c in calls[failed[0]:]):
+                raise OrderLost("the server's scripts were flushed while a window of calls was on the wire, "
+                                "and a write sent after them ran first: the window cannot be judged")
             self.load(client, sorted({calls[i][0] for i in failed}))
             again = self._pipeline(client, [calls[i] for i in failed])
             for i, r in zip(failed, again):
                 results[i] = r
-        return [refusal(r) if isinstance(r, ResponseError) and not isinstance(r, NoScriptError) else r for r in results]
+        return [refusal(r) if isinstance(r, ResponseError) and not isinstance(c, Plain) else r
+                for c, r in zip(calls, results)]
 
-    def _evalsha(self, call: Call) -> tuple[Any, ...]:
+    def _evalsha(self, call: Call | Plain) -> tuple[Any, ...]:
+        """The command that sends ``call`` (a ``Plain`` command is sent as it is)."""
+        if isinstance(call, Plain):
+            return call
         name, keys, args = call
         return ("EVALSHA", self.scripts[name].sha, len(keys), *keys, *args)
 
@@ -357,7 +382,7 @@ class ScriptSet:
         except (errors.EmqError, ResponseError) as exc:
             return exc
 
-    def _pipeline(self, client: Any, calls: Sequence[Call]) -> list[Any]:
+    def _pipeline(self, client: Any, calls: Sequence[Call | Plain]) -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for c in calls:
             # execute_command, not pipe.evalsha: a cluster pipeline blocks the method
@@ -367,10 +392,11 @@ class ScriptSet:
 
 
 class Stream:
-    """Script calls written to one connection as they come and read back together, in
-    order: the server runs each call while the caller makes the next, and the replies
-    wait in the socket (a window of steps, emq_kit/check/window.py). ``NOSCRIPT`` is
-    settled once everything sent is read (``ScriptSet.settle_all``). A cluster client
+    """Script calls (and ``Plain`` commands) written to one connection as they come and
+    read back together, in order: the server runs each call while the caller makes the
+    next, and the replies wait in the socket (a window of steps,
+    emq_kit/check/window.py). ``NOSCRIPT`` is settled once everything sent is read
+    (``ScriptSet.settle_all``). A cluster client
     routes each command by its keys: there the calls wait and go as one pipeline at
     ``receive``. A stream holds its connection from the first ``send`` to ``receive``;
     ``close`` drops what was sent and not read, with the connection."""
@@ -378,10 +404,12 @@ class Stream:
     def __init__(self, scripts: ScriptSet, client: Any) -> None:
         self.scripts, self.client = scripts, client
         self.pool = getattr(client, "connection_pool", None)
-        self.calls: list[Call] = []  # sent (or held, on a cluster) and not read
+        self.calls: list[Call | Plain] = []  # sent (or held, on a cluster) and not read
         self.conn: Any = None
+        self.reading: tuple[list[Call | Plain], list[Any]] = ([], [])  # the last receive's calls, replies read
+        self.stalled: Any = None  # the connection a receive timed out on, its replies still coming
 
-    def send(self, calls: Sequence[Call]) -> None:
+    def send(self, calls: Sequence[Call | Plain]) -> None:
         """Write ``calls`` now, after those sent before them."""
         self.calls.extend(calls)
         if self.pool is None or not calls:
@@ -401,35 +429,68 @@ class Stream:
         if self.pool is None:
             return self.scripts.settle_all(self.client, calls, self.scripts._pipeline(self.client, calls))
         conn, self.conn = self.conn, None
-        results = read_replies(self.pool, conn, len(calls)) if conn is not None else []
-        return self.scripts.settle_all(self.client, calls, results)
+        self.reading = (calls, [])
+        if conn is not None:
+            read_replies(self.pool, conn, len(calls), self.reading[1], stalled=self._stalled)
+        return self.scripts.settle_all(self.client, calls, list(self.reading[1]))
+
+    def _stalled(self, conn: Any) -> None:
+        self.stalled = conn
+
+    def read_after_stall(self) -> list[Any] | None:
+        """After the last ``receive`` timed out (a call that never returned, CC-9, since
+        stopped): every reply of its calls, read on, as ``receive`` gives them (fewer if
+        the read breaks off again); None when there is nothing to read on, or a reply
+        met ``NOSCRIPT`` (it was never run again)."""
+        conn, self.stalled = self.stalled, None
+        if conn is None:
+            return None
+        calls, replies = self.reading
+        try:
+            read_replies(self.pool, conn, len(calls) - len(replies), replies)
+        except Exception:  # noqa: BLE001 - what was read stays in ``replies``
+            pass
+        if any(isinstance(r, NoScriptError) for r in replies):
+            return None
+        return self.scripts.settle_all(self.client, calls[:len(replies)], list(replies))
 
     def close(self) -> None:
         """Drop the calls sent and not read: their connection is closed, never handed
         back with replies in it."""
         self.calls.clear()
-        conn, self.conn = self.conn, None
-        if conn is not None and self.pool is not None:
-            conn.disconnect()
-            self.pool.release(conn)
+        for conn in (self.conn, self.stalled):
+            if conn is not None and self.pool is not None:
+                conn.disconnect()
+                self.pool.release(conn)
+        self.conn = self.stalled = None
 
 
-def read_replies(pool: Any, conn: Any, n: int) -> list[Any]:
-    """``n`` replies read off ``conn`` in order, an error reply as its exception (read, so
+def read_replies(pool: Any, conn: Any, n: int, results: list[Any] | None = None, *,
+                 stalled: Callable[[Any], None] | None = None) -> list[Any]:
+    """``n`` replies read off ``conn`` in order (appended to ``results``: those read
+    before a read that broke off stay there), an error reply as its exception (read, so
     the socket stays in step). ``conn`` goes back to ``pool`` however the read ends,
-    closed if it broke off."""
-    results: list[Any] = []
+    closed if it broke off; but a read that timed out hands it, open, to ``stalled``
+    when given (the replies may still come)."""
+    results = [] if results is None else results
     try:
         for _ in range(n):
             try:
-                results.append(conn.read_response())
+                results.append(conn.read_response(disconnect_on_error=False))
             except ResponseError as exc:
                 results.append(exc)
+    except RedisTimeout:
+        if stalled is None:
+            conn.disconnect()
+            pool.release(conn)
+        else:
+            stalled(conn)
+        raise
     except BaseException:
         conn.disconnect()
-        raise
-    finally:
         pool.release(conn)
+        raise
+    pool.release(conn)
     return results
 
 

@@ -42,6 +42,16 @@ def hang_of(exc: BaseException) -> ScriptHang | None:
     return ScriptHang(f"hang: {text[text.index(embedded.HANG) + len(embedded.HANG):].strip().splitlines()[0]}")
 
 
+KILLED = "Script killed by user with SCRIPT KILL"
+"""The error reply of a script ``SCRIPT KILL`` stopped (Valkey, Redis)."""
+
+
+def killed(reply: Any) -> bool:
+    """Whether ``reply`` (an answer or the exception of an error reply) is that of a
+    script ``SCRIPT KILL`` stopped."""
+    return isinstance(reply, Exception) and KILLED in str(reply)
+
+
 def is_hang(answer: Any) -> bool:
     """Whether a target's outcome (a ``Crash``'s exception or the exception itself) is a hang."""
     return isinstance(getattr(answer, "exc", answer), ScriptHang)

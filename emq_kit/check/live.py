@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from emq_kit.check import hang, memory
 from emq_kit.check.model_target import call_then
+from emq_kit.errors import KitBug, ScriptHang
 from emq_kit.targets.protocol import BatchReply, Capabilities
 from emq_live.client import BadReply, Queue
 from emq_live.delta import Kept, Overwritten, read_change, sort_keys
+from emq_live.scripts import Call, Plain
 from emq_live.tracking import Refused, Tracker
 from emq_live.urls import redact
 from emq_model.change import Change
@@ -33,6 +36,22 @@ WRONG: dict[str, Callable[[str], tuple[str, ...]]] = {
     "stream": lambda k: ("XADD", k, "*", "x", "y"),
 }
 """How ``spoil_key`` writes a value of each type (``TYPE``'s names) over a key."""
+
+FAULT_OPS = frozenset(("forget_row", "spoil_key", "mend_key", "stray_key", "drop_key"))
+"""The operator's faults (``faults.on_target``): ``post`` sends them among the calls."""
+
+UNREAD = b""
+"""A spoil's DUMP still on the wire (a posted spoil, ``collect`` reads it). No DUMP is
+empty: it ends with its version and checksum."""
+
+
+class Fault(NamedTuple):
+    """An operator's fault as the commands that make it; ``dumped``, the key whose DUMP
+    the first command reads (a spoil's)."""
+
+    commands: list[Plain]
+    dumped: str | None = None
+
 
 WINDOW = 64
 """How many steps one window holds on a server (emq_kit/check/window.py): a whole
@@ -306,13 +325,24 @@ class LiveTarget:
         """Send ``calls`` (as ``batch`` takes them) now, each call's EVALSHA followed by
         snapshot.lua's on its queue, ahead of their replies: the server runs them while
         the machine makes the next steps. ``collect`` reads them. A call refused before
-        any I/O sends its queue's snapshot all the same. Only with ``ahead``."""
-        wire: list[tuple[str, list[Any], list[Any]]] = []
+        any I/O sends its queue's snapshot all the same. Only with ``ahead``.
+
+        A call may also be an operator's fault (``faults.on_target``'s ops), sent as its
+        commands (``_fault``); its answer is None, or its first error reply. Posted, a
+        spoil's overwrite follows its DUMP without waiting for it: a refused DUMP is
+        known when the window is read, with the spoiled key's content lost (a key of
+        the run's own queue, which ends on the error). A mend waits until its spoil's
+        DUMP was read (the machine reads the window first)."""
+        wire: list[Call | Plain] = []
         for op, name, args in calls:
             queue = self.queue(name)
             try:
-                call: Any = queue.build(op, args)
-                wire.append((call.name, call.keys, call.args))
+                if op in FAULT_OPS:
+                    call: Any = self._fault(name, op, args)
+                    wire.extend(call.commands)
+                else:
+                    call = queue.build(op, args)
+                    wire.append((call.name, call.keys, call.args))
             except EmqError as exc:
                 call = exc
             self.posted.append((queue, call))
@@ -326,15 +356,38 @@ class LiveTarget:
 
     def collect(self) -> list[BatchReply]:
         """One ``BatchReply`` per call posted since the last ``collect``, in order, as
-        ``DriverTarget.batch`` answers (DP-20)."""
+        ``DriverTarget.batch`` answers (DP-20); a fault's answer is its error reply, or None.
+        A call that never returned (CC-9) is answered with its ``ScriptHang``, and so is
+        every call after it; one whose snapshot.lua call never returned has no snapshot
+        (the machine reads it again)."""
         plan, self.posted = self.posted, []
-        with self._bounded(f"a window of {len(plan)} calls"):
-            results = iter(self.stream.receive())
+        hung: ScriptHang | None = None
+        try:
+            with self._bounded(f"a window of {len(plan)} calls"):
+                results = self.stream.receive()
+        except ScriptHang as exc:
+            # Stopped, the hung call answers that it was killed, after the replies of the
+            # calls before it (the server runs a connection's calls in order, and sends
+            # none of their replies while a script runs): it carries the hang (CC-9).
+            read = None if exc.stuck else self.stream.read_after_stall()
+            if read is None:
+                raise
+            hung, results = exc, read[:next((i for i, r in enumerate(read) if hang.killed(r)), len(read))]
         out = []
+        replies = iter(results)
         for queue, call in plan:
-            answer = call if isinstance(call, EmqError) else _answer(call, next(results))
-            snap = next(results)
-            out.append(BatchReply(answer, queue.last_dropped, _snapshot(queue, snap)))
+            sent = (len(call.commands) if isinstance(call, Fault) else not isinstance(call, EmqError)) + 1
+            got = list(itertools.islice(replies, sent))
+            if len(got) < sent - 1:  # the call is the hung one, or was sent after it
+                out.append(BatchReply(hung, (), None))
+                continue
+            if isinstance(call, Fault):
+                answer: Any = self._faulted(call, got[:-1])
+            else:
+                answer = call if isinstance(call, EmqError) else _answer(call, got[0])
+            # a snapshot that did not return is read again, as step by step
+            snap = _snapshot(queue, got[-1]) if len(got) == sent else None
+            out.append(BatchReply(answer, queue.last_dropped, snap))
         return out
 
     def batch(self, calls: Sequence[tuple[str, str, dict[str, Any]]], snapshots: bool = True) -> list[BatchReply]:
@@ -346,56 +399,90 @@ class LiveTarget:
     def forget_row(self, name: str, job_id: str) -> None:
         """The operator deletes the row's key, a value written over it included: a later
         ``mend_key`` of it puts nothing back (FLT-3)."""
-        self._unobserved(name)
-        at = job_key(name, job_id)
-        self.spoiled.pop(at, None)
-        self.conn.redis.delete(at)
+        self._fault_now(name, "forget_row", {"id": job_id})
 
     def spoil_key(self, name: str, key: str, kind: str, id: str | None = None, group: str | None = None) -> None:
         """An operator overwrites the key with a value of type ``kind`` (``WRONG``); what
         it held is kept (DUMP) for ``mend_key``."""
+        self._fault_now(name, "spoil_key", {"key": key, "kind": kind, "id": id, "group": group})
+
+    def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
+        """The operator deletes the stray value and restores what the key held; a key
+        not spoiled is left alone (FLT-4)."""
+        self._fault_now(name, "mend_key", {"key": key, "id": id, "group": group})
+
+    def stray_key(self, name: str, key: str, kind: str) -> None:
+        """An operator writes ``emq:{q}:<key>``, a key the grammar does not name, as a
+        value of type ``kind`` (``WRONG``)."""
+        self._fault_now(name, "stray_key", {"key": key, "kind": kind})
+
+    def drop_key(self, name: str, key: str) -> None:
+        """The operator deletes the stray key ``emq:{q}:<key>``."""
+        self._fault_now(name, "drop_key", {"key": key})
+
+    def _fault_now(self, name: str, op: str, args: dict[str, Any]) -> None:
+        """Run the fault ``op`` (``_fault``'s commands) one command at a time: an error
+        reply raises before the next command (a refused DUMP overwrites nothing)."""
+        fault = self._fault(name, op, args)
+        replies: list[Any] = []
+        try:
+            for command in fault.commands:
+                replies.append(self.conn.redis.execute_command(*command))
+        except Exception as exc:
+            self._faulted(fault, [*replies, exc])
+            raise
+        self._faulted(fault, replies)
+
+    def _fault(self, name: str, op: str, args: dict[str, Any]) -> Fault:
+        """The commands of the operator's fault ``op`` (``faults.on_target``'s ops and
+        arguments) on the queue ``name``, and the target's own record of it updated:
+        what a spoil overwrites is kept (its DUMP, the command's first reply; ``_faulted``)
+        for the mend that puts it back. Raises (an ``ArgError``) before any command."""
         self._unobserved(name)
+        if op == "stray_key" or op == "drop_key":
+            at = self._stray(name, args["key"])
+            return Fault([Plain(("DEL", at)), *([Plain(WRONG[args["kind"]](at))] if op == "stray_key" else [])])
+        if op == "forget_row":
+            at = job_key(name, args["id"])
+            self.spoiled.pop(at, None)
+            return Fault([Plain(("DEL", at))])
+        key, id, group = args["key"], args.get("id"), args.get("group")
         at = key_of(name, key, id, group)
-        r = self.conn.redis
-        if at not in self.spoiled:
-            # a location read by change and not written since its last read: known put back
-            # by its DUMP, as the entries that read saw
+        if op == "spoil_key":
+            write = [Plain(("DEL", at)), Plain(WRONG[args["kind"]](at))]
+            if at in self.spoiled:
+                return Fault(write)
+            # a location read by change and not written since its last read: known put
+            # back by its DUMP, as the entries that read saw
             kept, shown = self.kept.get(name), None
             if kept is not None and key in LOCATIONS and self.tracker is not None:
                 self._collect()
                 if self.touched.get(name) == set():
                     shown = kept.snapshot.location(key)
-            self.spoiled[at] = Overwritten(r.dump(at), shown)
-        r.delete(at)
-        r.execute_command(*WRONG[kind](at))
-
-    def mend_key(self, name: str, key: str, id: str | None = None, group: str | None = None) -> None:
-        """The operator deletes the stray value and restores what the key held; a key
-        not spoiled is left alone (FLT-4)."""
-        self._unobserved(name)
-        at = key_of(name, key, id, group)
-        if at not in self.spoiled:
-            return
-        r = self.conn.redis
-        r.delete(at)
-        held = self.spoiled.pop(at)
-        if held.dump is not None:
-            r.restore(at, 0, held.dump)
+            self.spoiled[at] = Overwritten(UNREAD, shown)
+            return Fault([Plain(("DUMP", at)), *write], dumped=at)
+        held = self.spoiled.pop(at, None)
+        if held is None:
+            return Fault([])
+        if held.dump == UNREAD:
+            raise KitBug(RuntimeError(f"{at} mended before its spoil's DUMP was read"), "the window")
         if held.shown is not None:
             self.restored.setdefault(name, {})[key] = held
+        return Fault([Plain(("DEL", at)), *([Plain(("RESTORE", at, 0, held.dump))] if held.dump is not None else [])])
 
-    def stray_key(self, name: str, key: str, kind: str) -> None:
-        """An operator writes ``emq:{q}:<key>``, a key the grammar does not name, as a
-        value of type ``kind`` (``WRONG``)."""
-        self._unobserved(name)
-        at = self._stray(name, key)
-        self.conn.redis.delete(at)
-        self.conn.redis.execute_command(*WRONG[kind](at))
-
-    def drop_key(self, name: str, key: str) -> None:
-        """The operator deletes the stray key ``emq:{q}:<key>``."""
-        self._unobserved(name)
-        self.conn.redis.delete(self._stray(name, key))
+    def _faulted(self, fault: Fault, replies: Sequence[Any]) -> Exception | None:
+        """Take what ``fault``'s commands replied (in order): a spoil's DUMP is kept for
+        its mend. The first error reply, if any (None: every command ran)."""
+        error = next((r for r in replies if isinstance(r, Exception)), None)
+        if fault.dumped is not None:
+            held = self.spoiled.get(fault.dumped)
+            if held is not None and held.dump == UNREAD:  # not forgotten since
+                dump = replies[0]
+                if isinstance(dump, Exception):
+                    del self.spoiled[fault.dumped]  # nothing kept: a mend puts nothing back
+                else:
+                    self.spoiled[fault.dumped] = held._replace(dump=dump)
+        return error
 
     @staticmethod
     def _stray(name: str, key: str) -> str:

@@ -41,7 +41,7 @@ from emq_kit.check.pools import BAD_IDS, BAD_QUEUES, POOL, QUEUES, background, b
 from emq_kit.check.raw.rule import RawCalls
 from emq_kit.check.step import SLEEP, Crash, ModelBroken, Step, died, outcome, target_outcome
 from emq_kit.check.window import Pending, Window, window_size
-from emq_kit.errors import KitBug, ScriptHang
+from emq_kit.errors import KitBug, ScriptHang, TargetFault
 from emq_kit.targets.protocol import Target
 from emq_live.client import BadReply
 from emq_model import branded_id, spec
@@ -107,6 +107,7 @@ DOUBTS = frozenset(("raw",))  # steps whose snapshots are compared whole (INC-4)
 # The ops a window may hold: the script calls of a queue (browse and job are answered
 # outside scripts by the built-in client: the window is sent before them). The lane ops
 # too: LANE-F is judged on the model's own ring and answers as each turn is made.
+# An ``Ahead`` takes the operator's faults too (``inject``).
 WINDOWED = frozenset((*spec.TRANSITIONS, *spec.BATCHES, *spec.LANE_OPS, "counts", "state"))
 RULE_OPS: dict[str, tuple[str, ...]] = {
     "enqueue": ("enqueue",), "schedule": ("schedule",), "claim": ("claim",), "settle": SETTLES, "work": SETTLES,
@@ -320,10 +321,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         and its invariants against the previous one); send the window when it is full, or
         when the model's snapshot breaks an invariant (the verdict is due at this step)."""
         assert self.window is not None
-        mine = self.models[step.queue].snapshot()
-        judged = self._judge(step.queue, mine)
+        mine, found = prepared = self._prepare(step.queue)
         self.previous[step.queue] = mine
-        if self.window.add(Pending(step, dropped, (mine, judged))) or judged:
+        if self.window.add(Pending(step, dropped, prepared)) or found:
             self.drain()
 
     def drain(self) -> None:
@@ -334,6 +334,11 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             return
         for done in self.window.flush():
             step = done.pending.step
+            if step.op in faults.ARGS and not isinstance(done.answer, TargetFault):  # a hung window is judged as a call's
+                self._prepared = done.pending.prepared
+                if not self._check_fault(step, done.answer, done.snapshot):
+                    return
+                continue
             step.target = target_outcome(lambda: _given(done.answer))
             try:
                 self.judge_answer(step, done.pending.dropped, done.dropped)
@@ -393,8 +398,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         def aside() -> None:
             try:
                 meanwhile()
-                mine = self.models[queue].snapshot()
-                self._prepared = (mine, self._judge(queue, mine))
+                self._prepared = self._prepare(queue)
             except BaseException as exc:  # noqa: BLE001 - re-raised by execute
                 self._aside = exc
 
@@ -409,21 +413,29 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         ``theirs``, the target's snapshot when a window brought it back."""
         self.run.steps += 1
         prepared, self._prepared = self._prepared, None  # made for this step's queue
-        mine = prepared[0] if prepared else self.models[queue].snapshot()
+        mine, found = prepared if prepared else self._prepare(queue)
         if step.op in DOUBTS and self.by_change:  # DEPTH-4: a doubt is read whole, as it is compared
             self.target.read_whole(queue)  # type: ignore[attr-defined]
         theirs = self._theirs(queue, step, theirs)
         if not self._same(queue, step, mine, theirs):
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
         self._agreed[queue] = (mine, theirs)
-        if not self.models[queue].spoiled:  # a spoiled location hides its members until mended
-            self.damage[queue].settle(mine)
-        judged = prepared[1] if prepared else self._judge(queue, mine)
-        found = [v for v in judged if not self.damage[queue].excuses(v, mine, self.models[queue])]
         self.run.checks += 8  # INV-1..7 on the shared snapshot, and INV-8
         if found:
             raise self.model_broke(step, [str(v) for v in found])
         self.previous[queue] = mine
+
+    def _prepare(self, queue: str) -> tuple[Snapshot, list[Violation]]:
+        """The model's side of a step's verification, made as soon as the model's step
+        ran (a windowed step's long before its target's side is read): ``queue``'s
+        snapshot and the violations of it that no fault of the operator explains
+        (``_judge``, then ``Damage.excuses`` as the faults stand at this step)."""
+        mine = self.models[queue].snapshot()
+        judged = self._judge(queue, mine)
+        model, damage = self.models[queue], self.damage[queue]
+        if not model.spoiled:  # a spoiled location hides its members until mended
+            damage.settle(mine)
+        return mine, [v for v in judged if not damage.excuses(v, mine, model)]
 
     def _same(self, queue: str, step: Step, mine: Snapshot, theirs: Snapshot) -> bool:
         """INV-8: whether the two snapshots after ``step`` are equal. By the two sides'
@@ -670,25 +682,45 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def inject(self, queue: str, op: str, args: dict[str, Any]) -> None:
         """Inject the fault ``op`` (emq_kit/check/faults.py) on both sides after every call
         before it, then check (a trace step too). Putting a spoiled key back ends the
-        operator's episode: the next step is judged against the mended keyspace only."""
+        operator's episode: the next step is judged against the mended keyspace only.
+
+        A target that takes calls ahead takes the fault in the window, as a call: its
+        commands follow the calls before it on the same connection. A mend judges first
+        a window that holds a spoil: it puts back what the spoil read (DUMP), which comes
+        back when the window is judged."""
         if self.stopped:
             return
-        self.drain()
-        if self.stopped:
-            return
+        ahead = self.window is not None and self.target.capabilities.ahead
+        if not ahead or (op == "mend_key" and self.window is not None and self.window.holds("spoil_key")):
+            self.drain()
+            if self.stopped:
+                return
         self.count(op)
         step = self._record(queue, op, args)
         self._prepared = None
         self.damage[queue].note(self.models[queue], op, args)
         faults.on_model(self.models[queue], op, args)
-        faults.on_target(self.target, queue, op, args)
         self._mended = op == "mend_key"  # FLT-4: judged against no step before it
         try:
-            self.verify(queue, step)
-        except Quiet:
-            self.stopped = True  # the keyspaces disagree
+            if ahead:
+                self._defer(step, ())
+            else:
+                faults.on_target(self.target, queue, op, args)
+                self._check_fault(step, None, None)
         finally:
             self._mended = False
+
+    def _check_fault(self, step: Step, error: Exception | None, theirs: Snapshot | BadReply | None) -> bool:
+        """Check the fault ``step`` (``verify``; ``theirs``, the snapshot a window brought
+        back), or raise ``error``, what its commands met, as they would have raised it
+        sent one by one. Whether the example goes on (no: the keyspaces disagree)."""
+        if error is not None:
+            raise error
+        try:
+            self.verify(step.queue, step, theirs)
+        except Quiet:
+            self.stopped = True  # the keyspaces disagree
+        return not self.stopped
 
     def sleep(self, ms: int) -> None:
         """A trace's ``sleep_ms`` step (specs/trace.md TR-2): the clock moves on ``ms``

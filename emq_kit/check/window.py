@@ -11,9 +11,11 @@ reported, and the steps after it in the window are dropped from the counterexamp
 
 The window is flushed (sent and judged) when it is full, at the end of an example, and
 before any step that is not windowed: a step whose target side must follow the previous
-calls (a row deleted by hand, a queue opened by a refused name, a read the target answers
-outside its scripts) or whose generation depends on the target (the server clock, where
-no window is opened at all).
+calls (a queue opened by a refused name, a read the target answers outside its scripts,
+an operator's fault on a target that is sent its windows whole) or whose generation
+depends on the target (the server clock, where no window is opened at all). On an
+``Ahead`` the faults are posted among the calls (``LiveTarget.post``), and a mend flushes
+a window that holds a spoil (it puts back what the spoil read).
 
 A target windows through ``batch(calls, snapshots=True)`` (``BatchReply`` per call: the
 answer or the exception it stands for, the orphans a claim dropped, the snapshot after
@@ -136,6 +138,10 @@ class Window:
 
     def __bool__(self) -> bool:
         return bool(self.pending)
+
+    def holds(self, op: str) -> bool:
+        """Whether a step of ``op`` waits in the window."""
+        return any(p.step.op == op for p in self.pending)
 
     def add(self, pending: Pending) -> bool:
         """Hold ``pending`` (and post its call, ahead); whether the window is now due:

@@ -148,7 +148,9 @@ class Ahead(Target, Protocol):
 
     def post(self, calls: Sequence[tuple[str, str, dict[str, object]]]) -> None:
         """Send a window's next calls (as ``batch`` takes them) now; their replies wait
-        for ``collect``."""
+        for ``collect``. A call may be a fault (``forget_row``, ``spoil_key``,
+        ``mend_key``, ``stray_key``, ``drop_key``, with their arguments by name): answered
+        None, or with the error its commands met."""
 
     def collect(self) -> list[BatchReply]:
         """The replies of every call posted since the last ``collect``, in order, as

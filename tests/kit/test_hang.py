@@ -24,6 +24,7 @@ import redis
 
 from emq_kit import cli
 from emq_kit.check import hang
+from emq_kit.check.live import LiveTarget
 from emq_kit.check.signature import signature
 from emq_kit.check.step import Crash, Step
 from emq_kit.check.target import open_target
@@ -228,6 +229,40 @@ def test_a_snapshot_that_never_returns_is_a_hang_within_the_call_bound(quick: Se
         result = replay(ORPHAN_CLAIM[:1], target)  # the machine's read after the step: its snapshot divergence
         assert result.divergence is not None and result.divergence.kind == "snapshot" and result.index == 1
         assert signature(result.divergence).rule == hang.RULE, result.divergence
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("program", ["valkey-server", "redis-server"])
+def test_a_window_posted_ahead_puts_the_hang_on_the_call_that_never_returned(program: str, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window's calls and faults go out as their steps are made: when one never returns,
+    the server sends none of their replies until it is stopped, then the replies before
+    it and its own, the script's being killed. Those before it are judged as they are,
+    the hung call answers its ``ScriptHang``, and so does every call after it (never
+    judged: the hung step diverges first). A snapshot.lua call that never returns leaves
+    its step's answer as read and its snapshot to be read again, as step by step."""
+    with quick_server(program, monkeypatch) as quick:
+        _hung_in_window(quick, tmp_path)
+
+
+def _hung_in_window(quick: ServerProcess, tmp_path: Path) -> None:
+    target = LiveTarget(quick.url, str(broken_dir(STALL, tmp_path)), observe=True)
+    try:
+        target.post([("enqueue", "alpha", {"id": JOB, "payload": b"p"}), ("forget_row", "alpha", {"id": JOB}),
+                     ("claim", "alpha", {"lease_ms": 5, "now": 1_750_000_000_000}),
+                     ("enqueue", "alpha", {"id": "JOB00000000002", "payload": b"p"})])
+        enqueued, forgot, claimed, after = target.collect()
+        assert enqueued.answer == "enqueued" and enqueued.snapshot.row(JOB) is not None
+        assert forgot.answer is None and forgot.snapshot.row(JOB) is None
+        assert isinstance(claimed.answer, ScriptHang) and claimed.snapshot is None and after == claimed
+    finally:
+        target.close()
+    target = LiveTarget(quick.url, str(broken_dir(SCAN_FOREVER, tmp_path)), observe=True)
+    try:
+        target.post([("enqueue", "alpha", {"id": JOB, "payload": b"p"})])
+        (reply,) = target.collect()
+        assert (reply.answer, reply.snapshot) == ("enqueued", None)
     finally:
         target.close()
 

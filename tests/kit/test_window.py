@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from emq_kit.check.live import LiveTarget
+from emq_kit.check.live import FAULT_OPS, LiveTarget
 from emq_kit.check.profiles import PROFILES
 from emq_kit.check.run import Report, run_check
 from emq_kit.check.signature import signature
+from emq_kit.errors import KitBug
 from emq_kit.trace.replay import replay
+from emq_live.scripts import OrderLost
 from tests.broken import VARIANTS, broken_dir
 from tests.livekit import J, flush_url
 
@@ -65,8 +67,12 @@ def test_a_conforming_run_is_windowed_and_checks_every_step(valkey) -> None:
     assert not plain.sent and batching.sent and max(batching.sent) > 1  # the window is really used
     # ahead, every step of a window went out on its own before the window was judged;
     # whole, each window went out at once
-    assert posting.sent == batching.sent and posting.posts == sum(posting.sent) > batching.posts == len(batching.sent)
-    assert {"lane_enqueue", "lane_claim", "claim", "complete"} <= posting.ops == batching.ops  # the lane ops too
+    assert posting.posts == sum(posting.sent) > batching.posts == len(batching.sent)
+    assert {"lane_enqueue", "lane_claim", "claim", "complete"} <= batching.ops  # the lane ops too
+    # ahead, the operator's faults went in the windows too (a whole window holds calls
+    # only), so the same steps took fewer windows
+    assert posting.ops == batching.ops | set(FAULT_OPS) and not batching.ops & FAULT_OPS
+    assert sum(posting.sent) > sum(batching.sent) and len(posting.sent) < len(batching.sent)
     # the same examples and the same checked steps: windowing changes no draw
     for run in (ahead, whole):
         assert (run.examples, run.steps, run.checks) == (stepwise.examples, stepwise.steps, stepwise.checks)
@@ -125,6 +131,66 @@ def test_calls_posted_ahead_answer_in_order_whatever_scripts_were_flushed_betwee
         assert [r.answer for r in replies] == ["enqueued", "enqueued", "duplicate"]
         assert [[i for i, _ in r.snapshot.location("pending")] for r in replies] == [[J(1)], [J(1), J(2)], [J(1), J(2)]]
         assert target.collect() == []
+    finally:
+        target.close()
+
+
+def test_the_operators_faults_posted_among_calls_run_in_their_order(valkey) -> None:
+    """A fault posted ahead is its commands on the calls' connection, in step order: each
+    snapshot after it shows it, a spoil's overwrite included, and its mend, posted once
+    the spoil's window was read, puts back what the spoil read."""
+    target = LiveTarget(flush_url(valkey), observe=True)
+    try:
+        target.post([("enqueue", "a", {"id": J(1), "payload": b"1"}),
+                     ("stray_key", "a", {"key": "x", "kind": "string"}),
+                     ("enqueue", "a", {"id": J(2), "payload": b"2"}),
+                     ("forget_row", "a", {"id": J(2)}),
+                     ("spoil_key", "a", {"key": "row", "kind": "zset", "id": J(1)}),
+                     ("drop_key", "a", {"key": "x"})])
+        enq, stray, enq2, forgot, spoil, drop = target.collect()
+        assert [r.answer for r in (enq, stray, enq2, forgot, spoil, drop)] == ["enqueued", None, "enqueued", None, None, None]
+        row = "emq:{a}:job:" + J(1)
+        assert stray.snapshot.stray == ("emq:{a}:x",) and stray.snapshot.row(J(2)) is None
+        assert enq2.snapshot.row(J(2)) is not None and forgot.snapshot.row(J(2)) is None
+        # the spoiled row is a zset now, outside the grammar: a stray key until mended
+        assert spoil.snapshot.row(J(1)) is None and spoil.snapshot.stray == ("emq:{a}:job:" + J(1), "emq:{a}:x")
+        assert drop.snapshot.stray == (row,) and target.conn.redis.type(row) == b"zset"
+        target.post([("mend_key", "a", {"key": "row", "id": J(1)})])
+        (mend,) = target.collect()
+        assert mend.answer is None and mend.snapshot.row(J(1)) == enq.snapshot.row(J(1))
+    finally:
+        target.close()
+
+
+def test_a_mend_posted_before_its_spoil_was_read_is_a_kit_bug(valkey) -> None:
+    """The machine judges a window holding a spoil before it mends: the mend puts back
+    the spoil's DUMP, which only that window's replies carry."""
+    target = LiveTarget(flush_url(valkey), observe=True)
+    try:
+        target.post([("enqueue", "a", {"id": J(1), "payload": b"1"}),
+                     ("spoil_key", "a", {"key": "pending", "kind": "string"})])
+        with pytest.raises(KitBug, match="before its spoil's DUMP was read"):
+            target.post([("mend_key", "a", {"key": "pending"})])
+    finally:
+        target.close()
+
+
+def test_a_flush_that_a_posted_write_overtook_ends_the_window_unjudged(valkey) -> None:
+    """After a SCRIPT FLUSH the calls that met NOSCRIPT run again, in order, unless an
+    operator's write sent after them already ran: then the window's order is lost, and
+    the run ends as on a lost server (``OrderLost``), never judging it. A write before
+    them keeps the order."""
+    target = LiveTarget(flush_url(valkey), observe=True)
+    try:
+        target.post([("stray_key", "a", {"key": "x", "kind": "string"})])
+        target.conn.redis.script_flush()
+        target.post([("enqueue", "a", {"id": J(1), "payload": b"1"})])
+        stray, enq = target.collect()
+        assert (stray.answer, enq.answer) == (None, "enqueued") and enq.snapshot.stray
+        target.conn.redis.script_flush()
+        target.post([("enqueue", "a", {"id": J(2), "payload": b"2"}), ("drop_key", "a", {"key": "x"})])
+        with pytest.raises(OrderLost, match="window cannot be judged"):
+            target.collect()
     finally:
         target.close()
 
