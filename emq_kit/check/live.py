@@ -107,11 +107,13 @@ class LiveTarget:
         # of two queues (CROSSSLOT) before our scripts see them: no raw calls there.
         from redis.cluster import RedisCluster
 
-        raw = not isinstance(self.conn.redis, RedisCluster)
+        cluster = isinstance(self.conn.redis, RedisCluster)
         self.queues: dict[str, Any] = {}
         windows = observe and self.conn.server is None
-        self.capabilities = Capabilities(batches=True, raw=raw, lanes=True, key_faults=True,
-                                         batch_max=WINDOW if windows else 0, ahead=windows)
+        # A cluster client holds a window's calls until it can route the pipeline: it
+        # gains nothing ahead, and a hang in it is known by the window, not by its call.
+        self.capabilities = Capabilities(batches=True, raw=not cluster, lanes=True, key_faults=True,
+                                         batch_max=WINDOW if windows else 0, ahead=windows and not cluster)
         self.stream = self.conn.scripts.stream(self.conn.redis)  # a window's calls posted, not yet collected
         self.posted: list[tuple[Queue, Any]] = []  # their queues and calls (or refusals), in order
         self.timed = False  # see time_calls

@@ -283,6 +283,21 @@ def test_a_hang_that_has_written_is_the_verdict_and_says_restart(quick: ServerPr
     quick.kill()  # lost, as it said: it would outlive a shutdown's SIGTERM, running the script
 
 
+def test_a_cluster_takes_its_windows_whole(cluster) -> None:
+    """A cluster client holds a window's calls until it routes them as one pipeline, and
+    a hang in it is known by the window, not by its call (the window's first step
+    carries it). So a cluster target takes no calls ahead, and the operator's faults,
+    which go in the windows of one that does, open a window of their own there: a
+    stalling claim after a row deleted by hand is its window's first step. (A search
+    that found the claim's hang, with the faults in windows, reported a hang at another
+    step that no replay showed.)"""
+    target = LiveTarget(cluster.url, observe=True)
+    try:
+        assert target.capabilities.batch_max and not target.capabilities.ahead
+    finally:
+        target.close()
+
+
 def test_a_search_on_a_server_names_the_hang_and_leaves_the_server_usable(quick: ServerProcess, tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """``emq check --url`` with the stalling claim: its windows send many calls in one
