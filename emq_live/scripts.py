@@ -12,7 +12,7 @@ number or word of the contract is retyped in Lua.
 
 Scripts are sent with ``SCRIPT LOAD`` and run with ``EVALSHA``. A ``NOSCRIPT`` reply
 (after ``SCRIPT FLUSH``, a restart or a failover) is handled here and nowhere else: the
-script is loaded again and the call repeated, once. A call that got ``NOSCRIPT`` did not
+scripts are all loaded again and the call repeated, once. A call that got ``NOSCRIPT`` did not
 run, so repeating it is exact.
 """
 
@@ -44,10 +44,15 @@ class Plain(tuple):
 
 
 class OrderLost(RedisConnectionError):
-    """``NOSCRIPT`` met a stream's script calls (the scripts were flushed) and a plain
-    command sent after them ran: repeating the calls would run them after it, so the
-    order the stream was sent in is lost and nothing sent can be judged. The run ends as
-    on a lost connection: the environment's doing, never a verdict."""
+    """``NOSCRIPT`` met a call of a stream (its script was flushed), and a call or a
+    plain command sent after it ran: sending the call again would run it after them,
+    so the order the stream was sent in is lost and nothing sent can be judged. The run
+    ends as on a lost connection: the environment's doing, never a verdict."""
+
+
+SETTLE_ROUNDS = 3
+"""How many times ``settle_all`` sends again the calls that met ``NOSCRIPT``: a flush
+while they go again fails their tail again."""
 
 TRANSITION_SCRIPTS: tuple[str, ...] = spec.TRANSITIONS
 """The scripts a script directory must hold (one per transition)."""
@@ -256,16 +261,28 @@ class ScriptSet:
         return self.scripts[name]
 
     def load(self, client: Any, names: Iterable[str] | None = None) -> None:
-        """``SCRIPT LOAD`` the named scripts (all by default)."""
-        for name in names if names is not None else self.scripts:
-            script = self.scripts[name]
-            got = client.script_load(script.source)
-            got = got.decode() if isinstance(got, bytes) else got
-            if got != script.sha:
-                raise RuntimeError(f"server hashed {name}.lua as {got}, expected {script.sha}")
+        """``SCRIPT LOAD`` the named scripts (all by default). After ``NOSCRIPT`` all are
+        loaded again: a server then holds all of them or, after a flush, none, so the
+        calls of a pipeline that met ``NOSCRIPT`` are those sent after a point
+        (``settle_all``), never some here and there. On one server they are loaded in
+        one pipeline (a flush that falls inside it leaves some missing: ``settle_all``
+        then finds calls that met ``NOSCRIPT`` here and there); a cluster loads each on
+        every primary in turn."""
+        chosen = [self.scripts[name] for name in (names if names is not None else self.scripts)]
+        if getattr(client, "connection_pool", None) is None:  # a cluster routes SCRIPT LOAD to every primary
+            got = [client.script_load(script.source) for script in chosen]
+        else:
+            pipe = client.pipeline(transaction=False)
+            for script in chosen:
+                pipe.script_load(script.source)
+            got = pipe.execute()
+        for script, sha in zip(chosen, got, strict=True):
+            sha = sha.decode() if isinstance(sha, bytes) else sha
+            if sha != script.sha:
+                raise RuntimeError(f"server hashed {script.name}.lua as {sha}, expected {script.sha}")
 
     def run(self, client: Any, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """``EVALSHA`` one script; on ``NOSCRIPT`` load it and run it again (once).
+        """``EVALSHA`` one script; on ``NOSCRIPT`` load every script and run it again (once).
         Refusals come back as ``emq_model.errors.EmqError``; other error replies as
         redis-py's exceptions."""
         script = self.scripts[name]
@@ -273,7 +290,7 @@ class ScriptSet:
             try:
                 return client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
-                self.load(client, [name])
+                self.load(client)
                 return client.evalsha(script.sha, len(keys), *keys, *args)
         except ResponseError as exc:
             raise refusal(exc) from None
@@ -351,20 +368,26 @@ class ScriptSet:
 
     def settle_all(self, client: Any, calls: Sequence[Call | Plain], results: list[Any]) -> list[Any]:
         """``results`` of ``calls`` sent in order, ``NOSCRIPT`` settled: the calls that
-        met it did not run, and after a flush they are a suffix of the script calls, so
-        their scripts are loaded and they are sent again, in order, in a second pipeline;
-        the order of effects is the calls'. A plain command sent after the first of them
-        ran before them: ``OrderLost``. A script's error replies become refusals where
-        they name one."""
-        failed = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
-        if failed:
-            if any(isinstance(c, Plain) for c in calls[failed[0]:]):
+        met it did not run, and after a flush (every script is loaded again at once:
+        ``load``) they are a suffix of the calls, so every script is loaded and they are
+        sent again, in order, in a second pipeline (again, should a flush fail their
+        tail again); the order of effects is the calls'. A call or a plain command after
+        the first of them that ran ran before them: ``OrderLost``. A script's error
+        replies become refusals where they name one."""
+        results = list(results)
+        for _ in range(SETTLE_ROUNDS):
+            first = next((i for i, r in enumerate(results) if isinstance(r, NoScriptError)), None)
+            if first is None:
+                break
+            if not all(isinstance(r, NoScriptError) for r in results[first:]):
                 raise OrderLost("the server's scripts were flushed while a window of calls was on the wire, "
-                                "and a write sent after them ran first: the window cannot be judged")
-            self.load(client, sorted({calls[i][0] for i in failed}))
-            again = self._pipeline(client, [calls[i] for i in failed])
-            for i, r in zip(failed, again):
-                results[i] = r
+                                "and a call or a write sent after the first that met NOSCRIPT ran first: "
+                                "the window cannot be judged")
+            self.load(client)
+            results[first:] = self._pipeline(client, calls[first:])
+        if any(isinstance(r, NoScriptError) for r in results):
+            raise OrderLost(f"the server's scripts were flushed {SETTLE_ROUNDS + 1} times while a window of calls "
+                            "was on the wire: the window cannot be judged")
         return [refusal(r) if isinstance(r, ResponseError) and not isinstance(c, Plain) else r
                 for c, r in zip(calls, results)]
 

@@ -135,6 +135,39 @@ def test_calls_posted_ahead_answer_in_order_whatever_scripts_were_flushed_betwee
         target.close()
 
 
+def test_a_flush_met_step_by_step_loads_every_script_so_a_later_window_keeps_its_order(valkey) -> None:
+    """A call made step by step after a SCRIPT FLUSH loads every script again, not only
+    its own: a window posted after it then meets no ``NOSCRIPT`` at one call and runs
+    the next (were only the step's scripts loaded, a lane_pause would fail and its
+    snapshot run, and sent again the pause would land after the snapshot that should
+    show it)."""
+    target = LiveTarget(flush_url(valkey), observe=True)
+    try:
+        target.conn.redis.script_flush()
+        assert target.call("a", "enqueue", {"id": J(1), "payload": b"1"}) == "enqueued"
+        assert target.snapshot("a").row(J(1)) is not None
+        target.post([("lane_pause", "a", {"group": "g"})])
+        (reply,) = target.collect()
+        assert reply.answer == "ok" and reply.snapshot.paused == ("g",)
+    finally:
+        target.close()
+
+
+def test_a_window_whose_calls_met_noscript_here_and_there_ends_unjudged(valkey) -> None:
+    """Where another client loaded some of the scripts after a flush, a window's calls
+    meet ``NOSCRIPT`` at one call and run at the next: sent again, the first would run
+    after the second, so the window is not judged (``OrderLost``)."""
+    target = LiveTarget(flush_url(valkey), observe=True)
+    try:
+        target.conn.redis.script_flush()
+        target.conn.redis.script_load(target.conn.scripts["snapshot"].source)  # someone else's load
+        target.post([("lane_pause", "a", {"group": "g"})])
+        with pytest.raises(OrderLost, match="window cannot be judged"):
+            target.collect()
+    finally:
+        target.close()
+
+
 def test_the_operators_faults_posted_among_calls_run_in_their_order(valkey) -> None:
     """A fault posted ahead is its commands on the calls' connection, in step order: each
     snapshot after it shows it, a spoil's overwrite included, and its mend, posted once
