@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, RuleStrategy
 from emq_kit._signals import Quiet, Refused
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.signature import signature
-from emq_kit.check.step import Divergence, Step, connection_errors
+from emq_kit.check.step import Divergence, Step, connection_errors, refusals
 from emq_kit.check.tally import Run
 from emq_kit.errors import KitBug, KitError, TargetFault
 from emq_kit.targets.protocol import Opened
@@ -241,12 +241,13 @@ class Machine(RuleBasedStateMachine):
 
     @contextlib.contextmanager
     def _ends_the_run(self) -> Iterator[None]:
-        """A lost connection (the server went away) or a kit bug ends the run as itself
+        """A lost connection (the server went away), a command of the kit's the server's
+        ACL refuses, or a kit bug ends the run as itself
         (``run.fatal``), whatever Hypothesis makes of the failure: it replays a failing
         example, and a replay may draw otherwise (under the server clock the draws follow
         the server's timing; a kit bug need not recur), which it would report as a flaky
         search or shrink into another example's divergence (OWN-5: no verdict then)."""
-        ending: tuple[type[Exception], ...] = (ConnectionError, OSError, KitBug, *connection_errors())
+        ending: tuple[type[Exception], ...] = (ConnectionError, OSError, KitBug, *connection_errors(), *refusals())
         try:
             yield
         except ending as exc:

@@ -688,6 +688,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         commands follow the calls before it on the same connection. A mend judges first
         a window that holds a spoil: it puts back what the spoil read (DUMP), which comes
         back when the window is judged."""
+        with self._ends_the_run():
+            self._inject(queue, op, args)
+
+    def _inject(self, queue: str, op: str, args: dict[str, Any]) -> None:
         if self.stopped:
             return
         ahead = self.window is not None and self.target.capabilities.ahead

@@ -113,6 +113,15 @@ def connection_errors() -> tuple[type[Exception], ...]:
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
+def refusals() -> tuple[type[Exception], ...]:
+    """redis-py's ``NOPERM`` raised by a command of the kit's own (a fault, a raw call's
+    fingerprint, a wipe): the user's ACL lacks a rule, the environment's problem, never
+    a verdict (a script's own refusal is its step's answer: ``target_outcome``)."""
+    import redis
+
+    return (redis.exceptions.NoPermissionError,)
+
+
 def _target_errors() -> tuple[type[Exception], ...]:
     """The exceptions that carry the target's behaviour, not the kit's: a server's or
     script's error reply, a reply of the wrong shape, a port's driver breaking the

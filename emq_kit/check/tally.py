@@ -126,8 +126,11 @@ class Run:
 
     def starting(self) -> None:
         """An example starts: a stopping point for Ctrl-C (``emq_kit.interrupts``, INT-1);
-        ``ShrinkCut`` if it would shrink past the budget."""
+        ``ShrinkCut`` if it would shrink past the budget, or once an error ended the run
+        (``fatal``: a lost server, a command the ACL refuses, a kit bug)."""
         interrupts.check()
+        if self.fatal is not None:  # an error ended the run: no example follows it
+            raise ShrinkCut(f"the run ended: {type(self.fatal).__name__}")
         if not self.shrinking:
             self.searched += 1
         if self.halt or (self.shrinking and self.best is not None and is_hang(self.best.step.target)):

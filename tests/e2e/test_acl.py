@@ -220,6 +220,22 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     assert sorted(admin.keys()) == before  # the run's record and keys are gone, the others' intact
 
 
+@pytest.mark.parametrize("rule", ["+dump", "+restore"])
+def test_a_user_without_a_rule_the_kit_needs_is_told_which(server, admin, rule: str, capsys) -> None:
+    """A command of the kit's own that the user's ACL refuses (a raw call's fingerprint,
+    ``DUMP``, in the sweep; a mended key's ``RESTORE``, in the search) ends the run
+    with one line naming it and where the rules are: the environment's, never a verdict
+    and never an ``emq bug``. The run's keys are gone afterwards."""
+    make_user(admin, "lesser", [r for r in acl.rules() if r != rule])
+    before = sorted(admin.keys())
+    code = cli.main(["check", "--url", url(server, "lesser"), "--seed", "1", "--examples", "30"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == cli.EXIT_ENV, err
+    assert f"no permissions to run the '{rule[1:]}' command" in err[-1] and "specs/acl.json" in err[-1], err
+    assert "emq bug" not in err[-1] and "Traceback" not in "\n".join(err)
+    assert sorted(admin.keys()) == before
+
+
 def test_the_docs_give_the_acl_lines() -> None:
     from pathlib import Path
 
