@@ -378,7 +378,8 @@ class LiveTarget:
         out = []
         replies = iter(results)
         for queue, call in plan:
-            sent = (len(call.commands) if isinstance(call, Fault) else not isinstance(call, EmqError)) + 1
+            # the call's commands (none for one refused before any I/O), then its snapshot's
+            sent = 1 + (len(call.commands) if isinstance(call, Fault) else 0 if isinstance(call, EmqError) else 1)
             got = list(itertools.islice(replies, sent))
             if len(got) < sent - 1:  # the call is the hung one, or was sent after it
                 out.append(BatchReply(hung, (), None))

@@ -334,15 +334,14 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             return
         for done in self.window.flush():
             step = done.pending.step
+            self._prepared = done.pending.prepared  # what verify takes of the model's side
             if step.op in faults.ARGS and not isinstance(done.answer, TargetFault):  # a hung window is judged as a call's
-                self._prepared = done.pending.prepared
                 if not self._check_fault(step, done.answer, done.snapshot):
                     return
                 continue
             step.target = target_outcome(lambda: _given(done.answer))
             try:
                 self.judge_answer(step, done.pending.dropped, done.dropped)
-                self._prepared = done.pending.prepared
                 self.verify(step.queue, step, done.snapshot)
             except Quiet:
                 # As ``_absorb`` does step by step: the window goes on while both
