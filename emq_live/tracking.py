@@ -68,10 +68,19 @@ class Tracker:
             raise Refused(f"{command[0]} {command[1]}: {exc}") from None
 
     def watch(self, prefix: str) -> None:
-        """Track every key under ``prefix`` from now on (BCAST: whoever writes it)."""
-        if prefix not in self.prefixes:
-            self._ask(self.ctl, "CLIENT", "TRACKING", "ON", "REDIRECT", self.id, "BCAST", "PREFIX", prefix)
-            self.prefixes.append(prefix)
+        """Track every key under ``prefix`` from now on (BCAST: whoever writes it). One
+        under a prefix watched already is; the server refuses prefixes that overlap, so
+        one over some watched restarts the tracking with it in their place (nothing of
+        the kit's writes meanwhile: its calls are made one at a time)."""
+        if any(prefix.startswith(p) for p in self.prefixes):
+            return
+        under = [p for p in self.prefixes if p.startswith(prefix)]
+        if under:
+            self._ask(self.ctl, "CLIENT", "TRACKING", "OFF")
+            self.prefixes = [p for p in self.prefixes if p not in under]
+        heads = [part for p in (*self.prefixes, prefix) for part in ("PREFIX", p)] if under else ["PREFIX", prefix]
+        self._ask(self.ctl, "CLIENT", "TRACKING", "ON", "REDIRECT", self.id, "BCAST", *heads)
+        self.prefixes.append(prefix)
 
     def touched(self) -> set[str] | None:
         """Every watched key written since the last call, or ``None`` when the server

@@ -10,7 +10,7 @@ import itertools
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from emq_kit.check import hang, memory
 from emq_kit.check.model_target import call_then
@@ -126,6 +126,8 @@ class LiveTarget:
         self.kept: dict[str, Kept] = {}  # queue -> its last snapshot, when read by change
         self.touched: dict[str, set[str] | None] = {}  # queue -> keys written since its last read (None: flushed)
         self.ids: dict[str, set[str]] = {}  # queue -> the ids the calls since its last read named
+        self.marked = False  # see mark
+        self.since: set[str] | None = set()  # every watched key written since ``mark`` (None: flushed)
         self.reads: Counter[str] = Counter()  # reads by change: "change" (patched) or "whole"
         self.changes: dict[str, tuple[Snapshot, Change, Snapshot]] = {}  # see last_change
 
@@ -309,10 +311,46 @@ class LiveTarget:
         self.kept[name] = Kept(snap)
         return snap
 
+    def mark(self, prefixes: Iterable[str] = ()) -> bool:
+        """From now on note every key the server names written under the handed-out
+        queues and ``prefixes`` (watched from now on), for ``written``: how a raw call is
+        judged by change (DEPTH-6). Whether it can (not without tracking: reads are whole)."""
+        if self.tracker is None:
+            return False
+        try:
+            for head in prefixes:
+                self.tracker.watch(head)
+        except Refused as exc:
+            self._untrack(exc)
+            return False
+        self._collect()  # what was named before the mark is not the call's
+        self.since, self.marked = set(), True
+        return True
+
+    def written(self) -> set[bytes] | None:
+        """Every key the server named written since ``mark``, as a key holds it; None
+        when it cannot say (no mark, no tracking) or a flush was named. Ends the mark."""
+        if self.tracker is None or not self.marked:
+            return None
+        self._collect()
+        got, self.since, self.marked = self.since, set(), False
+        return None if got is None else {k.encode("utf-8", "surrogateescape") for k in got}
+
+    def candidates(self, name: str, ids: Iterable[str]) -> None:
+        """Name ``ids`` as candidates of ``name``'s next read by change (DEPTH-3), as a
+        call's arguments and answer name them: a raw call's, decoded by the contract."""
+        if self.tracker is not None:
+            self.ids.setdefault(name, set()).update(ids)
+
     def _collect(self) -> None:
         """The keys the server named as written since the last collection, by queue."""
         assert self.tracker is not None
         keys = self.tracker.touched()
+        if self.marked:
+            if keys is None:
+                self.since = None
+            elif self.since is not None:
+                self.since.update(keys)
         for name in self.queues:
             if keys is None:
                 self.touched[name] = None

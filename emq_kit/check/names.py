@@ -329,6 +329,19 @@ class Renamed:
         read = getattr(self.inner, "read_whole", None)
         return bool(read is not None and read(self._on_server(name)))
 
+    def mark(self, prefixes: Iterable[str] = ()) -> bool:
+        mark = getattr(self.inner, "mark", None)
+        return bool(mark is not None and mark(prefixes))
+
+    def written(self) -> set[bytes] | None:
+        read = getattr(self.inner, "written", None)
+        return read() if read is not None else None
+
+    def candidates(self, name: str, ids: Iterable[str]) -> None:
+        name_them = getattr(self.inner, "candidates", None)
+        if name_them is not None:
+            name_them(self._on_server(name), ids)
+
     def reset(self) -> None:
         self._posted.clear()
         self.inner.reset()

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from emq_kit.check import memory
 from emq_kit.check.clock import ServerClock, _same
+from emq_kit.check.live import named
 from emq_kit.check.raw.contract import OPS, QUEUE, Decoded, RawCall, raw, shape, verdict
 from emq_kit.check.raw.variants import FULL, KINDS, NEEDS, _held, base, calls
 from emq_live.client import Connection, Queue
@@ -61,11 +62,18 @@ class RawJudge:
     every call's keys go under the run's names, and the fingerprint is every key the
     run owns (specs/ownership.md OWN-2): calls and judgement speak logical names. The
     target's snapshot is read with our snapshot.lua, the observer, never with the
-    scripts under test. Not for a cluster client (one SCAN)."""
+    scripts under test. Not for a cluster client (one SCAN).
+
+    With a ``reader`` (the machine's target in a deep run, DEPTH-6) a call is judged by
+    what the server names written during it, never by every key's DUMP: a refused call
+    may write no key, an accepted one none outside its queue, whose snapshot is read by
+    change with the ids the decoded call and its answer name as candidates. Where the
+    reader cannot say (no tracking, a flush named before the call), whole as above."""
 
     def __init__(self, conn: Connection, *, match: str | None = None,
-                 models: dict[str, QueueModel] | None = None, names: Any = None) -> None:
+                 models: dict[str, QueueModel] | None = None, names: Any = None, reader: Any = None) -> None:
         self.client, self.scripts, self.match, self.names = conn.redis, conn.scripts, match, names
+        self.reader = reader  # a target that reads by change (DEPTH-6): ``written``, ``candidates``, ``snapshot``
         self.observer = Connection(conn.redis, ScriptSet())
         self.server = conn.server  # the embedded fakeredis: fingerprints read from its memory
         self.models: dict[str, QueueModel] = models if models is not None else {}
@@ -98,6 +106,30 @@ class RawJudge:
             self.client.delete(*keys[i : i + 1000])
         self.models.clear()
 
+    def _scope(self) -> list[str] | None:
+        """The key prefixes the fingerprint sees: the run's names, or ``match`` when it is
+        one prefix (None when it is not)."""
+        if self.names is not None:
+            return [keyspace.prefix(name) for name in self.names.queues.values()]
+        if self.match is not None and self.match.endswith("*") and not any(c in self.match[:-1] for c in "*?[\\"):
+            return [self.match[:-1]]
+        return None
+
+    def _mark(self) -> bool:
+        """Whether this call is judged by change (DEPTH-6): the reader notes from now on
+        every key of the fingerprint's scope the server names written."""
+        heads = self._scope() if self.reader is not None else None
+        return heads is not None and bool(self.reader.mark(heads))
+
+    def _written(self) -> set[bytes] | None:
+        """The keys of the fingerprint's scope named written since ``_mark``; None: a flush."""
+        got, heads = self.reader.written(), self._scope() or []
+        if got is None:
+            return None
+        if self.names is not None:
+            return {k for k in got if self.names.owns(k)}
+        return {k for k in got if k.startswith(heads[0].encode())}
+
     def _keys(self) -> list[bytes]:
         """The keys the fingerprint sees: the run's own, or those ``match`` names."""
         if self.names is not None:
@@ -117,29 +149,35 @@ class RawJudge:
     def send(self, call: RawCall) -> Finding | None:
         """Send ``call`` and judge it; the finding, or ``None`` when it did what the
         contract says."""
-        before = self.fingerprint()
+        # DEPTH-6: by change, the names the server gave before the call are set aside
+        before = None if self._mark() else self.fingerprint()
         decoded = verdict(call.op, call.keys, call.argv)
         if isinstance(decoded, errors.EmqError):
             got = _outcome(lambda: self._run(call))
             if not (isinstance(got, errors.EmqError) and got.code == decoded.code):
                 return Finding(call, "answer", (f"the contract refuses with {decoded.code} ({decoded.detail})",
                                                 f"the script answered {got!r}"))
-            return self._unchanged(call, before, self.fingerprint())
+            return self._unchanged(call, before)
         return self._accepted(call, decoded, before)
 
-    def _accepted(self, call: RawCall, decoded: Decoded, before: Fingerprint) -> Finding | None:
+    def _accepted(self, call: RawCall, decoded: Decoded, before: Fingerprint | None) -> Finding | None:
         model = self.model(decoded.queue)
         queue = Queue(self.observer, self._server(decoded.queue))
         parse = _parser(queue, call.op)
+        answered: list[Any] = []
 
         def observed() -> Any:
+            if before is None:  # by change: the candidates are what the decoded call and its answer name
+                self.reader.candidates(decoded.queue, (*named(decoded.args), *named(answered[-1]), *queue.last_dropped))
+                return self.reader.snapshot(decoded.queue)
             return self._told(decoded.queue, queue.snapshot())
 
         def run_model(m: QueueModel, args: dict[str, Any]) -> Any:
             return _outcome(lambda: getattr(m, call.op)(**args))
 
         def run_target(_args: dict[str, Any], meanwhile: Any = None) -> Any:
-            return _outcome(lambda: parse(self._run(call)))
+            answered.append(_outcome(lambda: parse(self._run(call))))
+            return answered[-1]
 
         if shape(call.op).clock and "now" not in decoded.args:
             mine, theirs = self.clock.call(call.op, model, decoded.args, run_model, run_target, observed)
@@ -156,16 +194,21 @@ class RawJudge:
         if expected != seen:
             lines = diff(expected, seen) if not isinstance(seen, Exception) else [f"the snapshot failed: {seen!r}"]
             return Finding(call, "snapshot", (*lines, where) if where else tuple(lines))
-        head = keyspace.prefix(self._server(decoded.queue)).encode()
-        return self._unchanged(call, {k: v for k, v in before.items() if not k.startswith(head)},
-                               {k: v for k, v in self.fingerprint().items() if not k.startswith(head)})
+        return self._unchanged(call, before, keyspace.prefix(self._server(decoded.queue)).encode())
 
-    @staticmethod
-    def _unchanged(call: RawCall, before: Fingerprint, after: Fingerprint) -> Finding | None:
-        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-        if not changed:
-            return None
-        return Finding(call, "keyspace", tuple(f"{k!r} changed" for k in changed[:10]))
+    def _unchanged(self, call: RawCall, before: Fingerprint | None, mine: bytes | None = None) -> Finding | None:
+        """Whether every key but those under ``mine`` (an accepted call's queue) is as it
+        was ``before`` the call; by change, whether the server named none of them written."""
+        if before is None:
+            written = self._written()
+            if written is None:
+                return Finding(call, "keyspace", ("the server named a flush during the call",))
+            changed = sorted(k for k in written if mine is None or not k.startswith(mine))
+            return Finding(call, "keyspace", tuple(f"{k!r} written" for k in changed[:10])) if changed else None
+        after = self.fingerprint()
+        changed = sorted(k for k in before.keys() | after.keys()
+                         if before.get(k) != after.get(k) and (mine is None or not k.startswith(mine)))
+        return Finding(call, "keyspace", tuple(f"{k!r} changed" for k in changed[:10])) if changed else None
 
 
 def _parser(queue: Queue, op: str) -> Callable[[Any], Any]:
