@@ -67,20 +67,31 @@ class Tracker:
         except redis.exceptions.ResponseError as exc:
             raise Refused(f"{command[0]} {command[1]}: {exc}") from None
 
-    def watch(self, prefix: str) -> None:
-        """Track every key under ``prefix`` from now on (BCAST: whoever writes it). One
-        under a prefix watched already is; the server refuses prefixes that overlap, so
-        one over some watched restarts the tracking with it in their place (nothing of
-        the kit's writes meanwhile: its calls are made one at a time)."""
-        if any(prefix.startswith(p) for p in self.prefixes):
+    def watch(self, *prefixes: str) -> None:
+        """Track every key under ``prefixes`` from now on (BCAST: whoever writes it), in
+        one command. One under a prefix watched already is; the server refuses prefixes
+        that overlap, so one over some watched restarts the tracking with it in their
+        place (nothing of the kit's writes meanwhile: its calls are made one at a time)."""
+        new: list[str] = []
+        for prefix in prefixes:
+            if not any(prefix.startswith(p) for p in (*self.prefixes, *new)):
+                new = [p for p in new if not p.startswith(prefix)] + [prefix]
+        if not new:
             return
-        under = [p for p in self.prefixes if p.startswith(prefix)]
+        under = [p for p in self.prefixes if any(p.startswith(n) for n in new)]
         if under:
             self._ask(self.ctl, "CLIENT", "TRACKING", "OFF")
             self.prefixes = [p for p in self.prefixes if p not in under]
-        heads = [part for p in (*self.prefixes, prefix) for part in ("PREFIX", p)] if under else ["PREFIX", prefix]
-        self._ask(self.ctl, "CLIENT", "TRACKING", "ON", "REDIRECT", self.id, "BCAST", *heads)
-        self.prefixes.append(prefix)
+        heads = [*self.prefixes, *new] if under else new
+        self._ask(self.ctl, "CLIENT", "TRACKING", "ON", "REDIRECT", self.id, "BCAST",
+                  *(part for p in heads for part in ("PREFIX", p)))
+        self.prefixes += new
+
+    def stop(self) -> None:
+        """Track nothing until the next ``watch`` (its names read first, ``touched``)."""
+        if self.prefixes:
+            self._ask(self.ctl, "CLIENT", "TRACKING", "OFF")
+            self.prefixes = []
 
     def touched(self) -> set[str] | None:
         """Every watched key written since the last call, or ``None`` when the server

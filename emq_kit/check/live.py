@@ -127,6 +127,8 @@ class LiveTarget:
         self.touched: dict[str, set[str] | None] = {}  # queue -> keys written since its last read (None: flushed)
         self.ids: dict[str, set[str]] = {}  # queue -> the ids the calls since its last read named
         self.marked = False  # see mark
+        self.raw_tracker: Tracker | None = None  # a run that reads whole: the raw calls' (see mark)
+        self.raw_tracking = True  # until the server refuses it
         self.since: set[str] | None = set()  # every watched key written since ``mark`` (None: flushed)
         self.reads: Counter[str] = Counter()  # reads by change: "change" (patched) or "whole"
         self.changes: dict[str, tuple[Snapshot, Change, Snapshot]] = {}  # see last_change
@@ -155,8 +157,7 @@ class LiveTarget:
             return False
         try:
             self.tracker = Tracker(self.conn.redis)
-            for name in self.queues:
-                self.tracker.watch(prefix(name))
+            self.tracker.watch(*(prefix(name) for name in self.queues))
         except Refused as exc:
             self._untrack(exc)
             return False
@@ -313,28 +314,59 @@ class LiveTarget:
 
     def mark(self, prefixes: Iterable[str] = ()) -> bool:
         """From now on note every key the server names written under the handed-out
-        queues and ``prefixes`` (watched from now on), for ``written``: how a raw call is
-        judged by change (DEPTH-6). Whether it can (not without tracking: reads are whole)."""
-        if self.tracker is None:
+        queues and ``prefixes``, for ``written``: how a raw call is judged by change
+        (DEPTH-6). A run that reads by change watches them from now on; any other on a
+        server, from its mark to its ``written`` only, so nothing piles up between raw
+        calls. Whether it can (not on fakeredis, a cluster, nor where tracking is refused)."""
+        tracker = self.tracker or self._raw_tracker()
+        if tracker is None:
             return False
+        self.written()  # a mark left open: its names are not this one's
         try:
-            for head in prefixes:
-                self.tracker.watch(head)
+            tracker.watch(*prefixes)
         except Refused as exc:
-            self._untrack(exc)
+            if tracker is self.tracker:
+                self._untrack(exc)
+            else:
+                self._untrack_raw()
             return False
-        self._collect()  # what was named before the mark is not the call's
+        if tracker is self.tracker:
+            self._collect()  # what was named before the mark is not the call's
         self.since, self.marked = set(), True
         return True
 
     def written(self) -> set[bytes] | None:
         """Every key the server named written since ``mark``, as a key holds it; None
-        when it cannot say (no mark, no tracking) or a flush was named. Ends the mark."""
-        if self.tracker is None or not self.marked:
+        when it cannot say (no mark) or a flush was named. Ends the mark."""
+        if not self.marked:
             return None
-        self._collect()
-        got, self.since, self.marked = self.since, set(), False
+        if self.tracker is not None:
+            self._collect()
+            got, self.since, self.marked = self.since, set(), False
+        else:
+            self.marked = False
+            assert self.raw_tracker is not None
+            got = self.raw_tracker.touched()
+            self.raw_tracker.stop()
         return None if got is None else {k.encode("utf-8", "surrogateescape") for k in got}
+
+    def _raw_tracker(self) -> Tracker | None:
+        """The tracking of a run that reads whole, for its raw calls' marks: made at the
+        first, on one server; None where it cannot be (refused: every key is compared)."""
+        from redis.cluster import RedisCluster
+
+        if self.raw_tracker is None and self.raw_tracking and self.url is not None \
+                and not isinstance(self.conn.redis, RedisCluster):
+            try:
+                self.raw_tracker = Tracker(self.conn.redis)
+            except Refused:
+                self.raw_tracking = False
+        return self.raw_tracker
+
+    def _untrack_raw(self) -> None:
+        if self.raw_tracker is not None:
+            self.raw_tracker.close()
+        self.raw_tracker, self.raw_tracking = None, False
 
     def candidates(self, name: str, ids: Iterable[str]) -> None:
         """Name ``ids`` as candidates of ``name``'s next read by change (DEPTH-3), as a
@@ -564,8 +596,9 @@ class LiveTarget:
             pass
         finally:
             self.used.clear()
-            if self.tracker is not None:
-                self.tracker.close()
+            for tracker in (self.tracker, self.raw_tracker):
+                if tracker is not None:
+                    tracker.close()
             self.conn.close()
 
 

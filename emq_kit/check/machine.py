@@ -414,7 +414,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         prepared, self._prepared = self._prepared, None  # made for this step's queue
         mine, found = prepared if prepared else self._prepare(queue)
         # DEPTH-4: a doubt is read whole, as it is compared; not a raw call judged by change (DEPTH-6)
-        if step.op in DOUBTS and self.by_change and self.raw_judge().reader is None:
+        if step.op in DOUBTS and self.by_change and not self.raw_judge().by_change:
             self.target.read_whole(queue)  # type: ignore[attr-defined]
         theirs = self._theirs(queue, step, theirs)
         if not self._same(queue, step, mine, theirs):

@@ -206,7 +206,9 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     deferred verification: a raw call once went before a window's steps, and seed 7
     then reported 11 differences on correct scripts (tests/e2e/test_check.py has the run
     under suffixed names). The machine's queues go under the user's names (``--queue``),
-    the raw calls' own under the run's: when it ends the server holds what it held."""
+    the raw calls' own under the run's: when it ends the server holds what it held. The
+    one command it was refused is its try of the optional tracking (specs/acl.json
+    ``tracking``; without it raw calls are judged by every key, DEPTH-6)."""
     make_user(admin, "emq", acl.rules())
     admin.set("other-app:keep", "1")
     admin.set("emq:{βyx}:pending", "a queue whose name the unescaped glob of 'β*[x]' matches")
@@ -216,7 +218,8 @@ def test_emq_check_passes_under_the_restricted_user(server, admin, capsys) -> No
     out = capsys.readouterr().out
     cells = len(spec.cells()) + len(LANE_CELLS) + len(raw.KINDS)  # lanes, and a cell per raw kind
     assert "CONFORMS" in out and f"cells {cells}/{cells}" in out and "sweep phase: calls" in out
-    assert refused(admin) == set()
+    assert refused(admin) == {("command", "client|id")}
+    assert [e["count"] for e in admin.acl_log() if e["object"] == "client|id"] == [1]  # tried once
     assert sorted(admin.keys()) == before  # the run's record and keys are gone, the others' intact
 
 

@@ -1,8 +1,9 @@
 """A raw call judged by what the server names written (specs/lifecycle.md DEPTH-6) on a
 real Valkey: the sweep of every raw call gives, call for call, the verdict the whole judge
-gives (every key's DUMP and PTTL before and after the call), on our scripts and on
-scripts broken for each kind of finding; a deep run judges every raw call by change and
-still finds a raw call's defect."""
+gives (every key's DUMP and PTTL before and after the call), in a run that reads whole
+and in one that reads by change, on our scripts and on scripts broken for each kind of
+finding; a run, deep or not, judges every raw call so and still finds a raw call's
+defect."""
 
 from __future__ import annotations
 
@@ -49,15 +50,21 @@ def scripts_of(case: str, into: Path) -> str | None:
     return str(copy_scripts(into, mutant.script, mutant.apply))
 
 
-def verdicts(url: str, scripts: str | None, by_change: bool,
+MODES = ("whole", "keys", "change")
+"""Every key's DUMP (no reader); the keys named written in a run that reads whole; and in
+one that reads by change, its queue's snapshot read so too."""
+
+
+def verdicts(url: str, scripts: str | None, mode: str,
              kinds: tuple[str, ...] = tuple(rawcalls.KINDS)) -> tuple[list[tuple[str, str | None]], int]:
-    """The sweep's calls of ``kinds`` with each one's finding (``what``, None when it
-    passed), every queue a call names handed out first as the machine does
+    """The sweep's calls of ``kinds`` judged in ``mode`` with each one's finding (``what``,
+    None when it passed), every queue a call names handed out first as the machine does
     (``RawCalls.send_raw``); and how many whole fingerprints the judge took."""
     target = LiveTarget(url, scripts)
     try:
-        assert target.read_changes(by_change) == by_change
-        judge = RawJudge(target.conn, match="emq:*", reader=target if by_change else None)
+        assert target.read_changes(mode == "change") == (mode == "change")
+        judge = RawJudge(target.conn, match="emq:*", reader=None if mode == "whole" else target,
+                         by_change=mode == "change")
         whole = [0]
         fingerprint = judge.fingerprint
 
@@ -83,11 +90,13 @@ def test_the_sweep_judged_by_change_gives_the_whole_judges_verdicts(case: str, v
     # Past a finding the server clock's calls (their TIME) make two sweeps differ: they go
     # in the sweep of our scripts only, which finds nothing.
     kinds = tuple(rawcalls.KINDS) if case == "ours" else tuple(k for k in rawcalls.KINDS if k != "server-clock")
-    whole, fingerprints = verdicts(flush_url(valkey), scripts, False, kinds)
-    changed, none = verdicts(flush_url(valkey), scripts, True, kinds)
-    assert fingerprints > 600 and none == 0
-    assert [c for c, _ in changed] == [c for c, _ in whole]
-    assert changed == whole, [(c, w, g) for (c, w), (_, g) in zip(whole, changed) if w != g][:5]
+    whole, fingerprints = verdicts(flush_url(valkey), scripts, "whole", kinds)
+    assert fingerprints > 600
+    for mode in MODES[1:]:
+        judged, none = verdicts(flush_url(valkey), scripts, mode, kinds)
+        assert none == 0
+        assert [c for c, _ in judged] == [c for c, _ in whole]
+        assert judged == whole, (mode, [(c, w, g) for (c, w), (_, g) in zip(whole, judged) if w != g][:5])
     found = {what for _, what in whole if what is not None}
     assert bool(found) == (case != "ours"), found
     if case in BROKEN:  # the finding only a judge of keys gives
@@ -97,12 +106,14 @@ def test_the_sweep_judged_by_change_gives_the_whole_judges_verdicts(case: str, v
 RAW_AND_SOME = frozenset({"raw", "claim", "complete", "enqueue_many"})  # many raw calls an example
 
 
-def test_a_deep_run_judges_its_raw_calls_by_change_and_finds_an_edit(valkey: Any, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """No raw call of a deep run takes the whole fingerprint (O(depth), DEPTH-5), on our
-    scripts (which conform) and on an enqueue that writes when it refuses."""
+@pytest.mark.parametrize("depth", [0, 40])
+def test_a_run_judges_its_raw_calls_by_the_keys_named_and_finds_an_edit(depth: int, valkey: Any, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """No raw call of a run on a server takes the whole fingerprint (O(depth), DEPTH-5),
+    deep or not, on our scripts (which conform) and on an enqueue that writes when it
+    refuses."""
     def whole(self: RawJudge) -> Any:
-        raise AssertionError("a raw call of a deep run was judged by every key")
+        raise AssertionError("a raw call on a server was judged by every key")
 
     monkeypatch.setattr(RawJudge, "fingerprint", whole)
     dev = PROFILES["dev"]
@@ -110,7 +121,7 @@ def test_a_deep_run_judges_its_raw_calls_by_change_and_finds_an_edit(valkey: Any
         target = open_target(flush_url(valkey), scripts)
         try:
             report = run_check(target, dev, seed=2, examples=12, steps=30,
-                               focus=Focus(ops=RAW_AND_SOME, report=False, depth=40))
+                               focus=Focus(ops=RAW_AND_SOME, report=False, depth=depth))
         finally:
             target.close()
         assert report.op_mix["raw"] > 0, report.op_mix
@@ -125,11 +136,12 @@ def test_a_write_of_the_bytes_a_key_held_is_named_by_change_only(valkey: Any, tm
     finds, the change judge finds too, and the rewrites besides."""
     scripts = edited_scripts(tmp_path, *REWRITE)
     kinds = tuple(k for k in rawcalls.KINDS if k != "server-clock")
-    whole, _ = verdicts(flush_url(valkey), scripts, False, kinds)
-    changed, _ = verdicts(flush_url(valkey), scripts, True, kinds)
+    whole, _ = verdicts(flush_url(valkey), scripts, "whole", kinds)
     found = {c for c, what in whole if what is not None}
-    named = {c for c, what in changed if what == "keyspace"}
-    assert found and found < named
+    for mode in MODES[1:]:
+        judged, _ = verdicts(flush_url(valkey), scripts, mode, kinds)
+        named = {c for c, what in judged if what == "keyspace"}
+        assert found and found < named, mode
 
 
 def test_a_prefix_over_watched_ones_takes_their_place(valkey: Any) -> None:

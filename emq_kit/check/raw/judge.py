@@ -64,16 +64,19 @@ class RawJudge:
     target's snapshot is read with our snapshot.lua, the observer, never with the
     scripts under test. Not for a cluster client (one SCAN).
 
-    With a ``reader`` (the machine's target in a deep run, DEPTH-6) a call is judged by
+    With a ``reader`` (the machine's target on a server, DEPTH-6) a call is judged by
     what the server names written during it, never by every key's DUMP: a refused call
-    may write no key, an accepted one none outside its queue, whose snapshot is read by
-    change with the ids the decoded call and its answer name as candidates. Where the
-    reader cannot say (no tracking, a flush named before the call), whole as above."""
+    may write no key, an accepted one none outside its queue; in a run that reads by
+    change its queue's snapshot is read so, with the ids the decoded call and its answer
+    name as candidates. Where the reader cannot say (no tracking), whole as above."""
 
     def __init__(self, conn: Connection, *, match: str | None = None,
-                 models: dict[str, QueueModel] | None = None, names: Any = None, reader: Any = None) -> None:
+                 models: dict[str, QueueModel] | None = None, names: Any = None, reader: Any = None,
+                 by_change: bool = False) -> None:
         self.client, self.scripts, self.match, self.names = conn.redis, conn.scripts, match, names
-        self.reader = reader  # a target that reads by change (DEPTH-6): ``written``, ``candidates``, ``snapshot``
+        # DEPTH-6: the target whose ``mark`` and ``written`` name the keys a call wrote; in a
+        # run that reads by change (``by_change``) its ``snapshot`` is read so too
+        self.reader, self.by_change = reader, by_change
         self.observer = Connection(conn.redis, ScriptSet())
         self.server = conn.server  # the embedded fakeredis: fingerprints read from its memory
         self.models: dict[str, QueueModel] = models if models is not None else {}
@@ -109,8 +112,8 @@ class RawJudge:
     def _scope(self) -> list[str] | None:
         """The key prefixes the fingerprint sees: the run's names, or ``match`` when it is
         one prefix (None when it is not)."""
-        if self.names is not None:
-            return [keyspace.prefix(name) for name in self.names.queues.values()]
+        if self.names is not None:  # the empty name too, which no check lets through (OWN-2)
+            return ["emq:{" + name + "}:" for name in self.names.queues.values()]
         if self.match is not None and self.match.endswith("*") and not any(c in self.match[:-1] for c in "*?[\\"):
             return [self.match[:-1]]
         return None
@@ -150,15 +153,20 @@ class RawJudge:
         """Send ``call`` and judge it; the finding, or ``None`` when it did what the
         contract says."""
         # DEPTH-6: by change, the names the server gave before the call are set aside
-        before = None if self._mark() else self.fingerprint()
-        decoded = verdict(call.op, call.keys, call.argv)
-        if isinstance(decoded, errors.EmqError):
-            got = _outcome(lambda: self._run(call))
-            if not (isinstance(got, errors.EmqError) and got.code == decoded.code):
-                return Finding(call, "answer", (f"the contract refuses with {decoded.code} ({decoded.detail})",
-                                                f"the script answered {got!r}"))
-            return self._unchanged(call, before)
-        return self._accepted(call, decoded, before)
+        marked = self._mark()
+        before = None if marked else self.fingerprint()
+        try:
+            decoded = verdict(call.op, call.keys, call.argv)
+            if isinstance(decoded, errors.EmqError):
+                got = _outcome(lambda: self._run(call))
+                if not (isinstance(got, errors.EmqError) and got.code == decoded.code):
+                    return Finding(call, "answer", (f"the contract refuses with {decoded.code} ({decoded.detail})",
+                                                    f"the script answered {got!r}"))
+                return self._unchanged(call, before)
+            return self._accepted(call, decoded, before)
+        finally:
+            if marked:
+                self.reader.written()  # a mark the verdict did not need ends here (none after ``_unchanged``)
 
     def _accepted(self, call: RawCall, decoded: Decoded, before: Fingerprint | None) -> Finding | None:
         model = self.model(decoded.queue)
@@ -167,7 +175,7 @@ class RawJudge:
         answered: list[Any] = []
 
         def observed() -> Any:
-            if before is None:  # by change: the candidates are what the decoded call and its answer name
+            if self.by_change and before is None:  # the candidates: what the decoded call and its answer name
                 self.reader.candidates(decoded.queue, (*named(decoded.args), *named(answered[-1]), *queue.last_dropped))
                 return self.reader.snapshot(decoded.queue)
             return self._told(decoded.queue, queue.snapshot())

@@ -37,14 +37,14 @@ class RawCalls:
         """This example's judge: the target's connection, the machine's models (the
         queues raw calls reach beyond them get their own); the fingerprint is the
         embedded server's memory, or on a server every key of the run's own names
-        (``run_names``: its calls go under them, specs/ownership.md OWN-2). In a deep run
-        it judges by what the server names written (DEPTH-6)."""
+        (``run_names``: its calls go under them, specs/ownership.md OWN-2). On a server it
+        judges by the keys the server names written (DEPTH-6)."""
         if self._raw_judge is None:
             conn = self.target.conn
             names = self.target.run_names if isinstance(self.target, Renamed) else None
-            reader = self.target if self.by_change else None  # DEPTH-6
             self._raw_judge = RawJudge(conn, match=None if conn.server is not None or names else "emq:*",
-                                           models=dict(self.models), names=names, reader=reader)
+                                           models=dict(self.models), names=names, reader=self.target,
+                                           by_change=self.by_change)
         return self._raw_judge
 
     @precondition(lambda self: self.run.raw_calls and self.target.capabilities.raw)
