@@ -206,14 +206,14 @@ class LiveTarget:
         if not isinstance(queue, ObservedQueue):
             if self.tracker is not None:
                 self.ids.setdefault(name, set()).update(named(args))
-            with self._bounded(f"{op} on {name!r}"):
+            with self.bounded(f"{op} on {name!r}"):
                 answer = call_then(queue, op, args, meanwhile)
             if self.tracker is not None:
                 self.ids[name].update((*named(answer), *queue.last_dropped))
             return answer
         queue.meanwhile, queue.timed, queue.times = meanwhile, self.timed, None
         try:
-            with self._bounded(f"{op} on {name!r}"):
+            with self.bounded(f"{op} on {name!r}"):
                 return getattr(queue, op)(**args)
         finally:
             self.times = queue.times
@@ -222,7 +222,7 @@ class LiveTarget:
                 work()
 
     @contextlib.contextmanager
-    def _bounded(self, what: str) -> Iterator[None]:
+    def bounded(self, what: str) -> Iterator[None]:
         """A server's call that ran past ``hang.SERVER_SECONDS`` is a ``ScriptHang`` once
         a script was found running and stopped (CC-9); a timeout with no script running
         is the server's, raised as it came."""
@@ -281,7 +281,7 @@ class LiveTarget:
         queue = self.queue(name)
         if self.conn.server is not None:
             return memory.snapshot(queue, self.conn.server)
-        with self._bounded(f"the snapshot of {name!r}"):  # snapshot.lua is a script too (CC-9)
+        with self.bounded(f"the snapshot of {name!r}"):  # snapshot.lua is a script too (CC-9)
             if isinstance(queue, ObservedQueue):
                 return queue.take_snapshot()
             if self.tracker is None:
@@ -321,8 +321,9 @@ class LiveTarget:
         tracker = self.tracker or self._raw_tracker()
         if tracker is None:
             return False
-        self.written()  # a mark left open: its names are not this one's
         try:
+            if tracker is not self.tracker and tracker.prefixes:
+                tracker.touched()  # an abandoned mark's names are not this one's
             tracker.watch(*prefixes)
         except Refused as exc:
             if tracker is self.tracker:
@@ -334,6 +335,11 @@ class LiveTarget:
             self._collect()  # what was named before the mark is not the call's
         self.since, self.marked = set(), True
         return True
+
+    def abandon(self) -> None:
+        """End the mark without a word to the server (a call that failed may still run:
+        CC-9); the next ``mark`` sets aside what it wrote."""
+        self.marked = False
 
     def written(self) -> set[bytes] | None:
         """Every key the server named written since ``mark``, as a key holds it; None
@@ -355,9 +361,10 @@ class LiveTarget:
         first, on one server; None where it cannot be (refused: every key is compared)."""
         from redis.cluster import RedisCluster
 
-        if self.raw_tracker is None and self.raw_tracking and self.url is not None \
-                and not isinstance(self.conn.redis, RedisCluster):
+        if self.raw_tracker is None and self.raw_tracking:
             try:
+                if self.url is None or isinstance(self.conn.redis, RedisCluster):
+                    raise Refused("not one server")
                 self.raw_tracker = Tracker(self.conn.redis)
             except Refused:
                 self.raw_tracking = False
@@ -420,7 +427,7 @@ class LiveTarget:
             self.posted.append((queue, call))
             wire.append(("snapshot", queue.keys, []))
         try:
-            with self._bounded(f"a window of {len(self.posted)} calls"):  # a server that reads nothing blocks a write (CC-9)
+            with self.bounded(f"a window of {len(self.posted)} calls"):  # a server that reads nothing blocks a write (CC-9)
                 self.stream.send(wire)
         except BaseException:
             self.posted.clear()  # the stream dropped them all
@@ -435,7 +442,7 @@ class LiveTarget:
         plan, self.posted = self.posted, []
         hung: ScriptHang | None = None
         try:
-            with self._bounded(f"a window of {len(plan)} calls"):
+            with self.bounded(f"a window of {len(plan)} calls"):
                 results = self.stream.receive()
         except ScriptHang as exc:
             # Stopped, the hung call answers that it was killed, after the replies of the

@@ -23,9 +23,10 @@ snapshot is told back in logical names. Raw calls map their KEYS through ``Names
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence, cast
 
 from emq_kit.errors import BadArgument, KitBug
 from emq_kit.targets.protocol import Ahead, BatchReply, Capabilities, Target
@@ -336,6 +337,13 @@ class Renamed:
     def written(self) -> set[bytes] | None:
         read = getattr(self.inner, "written", None)
         return read() if read is not None else None
+
+    def bounded(self, what: str) -> ContextManager[None]:
+        bounded = getattr(self.inner, "bounded", None)
+        return bounded(what) if bounded is not None else contextlib.nullcontext()
+
+    def abandon(self) -> None:
+        cast(Any, self.inner).abandon()  # only after its ``mark`` said yes
 
     def candidates(self, name: str, ids: Iterable[str]) -> None:
         name_them = getattr(self.inner, "candidates", None)

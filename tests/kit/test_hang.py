@@ -24,7 +24,10 @@ import redis
 
 from emq_kit import cli
 from emq_kit.check import hang
+from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
+from emq_kit.check.profiles import PROFILES
+from emq_kit.check.run import run_check
 from emq_kit.check.signature import signature
 from emq_kit.check.step import Crash, Step
 from emq_kit.check.target import open_target
@@ -320,3 +323,32 @@ def test_a_search_on_a_server_names_the_hang_and_leaves_the_server_usable(quick:
         assert r.ping()
         with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
             r.execute_command("SCRIPT", "KILL")
+
+
+HANG_ON_REFUSAL = Broken("refusal-loops", "complete", "if err then return err end\n", "if err then while true do end end\n",
+                         "complete loops where it should refuse: a raw call past the client never returns (CC-9)")
+
+
+@pytest.mark.parametrize("where", ["embedded", "valkey-server"])
+def test_a_raw_call_that_never_returns_is_a_hang(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call sent past the client is bounded as any call of the target's: its hang is
+    the raw step's difference under CC-9 (not a socket's timeout answered), and the
+    server answers again after it."""
+    scripts = str(broken_dir(HANG_ON_REFUSAL, tmp_path))
+    only_raw = Focus(ops=frozenset({"raw"}), report=False)
+    with contextlib.ExitStack() as stack:
+        if where == "embedded":
+            monkeypatch.setattr(embedded, "CPU_SECONDS", QUICK_CPU)
+            url = None
+        else:
+            url = stack.enter_context(quick_server(where, monkeypatch)).url
+        target = open_target(url, scripts)
+        try:
+            report = run_check(target, PROFILES["dev"], seed=2, examples=5, steps=20, focus=only_raw)
+        finally:
+            target.close()
+        assert report.divergence is not None and report.divergence.step.op == "raw", report.divergence
+        assert signature(report.divergence).rule == hang.RULE and hang.is_hang(report.divergence.step.target)
+        if url is not None:
+            with redis.Redis.from_url(url) as r:
+                assert r.ping()

@@ -10,14 +10,19 @@ where the op would change it; ``sweep(judge)`` runs every call once, determinist
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import redis
+
 from emq_kit.check import memory
 from emq_kit.check.clock import ServerClock, _same
+from emq_kit.check.hang import hang_of
 from emq_kit.check.live import named
 from emq_kit.check.raw.contract import OPS, QUEUE, Decoded, RawCall, raw, shape, verdict
 from emq_kit.check.raw.variants import FULL, KINDS, NEEDS, _held, base, calls
+from emq_kit.errors import ScriptHang
 from emq_live.client import Connection, Queue
 from emq_live.scripts import ScriptSet
 from emq_model import errors, keyspace, spec
@@ -34,6 +39,7 @@ class Finding:
     call: RawCall
     what: str  # answer, keyspace or snapshot
     lines: tuple[str, ...]
+    hang: ScriptHang | None = None  # the call did not return (CC-9)
 
     def __str__(self) -> str:
         lines = (line if len(line) <= 300 else line[:300] + "..." for line in self.lines)
@@ -146,27 +152,45 @@ class RawJudge:
         return snap if self.names is None else self.names.told(queue, snap)
 
     def _run(self, call: RawCall) -> Any:
+        """The call's reply; past the target's bound a ``ScriptHang`` once its script was
+        stopped (CC-9), as any call of the target's."""
         keys = list(call.keys) if self.names is None else [self.names.key(k) for k in call.keys]
-        return self.scripts.run(self.client, call.op, keys, list(call.argv))
+        bounded = getattr(self.reader, "bounded", None)
+        with bounded(f"the raw call of {call.op}") if bounded is not None else contextlib.nullcontext():
+            try:
+                return self.scripts.run(self.client, call.op, keys, list(call.argv))
+            except redis.exceptions.ResponseError as exc:
+                hung = hang_of(exc)  # the embedded fakeredis's own bound
+                if hung is not None:
+                    raise hung from None
+                raise
 
     def send(self, call: RawCall) -> Finding | None:
         """Send ``call`` and judge it; the finding, or ``None`` when it did what the
         contract says."""
-        # DEPTH-6: by change, the names the server gave before the call are set aside
-        marked = self._mark()
+        marked = self._mark()  # DEPTH-6: judged by the keys named written from here on
         before = None if marked else self.fingerprint()
         try:
-            decoded = verdict(call.op, call.keys, call.argv)
-            if isinstance(decoded, errors.EmqError):
-                got = _outcome(lambda: self._run(call))
-                if not (isinstance(got, errors.EmqError) and got.code == decoded.code):
-                    return Finding(call, "answer", (f"the contract refuses with {decoded.code} ({decoded.detail})",
-                                                    f"the script answered {got!r}"))
-                return self._unchanged(call, before)
-            return self._accepted(call, decoded, before)
-        finally:
-            if marked:
-                self.reader.written()  # a mark the verdict did not need ends here (none after ``_unchanged``)
+            finding = self._judge(call, before)
+        except BaseException:
+            if marked:  # no word to the server: it may still be running the call (CC-9)
+                self.reader.abandon()
+            raise
+        if marked and finding is not None and finding.hang is not None:
+            self.reader.abandon()  # a script SCRIPT KILL cannot stop leaves the server busy
+        elif marked:
+            self.reader.written()  # ends a mark no verdict read (an answer found wrong)
+        return finding
+
+    def _judge(self, call: RawCall, before: Fingerprint | None) -> Finding | None:
+        decoded = verdict(call.op, call.keys, call.argv)
+        if isinstance(decoded, errors.EmqError):
+            got = _outcome(lambda: self._run(call))
+            if not (isinstance(got, errors.EmqError) and got.code == decoded.code):
+                return Finding(call, "answer", (f"the contract refuses with {decoded.code} ({decoded.detail})",
+                                                f"the script answered {got!r}"), _hang(got))
+            return self._unchanged(call, before)
+        return self._accepted(call, decoded, before)
 
     def _accepted(self, call: RawCall, decoded: Decoded, before: Fingerprint | None) -> Finding | None:
         model = self.model(decoded.queue)
@@ -194,7 +218,8 @@ class RawJudge:
         else:
             mine, theirs, where = run_model(model, decoded.args), run_target(decoded.args), ""
         if not _same(mine, theirs):
-            return Finding(call, "answer", (f"the model answered {mine!r}{where}", f"the script answered {theirs!r}"))
+            return Finding(call, "answer", (f"the model answered {mine!r}{where}", f"the script answered {theirs!r}"),
+                           _hang(theirs))
         if call.op in ("claim", "claim_many") and model.last_dropped != queue.last_dropped:
             return Finding(call, "answer", (f"the model dropped {model.last_dropped}",
                                             f"the script dropped {queue.last_dropped}"))
@@ -217,6 +242,10 @@ class RawJudge:
         changed = sorted(k for k in before.keys() | after.keys()
                          if before.get(k) != after.get(k) and (mine is None or not k.startswith(mine)))
         return Finding(call, "keyspace", tuple(f"{k!r} changed" for k in changed[:10])) if changed else None
+
+
+def _hang(outcome: Any) -> ScriptHang | None:
+    return outcome if isinstance(outcome, ScriptHang) else None
 
 
 def _parser(queue: Queue, op: str) -> Callable[[Any], Any]:

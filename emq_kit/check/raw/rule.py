@@ -18,10 +18,12 @@ from typing import Any, Sequence
 from hypothesis.stateful import precondition, rule
 
 from emq_kit._signals import Quiet
+from emq_kit.check.hang import RULE as HANG_RULE
 from emq_kit.check.names import Renamed
 from emq_kit.check.raw.contract import RawCall, queue_of, queues_named, step_args
 from emq_kit.check.raw.judge import RawJudge, prepare, sweep
 from emq_kit.check.raw.variants import KINDS, RAW, RULES, SWEPT, drawn, drawn_op, kind_of
+from emq_kit.check.step import Crash
 from emq_model.invariants import Violation
 from emq_model.snapshot import Snapshot
 
@@ -88,6 +90,9 @@ class RawCalls:
             self.run.coverage.add("raw", kind)
         if finding is not None:
             rule_id = RULES.get(kind) or _op_rule(call.op)
+            if finding.hang is not None:  # CC-9, as any call's: no step follows one still running
+                step.target, rule_id = Crash(finding.hang), HANG_RULE
+                self.run.halt = self.run.halt or finding.hang.stuck
             raise self.diverge("answer" if finding.what == "answer" else "snapshot", rule_id, step,
                                list(finding.lines))
         if queue in self.impls:  # an accepted edge changed a machine queue: check it as a step
