@@ -136,7 +136,7 @@ class Connection:
 
     def __init__(self, client: Any, scripts: ScriptSet | None = None, server: Any = None) -> None:
         self.redis = client
-        self.scripts = scripts if scripts is not None else ScriptSet()
+        self.scripts = scripts if scripts is not None else ScriptSet.own()
         self.server = server
 
     def fence(self) -> str:

@@ -257,6 +257,13 @@ class ScriptSet:
             assert body is not None, name
             self.scripts[name] = Script.assemble(name, batch_lib if batch["items"] else batch_base, body)
 
+    @staticmethod
+    @functools.cache
+    def own() -> ScriptSet:
+        """Our scripts, assembled once per process (a set is never changed once made):
+        the observer's snapshot.lua, read beside scripts under test."""
+        return ScriptSet()
+
     def __getitem__(self, name: str) -> Script:
         return self.scripts[name]
 

@@ -83,7 +83,7 @@ class RawJudge:
         # DEPTH-6: the target whose ``mark`` and ``written`` name the keys a call wrote; in a
         # run that reads by change (``by_change``) its ``snapshot`` is read so too
         self.reader, self.by_change = reader, by_change
-        self.observer = Connection(conn.redis, ScriptSet())
+        self.observer = Connection(conn.redis, ScriptSet.own())
         self.server = conn.server  # the embedded fakeredis: fingerprints read from its memory
         self.models: dict[str, QueueModel] = models if models is not None else {}
         self.clock = ServerClock.over(conn.redis)  # the server's TIME in ms (CLK-1)
