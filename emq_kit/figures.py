@@ -71,7 +71,7 @@ class Params:
     examples: int = 200  # the CI run the goals are stated for: 200 examples x 50 steps
     steps: int = 50
     depth: int = 10_000
-    depth_examples: int = 3  # each example fills 2 x depth jobs first (DEPTH-1)
+    depth_examples: int = 10  # each fills 2 x depth jobs first (DEPTH-1); enough to meet the rare steps (raw calls)
     jobs: int = 50_000
     single_jobs: int = 3_000
     batch: int = 500
