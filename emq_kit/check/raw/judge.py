@@ -132,12 +132,13 @@ class RawJudge:
 
     def _written(self) -> set[bytes] | None:
         """The keys of the fingerprint's scope named written since ``_mark``; None: a flush."""
-        got, heads = self.reader.written(), self._scope() or []
+        got = self.reader.written()
         if got is None:
             return None
         if self.names is not None:
             return {k for k in got if self.names.owns(k)}
-        return {k for k in got if k.startswith(heads[0].encode())}
+        head = str(self.match)[:-1].encode()  # the one prefix ``_scope`` found
+        return {k for k in got if k.startswith(head)}
 
     def _keys(self) -> list[bytes]:
         """The keys the fingerprint sees: the run's own, or those ``match`` names."""
