@@ -20,7 +20,6 @@ named)."""
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple
@@ -28,8 +27,8 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from redis.exceptions import ResponseError
 
 from emq_model import keyspace, spec
-from emq_model.change import Change
-from emq_model.snapshot import LANE_HASHES, Entries, Place, Score, Snapshot, canonical_int, norm_score, zset_key, zset_order
+from emq_model.change import Change, apply, sizes_of
+from emq_model.snapshot import LANE_HASHES, Entries, Place, Score, Snapshot, canonical_int, norm_score, zset_order
 
 COUNTERS = ("completed", "failed")
 SMALL = (*COUNTERS, "ring", "paused", *LANE_HASHES)
@@ -230,79 +229,24 @@ def _small(part: str, reply: Any) -> Any:
 
 
 class Kept:
-    """A queue's last snapshot, patched in place of a rebuild: ``apply`` costs what the
-    change names, plus copying the sets it touched."""
+    """A queue's last snapshot, patched in place of a rebuild (``emq_model.change.apply``:
+    a step costs what its change names)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.scores = {loc: dict(snapshot.location(loc)) for loc in spec.LOCATIONS}
 
     def apply(self, change: Change) -> Snapshot | None:
-        """The snapshot after ``change`` (as ``emq_model.change.apply`` makes it, INC-3),
-        kept; ``None`` when a place's patched cardinality is not the change's (a member
-        moved that no candidate named: a doubt), after which this ``Kept`` is spoiled."""
-        snap = self.snapshot
-        updates: dict[str, Any] = {}
-        lanes: dict[str, dict[str, Score]] = {}
-        moves: dict[str, list[tuple[str, Score | None]]] = {}
-        for (place, job), score in change.members.items():
-            if isinstance(place, tuple):
-                lanes.setdefault(place[1], dict(dict(snap.lanes).get(place[1], ())))
-                if score is None:
-                    lanes[place[1]].pop(job, None)
-                else:
-                    lanes[place[1]][job] = score
-                continue
-            if self.scores[place].get(job) != score:
-                moves.setdefault(place, []).append((job, score))
-        for loc, entries in change.whole.items():
-            self.scores[loc] = dict(entries)
-            updates[loc] = entries
-        for place, moved in moves.items():
-            if not change.sizes.get(place, 0):  # emptied at once (a spoiled location): no member to place
-                self.scores[place] = {}
-                updates[place] = []
-                continue
-            updates[place] = self._moved(place, list(snap.location(place)), moved)
-        for loc in spec.LOCATIONS:
-            if len(updates.get(loc, snap.location(loc))) != change.sizes.get(loc, 0):
-                return None  # a member moved that no candidate named
-            if loc in updates:
-                updates[loc] = tuple(updates[loc])
-        if lanes:
-            merged = {**dict(snap.lanes), **{g: zset_order(e.items()) for g, e in lanes.items()}}
-            updates["lanes"] = tuple(sorted((g, e) for g, e in merged.items() if e))
-        if any(len(e) != change.sizes.get(("lane", g), 0) for g, e in updates.get("lanes", snap.lanes)):
+        """The snapshot after ``change`` (INC-3), kept; ``None`` when a place's patched
+        cardinality is not the change's (a member moved that no candidate named: a
+        doubt), after which this ``Kept`` is spoiled."""
+        before = self.snapshot
+        emptied = {place for place, _ in change.members
+                   if isinstance(place, str) and not change.sizes.get(place) and before.size(place)}
+        if emptied:  # emptied at once (a location deleted whole): no member to place one by one
+            change = dataclasses.replace(change, members={k: v for k, v in change.members.items() if k[0] not in emptied},
+                                         whole={**change.whole, **{loc: () for loc in emptied}})
+        after = apply(before, change)
+        if sizes_of(after) != {place: n for place, n in change.sizes.items() if n}:
             return None
-        if change.rows:
-            rows = list(snap.rows)
-            for job, row in change.rows.items():
-                at = bisect.bisect_left(rows, job, key=lambda r: r[0])
-                if at < len(rows) and rows[at][0] == job:
-                    del rows[at]
-                if row is not None:
-                    rows.insert(at, (job, row))
-            updates["rows"] = tuple(rows)
-        updates.update(change.small)
-        self.snapshot = dataclasses.replace(snap, **updates)
-        return self.snapshot
-
-    def _moved(self, place: str, entries: list[tuple[str, Score]], moved: list[tuple[str, Score | None]]) -> list[tuple[str, Score]]:
-        """``entries`` (the location ``place`` before) with ``moved`` applied, each member
-        found and placed by bisection; new members all past the last one (a fill's)
-        appended at once."""
-        scores = self.scores[place]
-        if all(score is not None and job not in scores for job, score in moved):
-            added = zset_order((job, score) for job, score in moved if score is not None)
-            if not entries or zset_key(entries[-1]) < zset_key(added[0]):
-                scores.update(added)
-                return entries + list(added)
-        for job, score in moved:
-            old = scores.get(job)
-            if old is not None:
-                del entries[bisect.bisect_left(entries, zset_key((job, old)), key=zset_key)]
-                del scores[job]
-            if score is not None:
-                bisect.insort(entries, (job, score), key=zset_key)
-                scores[job] = score
-        return entries
+        self.snapshot = after
+        return after

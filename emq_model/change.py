@@ -9,11 +9,10 @@ a step wrote) must agree with. ``apply`` replays it on the snapshot before the s
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from .snapshot import LANE_HASHES, Counts, Entries, Patched, Place, Row, Score, Snapshot, zset_key, zset_order
+from .snapshot import LANE_HASHES, SPAN, Counts, Entries, Patched, Place, Row, Score, Since, Snapshot, patched_entries, zset_order
 from .spec import LOCATIONS
 
 SMALL = ("ring", "paused", *LANE_HASHES, "completed", "failed", "stray")
@@ -67,7 +66,7 @@ def _by_place(snapshot: Snapshot) -> dict[Place, tuple[tuple[str, Score], ...]]:
 
 def sizes_of(snapshot: Snapshot) -> dict[Place, int]:
     """Every non-empty place's cardinality in ``snapshot`` (a change's ``sizes``)."""
-    out: dict[Place, int] = {loc: len(snapshot.location(loc)) for loc in LOCATIONS if snapshot.location(loc)}
+    out: dict[Place, int] = {loc: n for loc in LOCATIONS if (n := snapshot.size(loc))}
     out.update({("lane", g): len(e) for g, e in snapshot.lanes if e})
     return out
 
@@ -103,53 +102,41 @@ def change_from(made: tuple[Snapshot, Change, Snapshot] | None, before: Snapshot
 
 
 def apply(before: Snapshot, change: Change) -> Snapshot:
-    """INC-3: the snapshot after the step, from the one before and the step's change: only
-    the sets and rows the change names are touched, each entry moved in place."""
+    """INC-3: the snapshot after the step, from the one before and the step's change: a
+    set or the rows the change names are made on first read from the ones before and the
+    keys it moved (``Snapshot.since``), so a step no one reads whole costs what it wrote;
+    a change of many keys (a fill's) and a lane (few members) are made now; a location
+    replaced whole is as the change names it."""
     moved: dict[Place, list[tuple[str, Score | None]]] = {}
     for (place, m), score in change.members.items():
         moved.setdefault(place, []).append((m, score))
-    sets = {place: before.index.get(place, {}) for place in moved}
-    places: dict[Place, Entries] = {loc: before.location(loc) for loc in LOCATIONS}
-    places.update({("lane", g): e for g, e in before.lanes})
-    places.update(change.whole)
+    index, rows = before.index, before.row_index
+    since = {loc: before.since(loc, (m for m, score in moved[loc] if index[loc].get(m) != score))
+             for loc in LOCATIONS if loc in moved and loc not in change.whole}
+    if change.rows:
+        since["rows"] = before.since("rows", (i for i, row in change.rows.items() if rows.get(i) != row))
+    held = before.__dict__
+    for name in (*LOCATIONS, "rows"):
+        if name not in since and name not in change.whole:
+            since[name] = held[name] if name in held else before.since(name, ())
+    lanes = dict(before.lanes)
     for place, members in moved.items():
-        old = places.get(place, ())
-        if all(score is not None and m not in sets[place] for m, score in members):
-            added = zset_order((m, s) for m, s in members if s is not None)  # only new members: at the end when past the last
-            if not old or zset_key(old[-1]) < zset_key(added[0]):
-                places[place] = old + added
-                continue
-        if len(members) * 16 > len(old):  # most of the set moved: sort it whole
-            held: dict[str, Score | None] = dict(sets[place])
-            held.update(members)
-            places[place] = zset_order((m, score) for m, score in held.items() if score is not None)
-            continue
-        entries = list(places.get(place, ()))
-        for m, score in members:
-            if m in sets[place]:
-                del entries[bisect_left(entries, zset_key((m, sets[place][m])), key=zset_key)]
-            if score is not None:
-                insort(entries, (m, score), key=zset_key)
-        places[place] = tuple(entries)
-    if len(change.rows) * 16 > len(before.rows):  # most rows named (a location spoiled or mended): sort them whole
-        by_id: dict[str, Row | None] = {**dict(before.rows), **change.rows}
-        rows = sorted((i, row) for i, row in by_id.items() if row is not None)
-    else:
-        rows = list(before.rows)
-        for i, row in sorted(change.rows.items()):
-            at = bisect_left(rows, i, key=_first)
-            if at < len(rows) and rows[at][0] == i:
-                del rows[at]
-            if row is not None:
-                rows.insert(at, (i, row))
+        if isinstance(place, tuple):
+            was = index.get(place, {})
+            lanes[place[1]] = patched_entries(Since(lanes.get(place[1], ()), was, frozenset(m for m, _ in members)),
+                                              Patched(was, dict(members)))
     small = change.small
-    lanes = tuple(sorted((p[1], e) for p, e in places.items() if isinstance(p, tuple) and e))
-    pending, active, schedule, dead = (places[loc] for loc in LOCATIONS)
-    after = Snapshot(
-        before.queue, pending, active, schedule, dead, tuple(rows),
-        _int(small["completed"]), _int(small["failed"]), _strs(small["stray"]), lanes, _strs(small["ring"]),
-        _strs(small["paused"]), _counts(small["glimit"]), _counts(small["gactive"]), _counts(small["gweight"]))
+    after = Snapshot.deferred(
+        {name: value for name, value in since.items() if isinstance(value, Since)}, queue=before.queue,
+        **{name: value for name, value in since.items() if not isinstance(value, Since)}, **change.whole,
+        lanes=tuple(sorted((g, e) for g, e in lanes.items() if e)),
+        completed=_int(small["completed"]), failed=_int(small["failed"]), stray=_strs(small["stray"]),
+        ring=_strs(small["ring"]), paused=_strs(small["paused"]), glimit=_counts(small["glimit"]),
+        gactive=_counts(small["gactive"]), gweight=_counts(small["gweight"]))
     _carry(before, after, moved, change.rows, change.whole)
+    for name, value in since.items():
+        if isinstance(value, Since) and len(value.keys) > SPAN:
+            getattr(after, name)  # a change of many keys: made now, by the step that wrote them
     return after
 
 
@@ -170,10 +157,6 @@ def _carry(before: Snapshot, after: Snapshot, moved: Mapping[Place, list[tuple[s
             index[place] = Patched(was.get(place, {}), dict(moved[place])) if place in moved else was[place]
     by_id = Patched(before.row_index, rows) if rows else before.row_index
     after.__dict__.update(index=index, row_index=by_id)  # the cached properties' own slots
-
-
-def _first(entry: tuple[str, object]) -> str:
-    return entry[0]
 
 
 def _int(value: object) -> int:

@@ -9,7 +9,7 @@ import copy
 import dataclasses
 import weakref
 from collections import deque
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from . import errors, spec
 from .change import Change, apply, sizes_of
@@ -276,12 +276,12 @@ class QueueModel:
             found += job_id in self.rows or ("row", job_id) in self.spoiled
         return met
 
-    def ordered(self, loc: str) -> tuple[tuple[str, Score], ...]:
-        """The entries of location ``loc`` in a sorted set's order (``zset_order``): the
-        last snapshot's when nothing was written since (INC-3: it is the one built whole),
-        so a deep queue is not sorted again."""
+    def ordered(self, loc: str) -> Iterator[tuple[str, Score]]:
+        """The entries of location ``loc`` in a sorted set's order (``zset_order``), as
+        they are read: the last snapshot's when nothing was written since (INC-3: it is
+        the one built whole), so a deep queue is not sorted again nor copied."""
         settled = self.settled
-        return settled.location(loc) if settled is not None else zset_order(self.sets[loc].items())
+        return settled.walk(loc) if settled is not None else iter(zset_order(self.sets[loc].items()))
 
     def _claim(self, n: int, lease_ms: int, now: int) -> list[Claimed]:
         """Up to ``n`` claims with one ``now``: the pending members met are typed first

@@ -9,9 +9,11 @@ exists on either side.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Iterator, Mapping, TypeVar
+from heapq import merge
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, TypeVar
 
 from .spec import LOCATIONS
 
@@ -89,6 +91,84 @@ class Patched(Mapping[K, V]):
 
     def __len__(self) -> int:
         return self.size
+
+
+class Since(NamedTuple):
+    """What a snapshot's location or rows are made from on first read (INC-3): ``base``,
+    an earlier snapshot's entries (or rows), ``was`` that snapshot's look-up of them, and
+    ``keys``, every member (or row id) written since."""
+
+    base: tuple[Any, ...]
+    was: Mapping[str, Any]
+    keys: frozenset[str]
+
+
+SPAN = 64
+"""The most keys one ``Since`` carries; past it the earlier snapshot's own are made first,
+so a step's bookkeeping stays small and a first read patches few keys."""
+
+
+def patched_entries(since: Since, now: Mapping[str, Score]) -> Entries:
+    """The entries of a sorted set whose look-up is ``now``, from ``since``'s: only the
+    keys written are moved, each found and placed by bisection; new members all past the
+    last one (a fill's) appended at once; most of the set moved: sorted whole."""
+    base, was = since.base, since.was
+    moved = [(m, now.get(m)) for m in sorted(since.keys)]
+    if all(score is not None and m not in was for m, score in moved):
+        added = zset_order((m, s) for m, s in moved if s is not None)
+        if not base or not added or zset_key(base[-1]) < zset_key(added[0]):
+            return base + added
+    if len(moved) * 16 > len(base):
+        return zset_order(now.items())
+    entries = list(base)
+    for m, score in moved:
+        if m in was:
+            del entries[bisect_left(entries, zset_key((m, was[m])), key=zset_key)]
+        if score is not None:
+            insort(entries, (m, score), key=zset_key)
+    return tuple(entries)
+
+
+def patched_rows(since: Since, now: Mapping[str, Row]) -> tuple[tuple[str, Row], ...]:
+    """The rows whose look-up is ``now``, from ``since``'s: only the ids written are
+    moved; most of them written: sorted whole."""
+    if len(since.keys) * 16 > len(since.base):
+        return tuple(sorted(now.items()))
+    rows = list(since.base)
+    for i in sorted(since.keys):
+        at = bisect_left(rows, i, key=_first)
+        if at < len(rows) and rows[at][0] == i:
+            del rows[at]
+        if (row := now.get(i)) is not None:
+            rows.insert(at, (i, row))
+    return tuple(rows)
+
+
+def _first(entry: tuple[str, object]) -> str:
+    return entry[0]
+
+
+class _Deferred:
+    """A snapshot's location or rows, made on first read from its ``Since`` (INC-3): a
+    deep queue's step that no one reads whole costs what it wrote, not a copy of the set
+    it wrote in. A non-data descriptor: once made, the value in the instance is read
+    directly."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, snapshot: "Snapshot | None", owner: type | None = None) -> Any:
+        if snapshot is None:
+            return ()  # the field's default, as the dataclass declares it
+        held = snapshot.__dict__
+        since = held["_since"].pop(self.name)
+        held[self.name] = value = (patched_rows(since, snapshot.row_index) if self.name == "rows" else
+                                   patched_entries(since, snapshot.index[self.name]))
+        if not held["_since"]:
+            del held["_since"]
+        return value
 
 
 def zset_key(entry: tuple[str, Score]) -> tuple[Score, bytes]:
@@ -199,6 +279,57 @@ class Snapshot:
         """The entries of one of the four sets."""
         return getattr(self, name)
 
+    def walk(self, name: str) -> Iterator[tuple[str, Score]]:
+        """The entries of one of the four sets in order, as they are read: a set not
+        made yet is merged from what it is made from, so reading its first few costs few."""
+        since = self.__dict__.get("_since", {}).get(name)
+        if since is None:
+            return iter(getattr(self, name))
+        now = self.index[name]
+        added = zset_order((m, score) for m in since.keys if (score := now.get(m)) is not None)
+        kept = (entry for entry in since.base if entry[0] not in since.keys)
+        return merge(kept, added, key=zset_key)
+
+    def size(self, name: str) -> int:
+        """The cardinality of one of the four sets, without making its entries."""
+        held = self.__dict__.get(name)
+        return len(held) if held is not None else len(self.index[name])
+
+    def since(self, name: str, keys: Iterable[str]) -> Since:
+        """What this snapshot's location (or ``rows``) and the ``keys`` written after it
+        make: its own ``Since`` widened while it stays within ``Since.SPAN``, else its
+        entries, made now."""
+        pending = self.__dict__.get("_since", {}).get(name)
+        written = frozenset(keys)
+        if pending is not None and len(widened := pending.keys | written) <= SPAN:
+            return Since(pending.base, pending.was, widened)
+        was = self.row_index if name == "rows" else self.index[name]
+        return Since(getattr(self, name), was, written)
+
+    @classmethod
+    def deferred(cls, since: Mapping[str, Since], **fields: Any) -> "Snapshot":
+        """A snapshot whose locations and rows named in ``since`` are made on first read
+        (their look-ups, ``index`` and ``row_index``, are the caller's to set), the
+        other fields as given."""
+        snapshot = cls.__new__(cls)
+        snapshot.__dict__.update(fields)
+        if since:
+            snapshot.__dict__["_since"] = dict(since)
+        return snapshot
+
+    def retold(self, queue: str, stray: tuple[str, ...]) -> "Snapshot":
+        """This snapshot under another queue name and stray keys (a run's names told in
+        the logical ones), sharing the rest: its sets and rows, made or not, and their
+        look-ups."""
+        held = self.__dict__
+        out = Snapshot.deferred(held.get("_since", {}), **{k: v for k, v in held.items() if k != "_since"})
+        out.__dict__.update(queue=queue, stray=stray)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields, each made (a ``Since`` refers to other snapshots' look-ups)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
     def where(self, job_id: str) -> list[str]:
         """Every location that holds ``job_id`` (one, in a sound keyspace); a lane counts
         as ``pending``."""
@@ -298,6 +429,10 @@ class Snapshot:
         if self.stray:
             lines.append(f"  stray keys: {', '.join(self.stray)}")
         return "\n".join(lines)
+
+
+for _name in (*LOCATIONS, "rows"):
+    setattr(Snapshot, _name, _Deferred(_name))
 
 
 def diff(expected: Snapshot, seen: Snapshot) -> list[str]:

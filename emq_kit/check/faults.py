@@ -9,6 +9,7 @@ them."""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import islice
 from typing import Any, Sequence
 
 from hypothesis.stateful import precondition, rule
@@ -106,19 +107,6 @@ class Damage:
             active = sum(rows.get(m, {}).get("group") == v.id.encode("latin-1") for m, _ in snapshot.active)
             return dict(snapshot.gactive).get(v.id, 0) - active == self.uncounted[v.id]
         return False
-
-
-class _Ids(Sequence[str]):
-    """The ids of a location's entries, in their order, without listing them."""
-
-    def __init__(self, entries: Sequence[tuple[str, object]]) -> None:
-        self.entries = entries
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __getitem__(self, at: Any) -> Any:
-        return self.entries[at][0]
 
 
 def wrong_kinds(key: str) -> tuple[str, ...]:
@@ -381,7 +369,7 @@ class KeyFaultRules:
         ids: Sequence[str]
         if op == "claim" or op in PUMPED:
             entries = mine.ordered("pending" if op == "claim" else PUMPED[op])
-            ids = _Ids(entries)
+            ids = [job for job, _ in islice(entries, pick + 1)]  # all ``ids[pick % len(ids)]`` reads
         elif op in LANE_CLAIMS:
             ids = [mine.lanes.head(g) for g in mine.lanes.ring if mine.lanes.pending.get(g)]
         else:

@@ -182,7 +182,7 @@ class Names:
             return snap
         theirs, mine = keyspace.prefix(self._server[name]), keyspace.prefix(name)
         stray = tuple(mine + k[len(theirs):] if k.startswith(theirs) else k for k in snap.stray)
-        return dataclasses.replace(snap, queue=name, stray=stray)
+        return snap.retold(name, stray)
 
     def to_json(self) -> dict[str, Any]:
         """What a run's record keeps (``emq_kit.claim``): enough to find its keys again."""

@@ -1,14 +1,19 @@
 """A step's change (specs/lifecycle.md INC-1..4): ``between`` is exact, ``apply`` replays
-it, and ``agree`` (INV-8 by what changed) says equal exactly when whole snapshots are."""
+it (its sets and rows made on first read, along chains of steps read in any order), and
+``agree`` (INV-8 by what changed) says equal exactly when whole snapshots are."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import pickle
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emq_model import change as change_module
+from emq_model import snapshot as snapshot_module
 from emq_model.branded_id import encode
 from emq_model.change import Change, agree, apply, between
 from emq_model.snapshot import Snapshot
@@ -69,3 +74,70 @@ def test_agree_is_full_equality(before: Snapshot, mine: Snapshot, data: st.DataO
     ours, others = between(before, mine), widened(before, between(before, theirs), extra)
     assert agree(before, ours, others) == (mine == theirs)
     assert agree(before, others, ours) == (mine == theirs)
+
+
+@contextmanager
+def span(keys: int) -> Iterator[None]:
+    """``Since.SPAN`` set to ``keys`` (the snapshots drawn here name a few ids a step)."""
+    was = snapshot_module.SPAN
+    snapshot_module.SPAN = change_module.SPAN = keys
+    try:
+        yield
+    finally:
+        snapshot_module.SPAN = change_module.SPAN = was
+
+
+READS = ("none", "pending", "walk", "size", "rows", "equal", "pickle", "retold")
+
+
+def read(made: Snapshot, how: str, reference: Snapshot) -> None:
+    """One read of ``made`` (a snapshot ``apply`` made), answered as ``reference``'s."""
+    if how == "pending":
+        assert made.pending == reference.pending
+    elif how == "walk":
+        assert [*made.walk("active")] == list(reference.active) and [*made.walk("dead")][:1] == list(reference.dead[:1])
+    elif how == "size":
+        assert [made.size(loc) for loc in ("pending", "active")] == [len(reference.pending), len(reference.active)]
+    elif how == "rows":
+        assert made.rows == reference.rows
+    elif how == "equal":
+        assert made == reference
+    elif how == "pickle":
+        assert pickle.loads(pickle.dumps(made)) == reference
+    elif how == "retold":
+        told = made.retold("other", ("emq:{other}:x",))
+        assert told == dataclasses.replace(reference, queue="other", stray=("emq:{other}:x",))
+
+
+@settings(max_examples=120)
+@given(snapshots(), st.lists(st.tuples(snapshots(), st.sampled_from(READS), st.lists(st.sampled_from(IDS))),
+                             max_size=8), st.sampled_from([1, 3, 64]), st.data())
+def test_a_chain_of_steps_reads_as_the_snapshots_it_stands_for(first: Snapshot, steps: list[tuple[Snapshot, str, list[str]]],
+                                                               keys: int, data: st.DataObject) -> None:
+    """Each snapshot ``apply`` makes answers every read as the one built whole, whenever it
+    is read: right after its step, later, or never before the end (its sets made from an
+    earlier snapshot's, widened step by step, across ``Since.SPAN``)."""
+    with span(keys):
+        chain, references = [first], [first]
+        for reference, how, extra in steps:
+            chain.append(apply(chain[-1], widened(references[-1], between(references[-1], reference), extra)))
+            references.append(reference)
+            read(chain[-1], how, reference)
+        for at in data.draw(st.permutations(range(len(chain)))):
+            read(chain[at], data.draw(st.sampled_from(READS)), references[at])
+            assert chain[at] == references[at]
+            assert chain[at].index == references[at].index and chain[at].row_index == references[at].row_index
+
+
+def test_a_step_no_one_reads_whole_copies_no_set() -> None:
+    """INC-3: a deep set's step costs what it wrote: its sets and rows are made on first
+    read, not at the step."""
+    jobs = [encode("JOB", 1000 + n) for n in range(2000)]
+    deep = Snapshot.build("q", {"pending": [(job, 0) for job in jobs]},
+                          {job: {"attempts": b"0", "state": b"pending"} for job in jobs})
+    claimed = dataclasses.replace(deep, pending=deep.pending[1:], active=((jobs[0], 30),),
+                                  rows=((jobs[0], ((("attempts", b"1"), ("state", b"active")))), *deep.rows[1:]))
+    made = apply(deep, between(deep, claimed))
+    assert not {"pending", "active", "rows"} & made.__dict__.keys()
+    assert made.size("pending") == 1999 and next(made.walk("pending")) == (jobs[1], 0)
+    assert made == claimed
