@@ -541,6 +541,8 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if depth:  # DEPTH-5: the fill's steps judged, timed and counted apart from those after it
             with self._ends_the_run():
                 self.drain()
+            for queue in QUEUES:
+                self._orders(queue).prepare()  # the draws' orders of the filled queues, part of the fill
             deep, self._filled = self.run.deep, (time.perf_counter(), self.run.steps)
             deep.fill_steps += self.run.steps - steps
             deep.fill_seconds += self._filled[0] - started

@@ -29,6 +29,11 @@ class Orders:
         self.counts: dict[str, Counter[int]] = {}  # score -> members holding it
         self.marks: dict[str, list[int]] = {}
 
+    def prepare(self) -> None:
+        """Bring the orders up to date now: a deep run's fill makes them (DEPTH-5), so
+        the first draw after it patches them rather than sorting the filled queue."""
+        self._now()
+
     def sorted_members(self, loc: str) -> list[str]:
         """``sorted(model.sets[loc])``."""
         return self._now().members[loc]

@@ -11,6 +11,7 @@ import pytest
 from emq_kit import cli
 from emq_kit.check.focus import Focus
 from emq_kit.check.options import CheckOptions
+from emq_kit.check.orders import Orders
 from emq_kit.check.pools import POOL, background
 from emq_kit.check.profiles import PROFILES
 from emq_kit.check.run import run_check
@@ -31,6 +32,11 @@ DEEP_ONLY = ('local skip = redis.call("ZCARD", k.pending) > 500 and 1 or 0\n'
 @pytest.fixture(scope="module")
 def deep_only(tmp_path_factory: pytest.TempPathFactory) -> str:
     return edited_scripts(tmp_path_factory.mktemp("depth"), "claim", SHALLOW, DEEP_ONLY)
+
+
+CALLS = frozenset({"enqueue", "enqueue_many", "claim", "complete", "retry", "extend", "promote", "reap",
+                   "reprocess", "schedule"})
+"""The calls of the four sets: no operator's fault, no lane."""
 
 
 def test_background_ids_are_apart_from_the_pool_and_after_it_in_byte_order() -> None:
@@ -54,6 +60,36 @@ def test_a_deep_run_fills_every_queue_through_the_targets_batches_and_conforms()
     assert part["jobs"] == 501 * 2 * report.examples and part["fill_steps"] == 2 * 2 * report.examples
     assert part["fill_steps"] + part["steps"] == report.steps and part["steps"] > 0
     assert 0 < part["fill_seconds"] + part["seconds"] + part["end_seconds"] <= report.seconds
+
+
+def test_a_deep_runs_orders_are_made_by_its_fill(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DEPTH-5: the orders the rules draw from are made whole at the fill's end (work that
+    grows with the depth); the steps after it only patch them (no fault replaces a
+    location whole here, no lane comes back whole)."""
+    made: list[bool] = []
+    preparing: list[bool] = []
+    make, prepare = Orders._made, Orders.prepare
+
+    def counted(self: Orders, loc: str) -> None:
+        made.append(bool(preparing))
+        make(self, loc)
+
+    def prepared(self: Orders) -> None:
+        preparing.append(True)
+        try:
+            prepare(self)
+        finally:
+            preparing.pop()
+
+    monkeypatch.setattr(Orders, "_made", counted)
+    monkeypatch.setattr(Orders, "prepare", prepared)
+    target = open_target(model=True)
+    try:
+        report = run_check(target, DEV, seed=3, examples=4, steps=20,
+                           focus=Focus(ops=CALLS, depth=300))
+    finally:
+        target.close()
+    assert report.ok and report.op_mix["claim"] and made and all(made), (made, report.op_mix)
 
 
 def test_a_shallow_run_has_no_depth_phase() -> None:
