@@ -10,7 +10,7 @@ a step wrote) must agree with. ``apply`` replays it on the snapshot before the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from .snapshot import LANE_HASHES, SPAN, Counts, Entries, Patched, Place, Row, Score, Since, Snapshot, patched_entries, zset_order
 from .spec import LOCATIONS
@@ -99,6 +99,21 @@ def change_from(made: tuple[Snapshot, Change, Snapshot] | None, before: Snapshot
     ``after`` (by identity: the objects a step judged), else None (a snapshot built or
     read whole, or a pair it does not join)."""
     return made[1] if made is not None and made[0] is before and made[2] is after else None
+
+
+def composed(changes: Sequence[Change]) -> Change | None:
+    """One change for a run of them, each from the snapshot the one before it made (INC-1):
+    a key at its value after the last that names it, the sizes and small keys the last's;
+    None for no change or when one replaced a location whole."""
+    if not changes or any(change.whole for change in changes):
+        return None
+    members: dict[tuple[Place, str], Score | None] = {}
+    rows: dict[str, Row | None] = {}
+    for change in changes:
+        members.update(change.members)
+        rows.update(change.rows)
+    last = changes[-1]
+    return Change(last.queue, members, rows, last.sizes, last.small)
 
 
 def apply(before: Snapshot, change: Change) -> Snapshot:

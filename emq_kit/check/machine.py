@@ -45,7 +45,7 @@ from emq_kit.errors import KitBug, ScriptHang, TargetFault
 from emq_kit.targets.protocol import Target
 from emq_live.client import BadReply
 from emq_model import branded_id, spec
-from emq_model.change import agree, between, change_from
+from emq_model.change import Change, agree, between, change_from, composed
 from emq_model.errors import TYPE, EmqError
 from emq_model.invariants import Carried, Since, Violation, check_step, check_whole, of_all
 from emq_model.model import Claimed, QueueModel
@@ -440,17 +440,40 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
     def _same(self, queue: str, step: Step, mine: Snapshot, theirs: Snapshot) -> bool:
         """INV-8: whether the two snapshots after ``step`` are equal. By the two sides'
         changes (``agree``, INC-4) when each brought the pair last found equal up to
-        ``mine`` and ``theirs``; whole on any doubt: a raw call, a first step, a read of
-        the target's that was whole (an operator's fault is judged by its change, as a
-        call is: the model notes every id it writes, the target's read names every key)."""
-        agreed = self._agreed.get(queue)
-        if agreed is None or step.op in DOUBTS:
+        ``mine`` and ``theirs``; whole on any doubt: a raw call judged by every key, a
+        first step, a read of the target's that was whole (an operator's fault is judged
+        by its change, as a call is: the model notes every id it writes, the target's
+        read names every key; a raw call judged by change too, DEPTH-6)."""
+        if step.op in DOUBTS and not (self.by_change and self.raw_judge().by_change):
             return mine == theirs
+        return self._same_now(queue, mine, theirs)
+
+    def _same_now(self, queue: str, mine: Snapshot, theirs: Snapshot) -> bool:
+        """INV-8 of ``queue``'s two snapshots now: by the two sides' changes when each
+        brought the pair last found equal up to them (INC-4), else whole; a pair found
+        equal is the one the next judgement starts from. A raw call's judge holds its
+        call's snapshots to it (DEPTH-6); a queue beyond the machine's (a raw call's
+        edge) is compared whole."""
+        if queue not in self.models:
+            return mine == theirs
+        same = self._by_changes(queue, mine, theirs)
+        if same is None:
+            same = mine == theirs
+        if same:
+            self._agreed[queue] = (mine, theirs)
+        return same
+
+    def _by_changes(self, queue: str, mine: Snapshot, theirs: Snapshot) -> bool | None:
+        """``agree`` of the two sides' changes from the pair last found equal to ``mine``
+        and ``theirs``; None when either does not join it."""
+        agreed = self._agreed.get(queue)
+        if agreed is None:
+            return None
         made = change_from(self.models[queue].last_change, agreed[0], mine)
         read = getattr(self.target, "last_change", None)
         got = change_from(read(queue), agreed[1], theirs) if read is not None and made is not None else None
         if made is None or got is None:
-            return mine == theirs
+            return None
         return agree(agreed[0], made, got)
 
     def _judge(self, queue: str, mine: Snapshot) -> list[Violation]:
@@ -464,9 +487,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if previous is not None and kept is not None and kept[0] is previous:
             # the model's own change when it brought ``previous`` up to ``mine``, else the
             # reference diff of the two (INC-3)
-            change = change_from(self.models[queue].last_change, previous, mine)
-            if change is None:
-                change = between(previous, mine)
+            change = change_from(self.models[queue].last_change, previous, mine) or self._since(queue, previous, mine)
             if self.models[queue].spoiled:
                 # FLT-4: while a key is spoiled every violation is the operator's; the ids
                 # are judged again once it is mended, by what changed since (a deep
@@ -480,6 +501,14 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             judged, carried = check_whole(mine, None if self._mended else previous)
         self._carried[queue] = (mine, carried)
         return judged
+
+    def _since(self, queue: str, previous: Snapshot, mine: Snapshot) -> Change:
+        """The change from ``previous`` to ``mine``: the model's changes since composed
+        when they lead there (a raw call's judge took a snapshot between), else the
+        reference diff of the two (INC-3)."""
+        model = self.models[queue]
+        made = model.changes_since(previous) if model.last_change is not None and model.last_change[2] is mine else None
+        return (composed(made) if made else None) or between(previous, mine)
 
     def _judge_whole(self) -> None:
         """The end of an example (INC-3, INC-4): each model's snapshot, kept up to date

@@ -74,9 +74,9 @@ def both_ways(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     same = Conformance._same
 
     def spied(self: Conformance, queue: str, step: Any, mine: Snapshot, theirs: Snapshot) -> bool:
+        agreed = self._agreed.get(queue)  # the pair the judgement starts from (it keeps the next)
         got = same(self, queue, step, mine, theirs)
         assert got == (mine == theirs), f"INV-8 by change says {got} at {step.call()}"
-        agreed = self._agreed.get(queue)
         if agreed is not None and change_from(self.models[queue].last_change, agreed[0], mine) is not None:
             by_change.append(got)
         return got

@@ -16,6 +16,8 @@ import emq_live
 from emq_kit.check import raw as rawcalls
 from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
+from emq_kit.check.machine import Conformance
+from emq_kit.check.pools import QUEUES
 from emq_kit.check.profiles import PROFILES
 from emq_kit.check.raw import CHECK_EDITS, RawJudge
 from emq_kit.check.raw.contract import queues_named
@@ -23,6 +25,7 @@ from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.selftest.mutation import check_mutants, copy_scripts
 from emq_live.tracking import Tracker
+from emq_model.snapshot import Snapshot
 from tests.livekit import edited_scripts, flush_url
 
 BEGIN = "local a, err = emq.begin(emq.op)\nif err then return err end\n"
@@ -128,6 +131,50 @@ def test_a_run_judges_its_raw_calls_by_the_keys_named_and_finds_an_edit(depth: i
         assert report.ok == conforms, report.detail
         if not conforms:
             assert report.divergence is not None and report.divergence.step.op in ("raw", "spoiled")
+
+
+# a claim that moves its job to active and leaves its row's state pending
+STATE_LEFT = ("claim", 'redis.call("HSET", row, "state", emq.states.active)',
+              'redis.call("HSET", row, "state", emq.states.pending)')
+
+
+def test_a_deep_runs_raw_calls_are_held_to_the_model_by_change(valkey: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """DEPTH-6: in a run that reads by change, a raw call's snapshots are held equal by the
+    two sides' changes (INC-4): no raw step compares a machine queue's two snapshots whole
+    (a cost that grows with the depth; a queue beyond them is the judge's own, empty at the
+    call); and a raw claim that leaves its row's state as it was is still found there."""
+    in_raw: list[bool] = []
+    whole: list[bool] = []
+    send_raw, equal = Conformance.send_raw, Snapshot.__eq__
+
+    def sent(self: Any, call: Any) -> None:
+        in_raw.append(True)
+        try:
+            send_raw(self, call)
+        finally:
+            in_raw.pop()
+
+    def compared(self: Snapshot, other: object) -> Any:
+        if self.queue in QUEUES:
+            whole.extend(in_raw[-1:])
+        return equal(self, other)
+
+    monkeypatch.setattr(Conformance, "send_raw", sent)
+    monkeypatch.setattr(Snapshot, "__eq__", compared)
+    for scripts, conforms in ((None, True), (edited_scripts(tmp_path, *STATE_LEFT), False)):
+        whole.clear()
+        target = open_target(flush_url(valkey), scripts)
+        try:
+            report = run_check(target, PROFILES["dev"], seed=3, examples=12, steps=30,
+                               focus=Focus(ops=frozenset({"raw"}), report=False, depth=40))
+        finally:
+            target.close()
+        assert report.ok == conforms, report.detail
+        if conforms:
+            assert report.op_mix["raw"] > 20 and not whole, report.op_mix
+        else:
+            assert report.divergence is not None and report.divergence.step.op == "raw", report.detail
 
 
 def test_a_write_of_the_bytes_a_key_held_is_named_by_change_only(valkey: Any, tmp_path: Path) -> None:

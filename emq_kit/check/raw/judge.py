@@ -27,7 +27,7 @@ from emq_live.client import Connection, Queue
 from emq_live.scripts import ScriptSet
 from emq_model import errors, keyspace, spec
 from emq_model.model import QueueModel
-from emq_model.snapshot import diff
+from emq_model.snapshot import Snapshot, diff
 
 # -- judging ---------------------------------------------------------------------------
 
@@ -78,11 +78,13 @@ class RawJudge:
 
     def __init__(self, conn: Connection, *, match: str | None = None,
                  models: dict[str, QueueModel] | None = None, names: Any = None, reader: Any = None,
-                 by_change: bool = False) -> None:
+                 by_change: bool = False, same: Callable[[str, Snapshot, Snapshot], bool] | None = None) -> None:
         self.client, self.scripts, self.match, self.names = conn.redis, conn.scripts, match, names
         # DEPTH-6: the target whose ``mark`` and ``written`` name the keys a call wrote; in a
-        # run that reads by change (``by_change``) its ``snapshot`` is read so too
+        # run that reads by change (``by_change``) its ``snapshot`` is read so too, and the
+        # two snapshots are held equal by ``same`` (the machine's INV-8 by change, INC-4)
         self.reader, self.by_change = reader, by_change
+        self.same = same if same is not None and by_change else _equal
         self.observer = Connection(conn.redis, ScriptSet.own())
         self.server = conn.server  # the embedded fakeredis: fingerprints read from its memory
         self.models: dict[str, QueueModel] = models if models is not None else {}
@@ -225,7 +227,7 @@ class RawJudge:
             return Finding(call, "answer", (f"the model dropped {model.last_dropped}",
                                             f"the script dropped {queue.last_dropped}"))
         expected, seen = model.snapshot(), _outcome(observed)
-        if expected != seen:
+        if isinstance(seen, Exception) or not self.same(decoded.queue, expected, seen):
             lines = diff(expected, seen) if not isinstance(seen, Exception) else [f"the snapshot failed: {seen!r}"]
             return Finding(call, "snapshot", (*lines, where) if where else tuple(lines))
         return self._unchanged(call, before, keyspace.prefix(self._server(decoded.queue)).encode())
@@ -243,6 +245,10 @@ class RawJudge:
         changed = sorted(k for k in before.keys() | after.keys()
                          if before.get(k) != after.get(k) and (mine is None or not k.startswith(mine)))
         return Finding(call, "keyspace", tuple(f"{k!r} changed" for k in changed[:10])) if changed else None
+
+
+def _equal(_queue: str, expected: Snapshot, seen: Snapshot) -> bool:
+    return expected == seen
 
 
 def _hang(outcome: Any) -> ScriptHang | None:

@@ -46,7 +46,7 @@ class RawCalls:
             names = self.target.run_names if isinstance(self.target, Renamed) else None
             self._raw_judge = RawJudge(conn, match=None if conn.server is not None or names else "emq:*",
                                            models=dict(self.models), names=names, reader=self.target,
-                                           by_change=self.by_change)
+                                           by_change=self.by_change, same=self._same_now)
         return self._raw_judge
 
     @precondition(lambda self: self.run.raw_calls and self.target.capabilities.raw)
