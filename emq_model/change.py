@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .snapshot import LANE_HASHES, SPAN, Counts, Entries, Patched, Place, Row, Score, Since, Snapshot, patched_entries, zset_order
+from .snapshot import DEFERRED, LANE_HASHES, SPAN, Counts, Entries, Patched, Place, Row, Score, Since, Snapshot, patched_entries, zset_order
 from .spec import LOCATIONS
 
 SMALL = ("ring", "paused", *LANE_HASHES, "completed", "failed", "stray")
@@ -122,18 +122,24 @@ def apply(before: Snapshot, change: Change) -> Snapshot:
     keys it moved (``Snapshot.since``), so a step no one reads whole costs what it wrote;
     a change of many keys (a fill's) and a lane (few members) are made now; a location
     replaced whole is as the change names it."""
+    index, rows = before.index, before.row_index
     moved: dict[Place, list[tuple[str, Score | None]]] = {}
     for (place, m), score in change.members.items():
-        moved.setdefault(place, []).append((m, score))
-    index, rows = before.index, before.row_index
-    since = {loc: before.since(loc, (m for m, score in moved[loc] if index[loc].get(m) != score))
-             for loc in LOCATIONS if loc in moved and loc not in change.whole}
-    if change.rows:
-        since["rows"] = before.since("rows", (i for i, row in change.rows.items() if rows.get(i) != row))
+        if index.get(place, {}).get(m) != score:  # a key named at the value it held did not move
+            moved.setdefault(place, []).append((m, score))
+    written = {i: row for i, row in change.rows.items() if rows.get(i) != row}
     held = before.__dict__
-    for name in (*LOCATIONS, "rows"):
-        if name not in since and name not in change.whole:
-            since[name] = held[name] if name in held else before.since(name, ())
+    since = dict(held.get("_since", {}))  # a set no step made yet, untouched: as it was to be made
+    made = {name: held[name] for name in DEFERRED if name in held}
+    for name, keys in ((loc, [m for m, _ in moved[loc]]) for loc in LOCATIONS if loc in moved):
+        since[name] = before.since(name, keys)
+        made.pop(name, None)
+    if written:
+        since["rows"] = before.since("rows", written)
+        made.pop("rows", None)
+    for loc, entries in change.whole.items():
+        made[loc] = entries
+        since.pop(loc, None)
     lanes = dict(before.lanes)
     for place, members in moved.items():
         if isinstance(place, tuple):
@@ -142,15 +148,14 @@ def apply(before: Snapshot, change: Change) -> Snapshot:
                                               Patched(was, dict(members)))
     small = change.small
     after = Snapshot.deferred(
-        {name: value for name, value in since.items() if isinstance(value, Since)}, queue=before.queue,
-        **{name: value for name, value in since.items() if not isinstance(value, Since)}, **change.whole,
+        since, queue=before.queue, **made,
         lanes=tuple(sorted((g, e) for g, e in lanes.items() if e)),
         completed=_int(small["completed"]), failed=_int(small["failed"]), stray=_strs(small["stray"]),
         ring=_strs(small["ring"]), paused=_strs(small["paused"]), glimit=_counts(small["glimit"]),
         gactive=_counts(small["gactive"]), gweight=_counts(small["gweight"]))
-    _carry(before, after, moved, change.rows, change.whole)
+    _carry(before, after, moved, written, change.whole)
     for name, value in since.items():
-        if isinstance(value, Since) and len(value.keys) > SPAN:
+        if len(value.keys) > SPAN:
             getattr(after, name)  # a change of many keys: made now, by the step that wrote them
     return after
 

@@ -292,8 +292,8 @@ class Snapshot:
 
     def size(self, name: str) -> int:
         """The cardinality of one of the four sets, without making its entries."""
-        held = self.__dict__.get(name)
-        return len(held) if held is not None else len(self.index[name])
+        held = self.__dict__
+        return len(held[name]) if name in held else len(self.index[name])
 
     def since(self, name: str, keys: Iterable[str]) -> Since:
         """What this snapshot's location (or ``rows``) and the ``keys`` written after it
@@ -431,7 +431,9 @@ class Snapshot:
         return "\n".join(lines)
 
 
-for _name in (*LOCATIONS, "rows"):
+DEFERRED = (*LOCATIONS, "rows")
+"""The fields a snapshot ``apply`` makes may hold as a ``Since``, made on first read."""
+for _name in DEFERRED:
     setattr(Snapshot, _name, _Deferred(_name))
 
 
