@@ -238,7 +238,7 @@ class Kept:
     def apply(self, change: Change) -> Snapshot | None:
         """The snapshot after ``change`` (INC-3), kept; ``None`` when a place's patched
         cardinality is not the change's (a member moved that no candidate named: a
-        doubt), after which this ``Kept`` is spoiled."""
+        doubt, read whole by the caller)."""
         before = self.snapshot
         emptied = {place for place, _ in change.members
                    if isinstance(place, str) and not change.sizes.get(place) and before.size(place)}

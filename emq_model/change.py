@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .snapshot import DEFERRED, LANE_HASHES, SPAN, Counts, Entries, Patched, Place, Row, Score, Since, Snapshot, patched_entries, zset_order
+from .snapshot import DEFERRABLE, LANE_HASHES, SPAN, Counts, Deferred, Entries, Patched, Place, Row, Score, Snapshot, patched_entries, zset_order
 from .spec import LOCATIONS
 
 SMALL = ("ring", "paused", *LANE_HASHES, "completed", "failed", "stray")
@@ -119,7 +119,7 @@ def composed(changes: Sequence[Change]) -> Change | None:
 def apply(before: Snapshot, change: Change) -> Snapshot:
     """INC-3: the snapshot after the step, from the one before and the step's change: a
     set or the rows the change names are made on first read from the ones before and the
-    keys it moved (``Snapshot.since``), so a step no one reads whole costs what it wrote;
+    keys it moved (``Snapshot.deferral``), so a step no one reads whole costs what it wrote;
     a change of many keys (a fill's) and a lane (few members) are made now; a location
     replaced whole is as the change names it."""
     index, rows = before.index, before.row_index
@@ -129,32 +129,32 @@ def apply(before: Snapshot, change: Change) -> Snapshot:
             moved.setdefault(place, []).append((m, score))
     written = {i: row for i, row in change.rows.items() if rows.get(i) != row}
     held = before.__dict__
-    since = dict(held.get("_since", {}))  # a set no step made yet, untouched: as it was to be made
-    made = {name: held[name] for name in DEFERRED if name in held}
+    deferred = dict(held.get("_deferred", {}))  # a set no step made yet, untouched: as it was to be made
+    made = {name: held[name] for name in DEFERRABLE if name in held}
     for name, keys in ((loc, [m for m, _ in moved[loc]]) for loc in LOCATIONS if loc in moved):
-        since[name] = before.since(name, keys)
+        deferred[name] = before.deferral(name, keys)
         made.pop(name, None)
     if written:
-        since["rows"] = before.since("rows", written)
+        deferred["rows"] = before.deferral("rows", written)
         made.pop("rows", None)
     for loc, entries in change.whole.items():
         made[loc] = entries
-        since.pop(loc, None)
+        deferred.pop(loc, None)
     lanes = dict(before.lanes)
     for place, members in moved.items():
         if isinstance(place, tuple):
             was = index.get(place, {})
-            lanes[place[1]] = patched_entries(Since(lanes.get(place[1], ()), was, frozenset(m for m, _ in members)),
+            lanes[place[1]] = patched_entries(Deferred(lanes.get(place[1], ()), was, frozenset(m for m, _ in members)),
                                               Patched(was, dict(members)))
     small = change.small
     after = Snapshot.deferred(
-        since, queue=before.queue, **made,
+        deferred, queue=before.queue, **made,
         lanes=tuple(sorted((g, e) for g, e in lanes.items() if e)),
         completed=_int(small["completed"]), failed=_int(small["failed"]), stray=_strs(small["stray"]),
         ring=_strs(small["ring"]), paused=_strs(small["paused"]), glimit=_counts(small["glimit"]),
         gactive=_counts(small["gactive"]), gweight=_counts(small["gweight"]))
     _carry(before, after, moved, written, change.whole)
-    for name, value in since.items():
+    for name, value in deferred.items():
         if len(value.keys) > SPAN:
             getattr(after, name)  # a change of many keys: made now, by the step that wrote them
     return after

@@ -93,10 +93,11 @@ class Patched(Mapping[K, V]):
         return self.size
 
 
-class Since(NamedTuple):
+class Deferred(NamedTuple):
     """What a snapshot's location or rows are made from on first read (INC-3): ``base``,
-    an earlier snapshot's entries (or rows), ``was`` that snapshot's look-up of them, and
-    ``keys``, every member (or row id) written since."""
+    an earlier snapshot's entries (or rows), ``was`` that snapshot's look-up of its entries
+    (rows need none: an id is its own sort key), and ``keys``, every member (or row id)
+    written since."""
 
     base: tuple[Any, ...]
     was: Mapping[str, Any]
@@ -104,16 +105,16 @@ class Since(NamedTuple):
 
 
 SPAN = 64
-"""The most keys one ``Since`` carries; past it the earlier snapshot's own are made first,
+"""The most keys one ``Deferred`` carries; past it the earlier snapshot's own are made first,
 so a step's bookkeeping stays small and a first read patches few keys."""
 
 
-def patched_entries(since: Since, now: Mapping[str, Score]) -> Entries:
-    """The entries of a sorted set whose look-up is ``now``, from ``since``'s: only the
+def patched_entries(deferred: Deferred, now: Mapping[str, Score]) -> Entries:
+    """The entries of a sorted set whose look-up is ``now``, from what ``deferred`` holds: only the
     keys written are moved, each found and placed by bisection; new members all past the
     last one (a fill's) appended at once; most of the set moved: sorted whole."""
-    base, was = since.base, since.was
-    moved = [(m, now.get(m)) for m in sorted(since.keys)]
+    base, was = deferred.base, deferred.was
+    moved = [(m, now.get(m)) for m in sorted(deferred.keys)]
     if all(score is not None and m not in was for m, score in moved):
         added = zset_order((m, s) for m, s in moved if s is not None)
         if not base or not added or zset_key(base[-1]) < zset_key(added[0]):
@@ -129,13 +130,13 @@ def patched_entries(since: Since, now: Mapping[str, Score]) -> Entries:
     return tuple(entries)
 
 
-def patched_rows(since: Since, now: Mapping[str, Row]) -> tuple[tuple[str, Row], ...]:
-    """The rows whose look-up is ``now``, from ``since``'s: only the ids written are
+def patched_rows(deferred: Deferred, now: Mapping[str, Row]) -> tuple[tuple[str, Row], ...]:
+    """The rows whose look-up is ``now``, from what ``deferred`` holds: only the ids written are
     moved; most of them written: sorted whole."""
-    if len(since.keys) * 16 > len(since.base):
+    if len(deferred.keys) * 16 > len(deferred.base):
         return tuple(sorted(now.items()))
-    rows = list(since.base)
-    for i in sorted(since.keys):
+    rows = list(deferred.base)
+    for i in sorted(deferred.keys):
         at = bisect_left(rows, i, key=_first)
         if at < len(rows) and rows[at][0] == i:
             del rows[at]
@@ -148,8 +149,8 @@ def _first(entry: tuple[str, object]) -> str:
     return entry[0]
 
 
-class _Deferred:
-    """A snapshot's location or rows, made on first read from its ``Since`` (INC-3): a
+class _MadeOnRead:
+    """A snapshot's location or rows, made on first read from its ``Deferred`` (INC-3): a
     deep queue's step that no one reads whole costs what it wrote, not a copy of the set
     it wrote in. A non-data descriptor: once made, the value in the instance is read
     directly."""
@@ -163,11 +164,12 @@ class _Deferred:
         if snapshot is None:
             return ()  # the field's default, as the dataclass declares it
         held = snapshot.__dict__
-        since = held["_since"].pop(self.name)
-        held[self.name] = value = (patched_rows(since, snapshot.row_index) if self.name == "rows" else
-                                   patched_entries(since, snapshot.index[self.name]))
-        if not held["_since"]:
-            del held["_since"]
+        deferred = held["_deferred"][self.name]  # dropped once made: a read cut short leaves it
+        held[self.name] = value = (patched_rows(deferred, snapshot.row_index) if self.name == "rows" else
+                                   patched_entries(deferred, snapshot.index[self.name]))
+        del held["_deferred"][self.name]
+        if not held["_deferred"]:
+            del held["_deferred"]
         return value
 
 
@@ -282,12 +284,12 @@ class Snapshot:
     def walk(self, name: str) -> Iterator[tuple[str, Score]]:
         """The entries of one of the four sets in order, as they are read: a set not
         made yet is merged from what it is made from, so reading its first few costs few."""
-        since = self.__dict__.get("_since", {}).get(name)
-        if since is None:
+        deferred = self.__dict__.get("_deferred", {}).get(name)
+        if deferred is None:
             return iter(getattr(self, name))
         now = self.index[name]
-        added = zset_order((m, score) for m in since.keys if (score := now.get(m)) is not None)
-        kept = (entry for entry in since.base if entry[0] not in since.keys)
+        added = zset_order((m, score) for m in deferred.keys if (score := now.get(m)) is not None)
+        kept = (entry for entry in deferred.base if entry[0] not in deferred.keys)
         return merge(kept, added, key=zset_key)
 
     def size(self, name: str) -> int:
@@ -295,26 +297,26 @@ class Snapshot:
         held = self.__dict__
         return len(held[name]) if name in held else len(self.index[name])
 
-    def since(self, name: str, keys: Iterable[str]) -> Since:
+    def deferral(self, name: str, keys: Iterable[str]) -> Deferred:
         """What this snapshot's location (or ``rows``) and the ``keys`` written after it
-        make: its own ``Since`` widened while it stays within ``Since.SPAN``, else its
+        make: its own ``Deferred`` widened while it stays within ``SPAN`` keys, else its
         entries, made now."""
-        pending = self.__dict__.get("_since", {}).get(name)
+        pending = self.__dict__.get("_deferred", {}).get(name)
         written = frozenset(keys)
         if pending is not None and len(widened := pending.keys | written) <= SPAN:
-            return Since(pending.base, pending.was, widened)
-        was = self.row_index if name == "rows" else self.index[name]
-        return Since(getattr(self, name), was, written)
+            return Deferred(pending.base, pending.was, widened)
+        was = {} if name == "rows" else self.index[name]  # rows are found by id: no old look-up kept alive
+        return Deferred(getattr(self, name), was, written)
 
     @classmethod
-    def deferred(cls, since: Mapping[str, Since], **fields: Any) -> "Snapshot":
-        """A snapshot whose locations and rows named in ``since`` are made on first read
+    def deferred(cls, deferred: Mapping[str, Deferred], **fields: Any) -> "Snapshot":
+        """A snapshot whose locations and rows named in ``deferred`` are made on first read
         (their look-ups, ``index`` and ``row_index``, are the caller's to set), the
         other fields as given."""
         snapshot = cls.__new__(cls)
         snapshot.__dict__.update(fields)
-        if since:
-            snapshot.__dict__["_since"] = dict(since)
+        if deferred:
+            snapshot.__dict__["_deferred"] = dict(deferred)
         return snapshot
 
     def retold(self, queue: str, stray: tuple[str, ...]) -> "Snapshot":
@@ -322,12 +324,12 @@ class Snapshot:
         the logical ones), sharing the rest: its sets and rows, made or not, and their
         look-ups."""
         held = self.__dict__
-        out = Snapshot.deferred(held.get("_since", {}), **{k: v for k, v in held.items() if k != "_since"})
+        out = Snapshot.deferred(held.get("_deferred", {}), **{k: v for k, v in held.items() if k != "_deferred"})
         out.__dict__.update(queue=queue, stray=stray)
         return out
 
     def __getstate__(self) -> dict[str, Any]:
-        """The fields, each made (a ``Since`` refers to other snapshots' look-ups)."""
+        """The fields, each made (a ``Deferred`` refers to other snapshots' look-ups)."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     def where(self, job_id: str) -> list[str]:
@@ -431,10 +433,10 @@ class Snapshot:
         return "\n".join(lines)
 
 
-DEFERRED = (*LOCATIONS, "rows")
-"""The fields a snapshot ``apply`` makes may hold as a ``Since``, made on first read."""
-for _name in DEFERRED:
-    setattr(Snapshot, _name, _Deferred(_name))
+DEFERRABLE = (*LOCATIONS, "rows")
+"""The fields a snapshot ``apply`` makes may hold as a ``Deferred``, made on first read."""
+for _name in DEFERRABLE:
+    setattr(Snapshot, _name, _MadeOnRead(_name))
 
 
 def diff(expected: Snapshot, seen: Snapshot) -> list[str]:

@@ -413,9 +413,6 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         self.run.steps += 1
         prepared, self._prepared = self._prepared, None  # made for this step's queue
         mine, found = prepared if prepared else self._prepare(queue)
-        # DEPTH-4: a doubt is read whole, as it is compared; not a raw call judged by change (DEPTH-6)
-        if step.op in DOUBTS and self.by_change and not self.raw_judge().by_change:
-            self.target.read_whole(queue)  # type: ignore[attr-defined]
         theirs = self._theirs(queue, step, theirs)
         if not self._same(queue, step, mine, theirs):
             raise self.diverge("snapshot", "INV-8", step, diff(mine, theirs))
@@ -444,7 +441,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         first step, a read of the target's that was whole (an operator's fault is judged
         by its change, as a call is: the model notes every id it writes, the target's
         read names every key; a raw call judged by change too, DEPTH-6)."""
-        if step.op in DOUBTS and not (self.by_change and self.raw_judge().by_change):
+        if step.op in DOUBTS and not self.by_change:  # a run that reads by change judges a raw call so (DEPTH-6)
             return mine == theirs
         return self._same_now(queue, mine, theirs)
 
@@ -487,7 +484,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         if previous is not None and kept is not None and kept[0] is previous:
             # the model's own change when it brought ``previous`` up to ``mine``, else the
             # reference diff of the two (INC-3)
-            change = change_from(self.models[queue].last_change, previous, mine) or self._since(queue, previous, mine)
+            change = change_from(self.models[queue].last_change, previous, mine) or self._change_since(queue, previous, mine)
             if self.models[queue].spoiled:
                 # FLT-4: while a key is spoiled every violation is the operator's; the ids
                 # are judged again once it is mended, by what changed since (a deep
@@ -502,7 +499,7 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         self._carried[queue] = (mine, carried)
         return judged
 
-    def _since(self, queue: str, previous: Snapshot, mine: Snapshot) -> Change:
+    def _change_since(self, queue: str, previous: Snapshot, mine: Snapshot) -> Change:
         """The change from ``previous`` to ``mine``: the model's changes since composed
         when they lead there (a raw call's judge took a snapshot between), else the
         reference diff of the two (INC-3)."""

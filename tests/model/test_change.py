@@ -9,6 +9,7 @@ import pickle
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +79,7 @@ def test_agree_is_full_equality(before: Snapshot, mine: Snapshot, data: st.DataO
 
 @contextmanager
 def span(keys: int) -> Iterator[None]:
-    """``Since.SPAN`` set to ``keys`` (the snapshots drawn here name a few ids a step)."""
+    """``SPAN`` set to ``keys`` (the snapshots drawn here name a few ids a step)."""
     was = snapshot_module.SPAN
     snapshot_module.SPAN = change_module.SPAN = keys
     try:
@@ -116,7 +117,7 @@ def test_a_chain_of_steps_reads_as_the_snapshots_it_stands_for(first: Snapshot, 
                                                                keys: int, data: st.DataObject) -> None:
     """Each snapshot ``apply`` makes answers every read as the one built whole, whenever it
     is read: right after its step, later, or never before the end (its sets made from an
-    earlier snapshot's, widened step by step, across ``Since.SPAN``)."""
+    earlier snapshot's, widened step by step, across ``SPAN``)."""
     with span(keys):
         chain, references = [first], [first]
         for reference, how, extra in steps:
@@ -141,6 +142,23 @@ def test_a_step_no_one_reads_whole_copies_no_set() -> None:
     assert not {"pending", "active", "rows"} & made.__dict__.keys()
     assert made.size("pending") == 1999 and next(made.walk("pending")) == (jobs[1], 0)
     assert made == claimed
+
+
+def test_a_first_read_cut_short_leaves_the_snapshot_to_be_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C during a set's first read (the kit's interrupt handler raises wherever the
+    code is, emq_kit/interrupts.py) leaves the snapshot readable, as it was to be made."""
+    before = Snapshot.build("q", {"pending": [(job, 0) for job in IDS]}, {})
+    after = dataclasses.replace(before, pending=before.pending[1:])
+    made = apply(before, between(before, after))
+
+    def cut(*_: Any) -> Any:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(snapshot_module, "patched_entries", cut)
+        with pytest.raises(KeyboardInterrupt):
+            made.pending
+    assert made.pending == after.pending and made == after
 
 
 @settings(max_examples=80)
