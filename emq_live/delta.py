@@ -8,9 +8,11 @@ and the location's cardinality, every touched row whole, every touched small key
 the ring, ``paused``, a lane hash, a counter) whole, and whether each touched key outside
 the grammar exists. A key of another type than its grammar's reads as snapshot.lua reads
 it: absent, and stray (an operator's spoil, FLT-4). What the operator moved at once is
-named at once (``Change.whole``): a location just spoiled holds nothing, and one that was
-stray and is of its type again (mended) holds what it held when spoiled, known by its
-``DUMP`` being the very one the spoil took (``Overwritten``), else read whole.
+named at once (``Change.whole``), as is a location the server counts empty that was not
+(every entry known, none placed one by one): a location just spoiled holds nothing, and
+one that was stray and is of its type again (mended) holds what it held when spoiled,
+known by its ``DUMP`` being the very one the spoil took (``Overwritten``), else read
+whole.
 ``Kept.apply`` patches the last snapshot with it.
 Whatever it cannot place is a doubt (``None``), and the caller reads the whole snapshot
 instead: a value the snapshot would call stray though of its grammar's type (a counter of
@@ -167,6 +169,9 @@ def _read(client: Any, name: str, before: Snapshot, touched: Touched, ids: Itera
         if loc in mended:
             whole[loc] = zset_order((_text(m), norm_score(s)) for m, s in reply)
             continue
+        if not sizes[loc] and before.size(loc):  # emptied: every entry known, none to place one by one
+            whole[loc] = ()
+            continue
         for job, score in zip(candidates, reply, strict=True):
             members[(loc, job)] = None if score is None else norm_score(score)
     row_of: dict[str, Any] = {}
@@ -239,13 +244,7 @@ class Kept:
         """The snapshot after ``change`` (INC-3), kept; ``None`` when a place's patched
         cardinality is not the change's (a member moved that no candidate named: a
         doubt, read whole by the caller)."""
-        before = self.snapshot
-        emptied = {place for place, _ in change.members
-                   if isinstance(place, str) and not change.sizes.get(place) and before.size(place)}
-        if emptied:  # emptied at once (a location deleted whole): no member to place one by one
-            change = dataclasses.replace(change, members={k: v for k, v in change.members.items() if k[0] not in emptied},
-                                         whole={**change.whole, **{loc: () for loc in emptied}})
-        after = apply(before, change)
+        after = apply(self.snapshot, change)
         if sizes_of(after) != {place: n for place, n in change.sizes.items() if n}:
             return None
         self.snapshot = after
