@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from emq_kit.check import faults
+from emq_kit.check.raw.contract import call_of, verdict
 from emq_kit.check.step import SLEEP, Step
 from emq_kit.report import heatmap
 from emq_kit.report.document import printable
@@ -96,6 +97,18 @@ def _answer(value: Any) -> str:
     return repr(value) if not isinstance(value, str) else value
 
 
+def _call(step: Step) -> tuple[str, dict[str, Any]]:
+    """The model's op and arguments of ``step``: a raw call's as the contract decodes its
+    bytes (a refused one raises its refusal; its step names no queue)."""
+    if step.op != "raw":
+        return step.op, step.args
+    call = call_of(step.args)
+    decoded = verdict(call.op, call.keys, call.argv)
+    if isinstance(decoded, EmqError):
+        raise decoded
+    return call.op, decoded.args
+
+
 def model_keyspaces(steps: Sequence[Step]) -> list[tuple[Snapshot, Snapshot, Any] | None]:
     """For each step, the model's keyspace of its queue before and after it and the
     model's answer (``None`` for a step with no keyspace: opening a queue by a refused
@@ -119,8 +132,9 @@ def model_keyspaces(steps: Sequence[Step]) -> list[tuple[Snapshot, Snapshot, Any
             if s.op in faults.ARGS:
                 faults.on_model(model, s.op, s.args)
             else:
-                clocked = s.op in spec.OPS and spec.OPS[s.op]["clock"] and "now" not in s.args  # a server-clock step
-                answer = getattr(model, s.op)(**s.args, **({"now": now} if clocked else {}))
+                op, args = _call(s)
+                clocked = op in spec.OPS and spec.OPS[op]["clock"] and "now" not in args  # a server-clock step
+                answer = getattr(model, op)(**args, **({"now": now} if clocked else {}))
         except EmqError as refused:
             answer = refused  # a refusal changes nothing
         out.append((before, model.snapshot(), answer))

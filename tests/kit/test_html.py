@@ -15,11 +15,15 @@ import pytest
 
 import emq_kit
 import emq_live
+from emq_kit.check.raw.contract import queue_of, step_args
+from emq_kit.check.raw.variants import KINDS, calls
+from emq_kit.check.step import Step
 from emq_kit.report import html
 from emq_kit.soak import history
 from emq_kit.soak.workload import Recorder
 from emq_kit.trace.format import Trace
 from emq_kit.trace.replay import replay_command
+from emq_model.model import QueueModel
 from emq_model.snapshot import Snapshot
 from tests.browser import png_facts, render
 from tests.kit.test_soak import J1, SplitClaim, b_claims, interleave, unique
@@ -91,6 +95,18 @@ def test_the_keyspace_before_and_after_each_step_is_the_models() -> None:
     assert seen[2][1].dead == (("JOB00000000001", 0),) == trace.snapshots["model"].dead
     assert [html._answer(k[2]) for k in seen] == [html._answer(s.model) for s in trace.steps]
     assert "may not be the run's" not in html.counterexample_page(trace)
+
+
+def test_a_raw_calls_keyspace_is_the_models_as_the_contract_decodes_its_bytes() -> None:
+    """A trace's raw step (a difference a raw call showed) is drawn from the model run on
+    the call the contract decodes; a refused one names no queue and has no keyspace."""
+    made = [c for kind in KINDS for c in calls(kind, "enqueue", QueueModel("q"))]
+    accepted = next(c for c in made if c.expected is None)
+    refused = next(c for c in made if c.expected is not None)
+    steps = [Step(queue_of(c) or "", "raw", step_args(c)) for c in (accepted, refused)]
+    seen = html.model_keyspaces(steps)
+    assert seen[0] is not None and seen[0][2] == "enqueued" and seen[1] is None, seen
+    assert not seen[0][0].ids() and len(seen[0][1].pending) == 1
 
 
 def test_a_failed_soak_page(valkey, tmp_path: Path) -> None:
