@@ -155,30 +155,31 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
 
     clock: ServerClock | None = None
     try:
-        focus = focus_of(options, target)
-        if options.clock == "server":
-            assert options.url is not None  # CheckOptions refuses --clock server without --url
-            clock = ServerClock.for_url(options.url)
-        known, seconds = ([], 0.0) if not options.corpus else replay_corpus(
-            Path(options.traces), target, chosen.replay, layout=chosen.name, clock_mode=options.clock, clock=clock)
-        for k in known:
-            k.expected = expected.get(k.now) if k.now is not None else None
-        report = run_check(target, PROFILES[options.profile], examples=options.examples, steps=options.steps,
-                           seed=seed, progress=watch, clock=clock, layout=chosen, focus=focus,
-                           shrink_steps=options.shrink_steps)
-        report.rerun, report.strict, report.corpus = options.command(seed), options.strict, known
-        if known:  # the corpus ran first: its phase first
-            report.phases = {"corpus": corpus_phase(known, seconds), **report.phases}
-        if options.expect:
-            from emq_kit.check import expect
+        with interrupts.blamed():  # an error past an interrupt raised where the run stood is its (INT-1)
+            focus = focus_of(options, target)
+            if options.clock == "server":
+                assert options.url is not None  # CheckOptions refuses --clock server without --url
+                clock = ServerClock.for_url(options.url)
+            known, seconds = ([], 0.0) if not options.corpus else replay_corpus(
+                Path(options.traces), target, chosen.replay, layout=chosen.name, clock_mode=options.clock, clock=clock)
+            for k in known:
+                k.expected = expected.get(k.now) if k.now is not None else None
+            report = run_check(target, PROFILES[options.profile], examples=options.examples, steps=options.steps,
+                               seed=seed, progress=watch, clock=clock, layout=chosen, focus=focus,
+                               shrink_steps=options.shrink_steps)
+            report.rerun, report.strict, report.corpus = options.command(seed), options.strict, known
+            if known:  # the corpus ran first: its phase first
+                report.phases = {"corpus": corpus_phase(known, seconds), **report.phases}
+            if options.expect:
+                from emq_kit.check import expect
 
-            expect.apply(report, expected, options.expect)
-        if report.differences or report.unreproduced:
-            try:
-                write_trace(report, Path(options.traces))
-            except OSError as exc:  # the report is still shown: the counterexample is not lost
-                report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
-        interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
+                expect.apply(report, expected, options.expect)
+            if report.differences or report.unreproduced:
+                try:
+                    write_trace(report, Path(options.traces))
+                except OSError as exc:  # the report is still shown: the counterexample is not lost
+                    report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
+            interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
     except KeyboardInterrupt:  # said and kept before the cleanup, which may take a while
         _stopped(seed, options, say, keep)
     except OrderLost as exc:  # the server is there: ``close`` below removes what the run wrote

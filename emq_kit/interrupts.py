@@ -15,6 +15,12 @@ that blocks) has it raised where it stands, again every ``GRACE`` seconds until 
 raised; a second Ctrl-C raises it at once. The noting handler does nothing a signal
 could break: it counts and writes a byte to a pipe, which a watcher thread reads.
 
+Raised where the run stands, it may be lost (the interpreter reports it from a callback:
+it is then not printed, and raised again a ``GRACE`` later) or break what it cuts short
+(a pipeline's replies half read, a connection handed back with replies still coming).
+So what the run then meets is the interrupt's (``blamed``: an error is raised as it),
+and its cleanup opens fresh connections (``stood``).
+
 Once a command has its verdict (``decided()``), a Ctrl-C is only noted, never raised: the
 verdict stands, its outputs are written whole and the command exits with its code (INT-3).
 
@@ -27,12 +33,13 @@ import contextlib
 import os
 import select
 import signal
+import sys
 import threading
 from typing import Any, Iterator
 
 from emq_kit.errors import Interrupted
 
-__all__ = ["GRACE", "Interrupted", "check", "decided", "handled", "stopping"]
+__all__ = ["GRACE", "Interrupted", "blamed", "check", "decided", "handled", "stood", "stopping"]
 
 GRACE = 1.0
 """Seconds a run has to reach a stopping point before the interrupt is raised where it is."""
@@ -46,6 +53,7 @@ class _Stop:
         self.raised = False  # raised once: the run is unwinding, the watcher is done
         self.handled = False
         self.at_once = False  # the watcher has found the run past its grace: raise where it is
+        self.stood = False  # raised where the run stood: what it cut short may be broken
         self.decided = False  # the verdict is given: noted from here, never raised (INT-3)
         self.late = 0  # how many were noted after the verdict
         self.wake_r, self.wake_w = os.pipe()
@@ -58,7 +66,7 @@ class _Stop:
             return
         self.noted += 1
         if self.noted > 1 or self.at_once:
-            self.raised = True
+            self.raised = self.stood = True
             raise Interrupted()
         with contextlib.suppress(OSError):  # a full pipe already says it
             os.write(self.wake_w, b"!")
@@ -76,10 +84,22 @@ class _Stop:
                 armed = True
                 continue
             if self.raised or self.handled:
-                return
+                armed = False  # until ``lost`` arms it again
+                continue
             self.at_once = True
             assert self.main is not None
             signal.pthread_kill(self.main, signal.SIGINT)
+
+    def lost(self, unraisable: Any, report: Any) -> None:
+        """``sys.unraisablehook`` while the run goes: an interrupt the interpreter could
+        only report (raised in a gc callback, a finalizer) is not printed and is raised
+        again a ``GRACE`` later; anything else is reported by ``report`` as before."""
+        if not isinstance(unraisable.exc_value, Interrupted):
+            report(unraisable)
+            return
+        self.raised = False
+        with contextlib.suppress(OSError):
+            os.write(self.wake_w, b"!")
 
     def close(self) -> None:
         for fd in (self.wake_r, self.wake_w):
@@ -105,6 +125,8 @@ def stopping() -> Iterator[_Stop | None]:
     # SIGTERM (timeout, a CI job's limit, docker stop) ends the run as Ctrl-C does: by
     # default it would end it at once, its keys left on the server (OWN-5)
     terminate = signal.signal(signal.SIGTERM, stop.handler)
+    report = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: stop.lost(unraisable, report)
     watcher = threading.Thread(target=stop.watch, name="emq-interrupts", daemon=True)
     watcher.start()
     _active.append(stop)
@@ -118,6 +140,7 @@ def stopping() -> Iterator[_Stop | None]:
         watcher.join()  # before the handler goes: it sends nothing after this
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, terminate)
+        sys.unraisablehook = report
         _active.remove(stop)
         stop.close()
 
@@ -138,6 +161,25 @@ def decided() -> None:
     check()
     if _active:
         _active[0].decided = True
+
+
+def stood() -> bool:
+    """Whether the interrupt was raised where the run stood (past its grace, or a second
+    Ctrl-C): a connection may hold a reply half read, so a cleanup opens fresh ones."""
+    return bool(_active) and _active[0].stood
+
+
+@contextlib.contextmanager
+def blamed() -> Iterator[None]:
+    """Within it, an error met once the interrupt was raised where the run stood is the
+    interrupt's (INT-1): raised as ``Interrupted``, never shown as a kit bug, a lost
+    server or a verdict."""
+    try:
+        yield
+    except Exception as exc:
+        if not stood():
+            raise
+        raise Interrupted() from exc
 
 
 def handled() -> None:

@@ -159,6 +159,15 @@ class Connection:
     def close(self) -> None:
         self.redis.close()
 
+    def reconnect(self) -> None:
+        """Drop every connection the client holds, in use or not: the next command opens
+        a fresh one. After an exception raised where a command stood, one may hold a
+        reply half read (a pipeline hands its connection back unread)."""
+        if hasattr(self.redis, "disconnect_connection_pools"):  # a cluster's client
+            self.redis.disconnect_connection_pools()
+        else:
+            self.redis.connection_pool.disconnect()
+
     def __enter__(self) -> "Connection":
         return self
 

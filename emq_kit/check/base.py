@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, RuleStrategy
 
+from emq_kit import interrupts
 from emq_kit._signals import Quiet, Refused
 from emq_kit.check.clock import Clock, VirtualClock
 from emq_kit.check.signature import signature
@@ -233,7 +234,9 @@ class Machine(RuleBasedStateMachine):
         return found
 
     def _record(self, queue: str, op: str, args: dict[str, Any]) -> Step:
-        """A new step of this example's trace."""
+        """A new step of this example's trace; a stopping point for Ctrl-C (INT-1): a
+        deep fill, the raw sweep, a long example make many steps between two starts."""
+        interrupts.check()
         step = Step(queue, op, args, index=len(self.steps) + 1)
         self.steps.append(step)
         self.run.current = self.steps

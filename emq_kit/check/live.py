@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
+from emq_kit import interrupts
 from emq_kit.check import hang, memory
 from emq_kit.check.model_target import call_then
 from emq_kit.errors import KitBug, ScriptHang
@@ -596,6 +597,8 @@ class LiveTarget:
         import redis
 
         self.stream.close()
+        if interrupts.stood():  # the interrupt may have cut a reply short: the wipe reads fresh ones
+            self.conn.reconnect()
         try:
             for name in sorted(self.used) if not self.stuck else ():
                 self._wipe(name)

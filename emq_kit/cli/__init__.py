@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = parser(argv[0] if argv else None).parse_args(argv)
     try:
-        with interrupts.stopping() as ran:  # Ctrl-C stops a command where it can (INT-1)
+        with interrupts.stopping() as ran, interrupts.blamed():  # Ctrl-C stops a command where it can (INT-1)
             code = int(args.func(args))
         if ran is not None and ran.late:  # past its verdict: said, the verdict's code kept (INT-3)
             print(f"emq {args.command}: interrupted after its verdict: the run had ended, its verdict and "
