@@ -72,17 +72,17 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
     expected = expect.load(options.expect) if options.expect else {}
     writable_dir(options.traces, "traces")  # a counterexample found is never lost on its trace's path
     seed = random.randrange(2**32) if options.seed is None else options.seed  # known before an interrupt
-    keep: list[Callable[[], None]] = []  # how the run keeps its steps so far, once it has a target
+    ending = _Ending(seed, options, say)  # how an interrupt ends it: said once, its steps so far kept
     try:
         with raised_as_kit_errors(), _fenced(options, say):
-            report = _claimed_run(options, seed, expected, progress, say, keep)
+            report = _claimed_run(options, seed, expected, progress, say, ending)
         interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-1)
     except KeyboardInterrupt as exc:
         if getattr(exc, "said", False):
             raise
         # noted at the end, or raised where it stood in the cleanup (the target's close,
         # the run's keys deleted): the run's all the same
-        _stopped(seed, options, say, keep)
+        ending()
     return report
 
 
@@ -107,7 +107,7 @@ def _fenced(options: CheckOptions, say: Say) -> Iterator[None]:
 
 
 def _claimed_run(options: CheckOptions, seed: int, expected: dict[Any, str], progress: Callable[[Run], None] | None,
-                 say: Say, keep: list[Callable[[], None]]) -> Report:
+                 say: Say, ending: _Ending) -> Report:
     """The run inside its claim on a server (the run's names, nothing left after it)."""
     from emq_kit.claim import claimed
     from emq_kit.layouts import layout
@@ -115,15 +115,15 @@ def _claimed_run(options: CheckOptions, seed: int, expected: dict[Any, str], pro
     chosen = layout(options.layout)
     with claimed(options.url, chosen.logical(), command="emq check", wipe=options.wipe,
                  given=options.given_names(), apart=chosen.queues) as names:
-        return _run(options, chosen, names, seed, expected, progress, say, keep)
+        return _run(options, chosen, names, seed, expected, progress, say, ending)
 
 
 def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: dict[Any, str],
-         progress: Callable[[Run], None] | None, say: Say, keep: list[Callable[[], None]]) -> Report:
+         progress: Callable[[Run], None] | None, say: Say, ending: _Ending) -> Report:
     """The run on the target: its report, the expectations applied and the traces
     written (a trace that cannot be written is the report's ``trace_error``: the
     counterexample is not lost). The target and the clock are closed however it ends;
-    ``keep`` gets how to keep the steps so far, for an interrupt raised after that."""
+    ``ending`` gets how to keep the steps so far, for an interrupt raised after that."""
     import redis
 
     from emq_kit.check.clock import ServerClock
@@ -146,7 +146,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     for note in target.notes:  # what the kit did on its own at start (DP-9)
         say(note)
     seen: list[Run] = []  # the run as last seen: what an interrupted run has so far
-    keep.append(lambda: _keep_interrupted(seen[0].current if seen else [], target, options, seed, say))
+    ending.keep.append(lambda: _keep_interrupted(seen[0].current if seen else [], target, options, seed, say))
 
     def watch(run: Run) -> None:
         seen[:] = [run]
@@ -181,7 +181,7 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
                     report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
             interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
     except KeyboardInterrupt:  # said and kept before the cleanup, which may take a while
-        _stopped(seed, options, say, keep)
+        ending()
     except OrderLost as exc:  # the server is there: ``close`` below removes what the run wrote
         raise TargetUnavailable(f"{exc} ({redact(options.url or '')}); run again") from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -195,13 +195,23 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
     return report
 
 
-def _stopped(seed: int, options: CheckOptions, say: Say, keep: list[Callable[[], None]]) -> NoReturn:
-    """End the run on an interrupt: its seed said, its steps so far kept (each of ``keep``
-    once), then ``Interrupted`` as said (INT-1)."""
-    _said_interrupted(seed, options, say)
-    while keep:
-        keep.pop()()
-    raise interrupts.Interrupted(said=True) from None
+class _Ending:
+    """How a run ends on an interrupt (INT-1): its seed said, once however many reach
+    here (a second Ctrl-C raised during the first's ending), its steps so far kept (each
+    of ``keep`` once), then ``Interrupted`` as said."""
+
+    def __init__(self, seed: int, options: CheckOptions, say: Say) -> None:
+        self.seed, self.options, self.say = seed, options, say
+        self.keep: list[Callable[[], None]] = []
+        self.said = False
+
+    def __call__(self) -> NoReturn:
+        if not self.said:
+            self.said = True
+            _said_interrupted(self.seed, self.options, self.say)
+        while self.keep:
+            self.keep.pop()()
+        raise interrupts.Interrupted(said=True) from None
 
 
 def _said_interrupted(seed: int, options: CheckOptions, say: Say) -> None:

@@ -111,12 +111,15 @@ _active: list[_Stop] = []
 
 
 @contextlib.contextmanager
-def stopping() -> Iterator[_Stop | None]:
+def stopping(*, last: bool = False) -> Iterator[_Stop | None]:
     """Ctrl-C (or SIGTERM) noted while the body runs, raised as ``Interrupted`` at its
     next ``check()`` (or where it stands past ``GRACE``; at once on a second one). One
     noted and not yet raised when the body ends is raised then. Off the main thread, or
     nested, the body just runs (given None); else it is given the stop, whose ``late``
-    counts those noted after ``decided()``."""
+    counts those noted after ``decided()``. ``last``: the process ends with the body (a
+    command run as a program): from its end both signals are ignored, not handed back
+    (the interpreter's finalization would restore their defaults), so the process exits
+    with the command's code however late they come (INT-3)."""
     if threading.current_thread() is not threading.main_thread() or _active:
         yield None
         return
@@ -138,8 +141,8 @@ def stopping() -> Iterator[_Stop | None]:
         with contextlib.suppress(OSError):
             os.write(stop.wake_w, b"q")
         watcher.join()  # before the handler goes: it sends nothing after this
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, terminate)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if last else previous)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if last else terminate)
         sys.unraisablehook = report
         _active.remove(stop)
         stop.close()

@@ -234,9 +234,11 @@ class Machine(RuleBasedStateMachine):
         return found
 
     def _record(self, queue: str, op: str, args: dict[str, Any]) -> Step:
-        """A new step of this example's trace; a stopping point for Ctrl-C (INT-1): a
-        deep fill, the raw sweep, a long example make many steps between two starts."""
-        interrupts.check()
+        """A new step of this example's trace; past its first, a stopping point for Ctrl-C
+        (INT-1): a deep fill, the raw sweep, a long example make many steps between two
+        starts, and the steps so far an interrupted run keeps hold one at least."""
+        if self.steps:
+            interrupts.check()
         step = Step(queue, op, args, index=len(self.steps) + 1)
         self.steps.append(step)
         self.run.current = self.steps

@@ -65,13 +65,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every line it prints passes the redaction (SEC-1)."""
     given = list(sys.argv[1:] if argv is None else argv)
     with redaction.shown(given):
-        return _main(given)
+        return _main(given, program=argv is None)
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], program: bool = False) -> int:
+    """The command of ``argv``; ``program``: run as the process itself (``emq ...``),
+    which exits with its code, not called by code that goes on."""
     args = parser(argv[0] if argv else None).parse_args(argv)
     try:
-        with interrupts.stopping() as ran, interrupts.blamed():  # Ctrl-C stops a command where it can (INT-1)
+        # Ctrl-C stops a command where it can (INT-1); run as a program, the process
+        # then exits with the command's code, whatever comes late (INT-3)
+        with interrupts.stopping(last=program) as ran, interrupts.blamed():
             code = int(args.func(args))
         if ran is not None and ran.late:  # past its verdict: said, the verdict's code kept (INT-3)
             print(f"emq {args.command}: interrupted after its verdict: the run had ended, its verdict and "

@@ -406,7 +406,9 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
                                     reason=f"budget of {budget:g} s spent")
     except EOFError:  # no verdict was sent: the kit's run died, not the mutant's doing
         verdict = MutantVerdict(mutant, BUG, time.perf_counter() - started, -1, reason="the check process died")
-    except KeyboardInterrupt:  # the child goes (below), and a script of its still running on the server
+    except KeyboardInterrupt:  # the child goes, then a script of its still running on the server
+        proc.kill()  # first: alive, it sends its next call, which hangs again (INT-2: a second or two)
+        proc.join()
         if url is not None:
             with contextlib.suppress(KitError):
                 stop_script(url)

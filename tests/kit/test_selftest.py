@@ -5,13 +5,17 @@ equivalent one, and the list of equivalent mutants names only mutants that exist
 from __future__ import annotations
 
 import json
+import multiprocessing
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from emq_kit.errors import SearchFailed
+from emq_kit import interrupts
+from emq_kit.errors import Interrupted, SearchFailed
+from emq_kit.selftest import mutation
 from emq_kit.selftest.mutation import (
     CHECK_OPERATOR,
     HANG,
@@ -27,6 +31,7 @@ from emq_kit.selftest.mutation import (
     require_verdict,
     summary,
 )
+from emq_kit.server import ServerProcess
 from tests.kit.processes import emq
 from tests.kit.test_hang import quick_nodes, quick_server
 
@@ -205,6 +210,35 @@ def test_a_snapshot_mutant_that_never_returns_is_killed_and_its_server_freed(pro
             assert r.ping()
             with pytest.raises(redis.exceptions.ResponseError, match="NOTBUSY"):
                 r.execute_command("SCRIPT", "KILL")
+
+
+def test_an_interrupted_judge_ends_its_child_before_it_stops_the_script(monkeypatch: pytest.MonkeyPatch,
+                                                                       ctrl_c: None) -> None:
+    """INT-2: Ctrl-C while a mutant is judged on a server ends the judge's child first,
+    then stops a script of its still running; the other way round the live child sent
+    its next call, which hung again, and the stop waited on each (6 s, not a second or
+    two)."""
+    mutant = next(m for m in all_mutants() if m.key == "flip-constant|claim|if #page == 0 then|0")
+    alive: list[list[int | None]] = []
+    stop, answered = mutation.stop_script, mutation._answered
+
+    def stop_script(url: str) -> bool:
+        alive.append([child.pid for child in multiprocessing.active_children()])
+        return stop(url)
+
+    def interrupted(*args: Any) -> bool:
+        signal.raise_signal(signal.SIGINT)  # noted: raised at the wait's first turn, the child at work
+        return answered(*args)
+
+    monkeypatch.setattr(mutation, "stop_script", stop_script)
+    monkeypatch.setattr(mutation, "_answered", interrupted)
+    with ServerProcess("valkey-server") as server, interrupts.stopping():
+        with pytest.raises(Interrupted):
+            judge(mutant, server.url, budget=600, seed=0)
+        interrupts.handled()
+        with server.client() as r:
+            assert r.ping()
+    assert alive == [[]], alive
 
 
 def test_the_watch_sees_a_clusters_commands_and_frees_its_primaries(cluster: Any,

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from hypothesis.stateful import precondition, rule
 
+from emq_kit import interrupts
 from emq_kit._signals import Quiet
 from emq_kit.check.hang import RULE as HANG_RULE
 from emq_kit.check.names import Renamed
@@ -114,6 +115,7 @@ class RawCalls:
         judge = self.raw_judge()
 
         def send(call: RawCall) -> None:
+            interrupts.check()  # each call a stopping point (INT-1): a refused one leaves no step
             self.send_raw(call)
             if call.expected is not None:
                 self.steps.pop()
