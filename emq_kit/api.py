@@ -74,7 +74,8 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
     seed = random.randrange(2**32) if options.seed is None else options.seed  # known before an interrupt
     ending = _Ending(seed, options, say)  # how an interrupt ends it: said once, its steps so far kept
     try:
-        with raised_as_kit_errors(), _fenced(options, say):
+        # an error past an interrupt raised where the run stood is the interrupt's (INT-1)
+        with raised_as_kit_errors(), _fenced(options, say), interrupts.blamed():
             report = _claimed_run(options, seed, expected, progress, say, ending)
         interrupts.check()  # the run's end, its cleanup done, before its verdict (INT-1)
     except KeyboardInterrupt as exc:
@@ -155,31 +156,30 @@ def _run(options: CheckOptions, chosen: Any, names: Any, seed: int, expected: di
 
     clock: ServerClock | None = None
     try:
-        with interrupts.blamed():  # an error past an interrupt raised where the run stood is its (INT-1)
-            focus = focus_of(options, target)
-            if options.clock == "server":
-                assert options.url is not None  # CheckOptions refuses --clock server without --url
-                clock = ServerClock.for_url(options.url)
-            known, seconds = ([], 0.0) if not options.corpus else replay_corpus(
-                Path(options.traces), target, chosen.replay, layout=chosen.name, clock_mode=options.clock, clock=clock)
-            for k in known:
-                k.expected = expected.get(k.now) if k.now is not None else None
-            report = run_check(target, PROFILES[options.profile], examples=options.examples, steps=options.steps,
-                               seed=seed, progress=watch, clock=clock, layout=chosen, focus=focus,
-                               shrink_steps=options.shrink_steps)
-            report.rerun, report.strict, report.corpus = options.command(seed), options.strict, known
-            if known:  # the corpus ran first: its phase first
-                report.phases = {"corpus": corpus_phase(known, seconds), **report.phases}
-            if options.expect:
-                from emq_kit.check import expect
+        focus = focus_of(options, target)
+        if options.clock == "server":
+            assert options.url is not None  # CheckOptions refuses --clock server without --url
+            clock = ServerClock.for_url(options.url)
+        known, seconds = ([], 0.0) if not options.corpus else replay_corpus(
+            Path(options.traces), target, chosen.replay, layout=chosen.name, clock_mode=options.clock, clock=clock)
+        for k in known:
+            k.expected = expected.get(k.now) if k.now is not None else None
+        report = run_check(target, PROFILES[options.profile], examples=options.examples, steps=options.steps,
+                           seed=seed, progress=watch, clock=clock, layout=chosen, focus=focus,
+                           shrink_steps=options.shrink_steps)
+        report.rerun, report.strict, report.corpus = options.command(seed), options.strict, known
+        if known:  # the corpus ran first: its phase first
+            report.phases = {"corpus": corpus_phase(known, seconds), **report.phases}
+        if options.expect:
+            from emq_kit.check import expect
 
-                expect.apply(report, expected, options.expect)
-            if report.differences or report.unreproduced:
-                try:
-                    write_trace(report, Path(options.traces))
-                except OSError as exc:  # the report is still shown: the counterexample is not lost
-                    report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
-            interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
+            expect.apply(report, expected, options.expect)
+        if report.differences or report.unreproduced:
+            try:
+                write_trace(report, Path(options.traces))
+            except OSError as exc:  # the report is still shown: the counterexample is not lost
+                report.trace_error = f"cannot write the trace into {options.traces}: {exc}"
+        interrupts.check()  # the run's end is a stopping point: a Ctrl-C noted since is the run's (INT-1)
     except KeyboardInterrupt:  # said and kept before the cleanup, which may take a while
         ending()
     except OrderLost as exc:  # the server is there: ``close`` below removes what the run wrote

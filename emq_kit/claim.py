@@ -37,6 +37,7 @@ from typing import Any, Callable, ContextManager, Iterable, Mapping
 
 from emq_kit.check.names import Names, new_suffix, one_byte_needed
 from emq_kit.errors import Occupied, TargetUnavailable
+from emq_kit.forks import interrupts_deferred
 from emq_model import keyspace
 
 RUN = "{emq}:run:"
@@ -331,10 +332,15 @@ class Claim:
         how many keys. A second Ctrl-C waits until this is done; a server already gone
         keeps them for ``emq clean``, said in one line — unless the run ends on the lost
         server (``lost``), whose own line says so (OWN-5)."""
+        # All of it deferred, its first line included: an interrupt raised before the
+        # deletion (at an import, the renewal's stop) left the run's record and fence
+        with interrupts_deferred():
+            return self._release(lost)
+
+    def _release(self, lost: bool) -> int:
+        """``release``, its interrupts deferred."""
         import redis
         from redis.exceptions import RedisClusterException
-
-        from emq_kit.forks import interrupts_deferred
 
         if self.names is None or self.client is None:
             return 0
@@ -343,18 +349,17 @@ class Claim:
         if self._beat is not None:
             self._beat.join(BEAT)  # a renewal stuck on a server that hangs: the release meets it too
         count = 0
-        with interrupts_deferred():
-            try:
-                count = _delete(self.client, list(names.scan(self.client)))
-                if self.version:
-                    count += int(self.client.delete(keyspace.VERSION_KEY))
-                self.client.delete(self._key, self._key + LIVE.encode())
-            except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
-                if not lost:
-                    self.say(f"{self.command}: could not remove the run's keys from {self.where} ({exc}); "
-                             f"emq clean --url URL removes them once the run's lease ({LEASE_MS // 1000} s) is over")
-            finally:
-                self._close()
+        try:
+            count = _delete(self.client, list(names.scan(self.client)))
+            if self.version:
+                count += int(self.client.delete(keyspace.VERSION_KEY))
+            self.client.delete(self._key, self._key + LIVE.encode())
+        except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
+            if not lost:
+                self.say(f"{self.command}: could not remove the run's keys from {self.where} ({exc}); "
+                         f"emq clean --url URL removes them once the run's lease ({LEASE_MS // 1000} s) is over")
+        finally:
+            self._close()
         return count
 
     def _close(self) -> None:

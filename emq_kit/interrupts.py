@@ -73,7 +73,8 @@ class _Stop:
 
     def watch(self) -> None:
         """Wait for a Ctrl-C; past ``GRACE`` without the run raising it, send it again
-        for the handler to raise at once; repeat until it was raised or the run ends."""
+        for the handler to raise at once; repeat until it was raised (and again once
+        ``lost`` says it was lost), until the run ends."""
         armed = False
         while True:
             ready, _, _ = select.select([self.wake_r], [], [], GRACE if armed else None)

@@ -153,3 +153,28 @@ def test_a_second_interrupt_during_the_first_ones_ending_says_the_seed_once(stop
     assert stopping.noted == 2
     assert [line for line in said if line.startswith("interrupted")] == [
         f"interrupted; seed 3 (run it again: emq check --seed 3 --profile dev --examples 5 --traces {tmp_path})"], said
+
+
+def test_an_interrupt_at_the_releases_start_waits_for_the_release(valkey: ServerProcess, ctrl_c: None) -> None:
+    """OWN-5: a Ctrl-C that lands as the claim's release begins (it stops the renewal
+    first) is acted on once the run's keys, record and fence are deleted; raised there,
+    it left them on the server."""
+    from emq_kit.claim import Claim
+
+    url = flush_url(valkey)
+    with valkey.client(db=DB) as r:
+        before = set(r.scan_iter())
+        claim = Claim(url, ("alpha",), command="emq check", say=lambda line: None)
+        names = claim.__enter__()
+        r.set(names.key(b"emq:{alpha}:pending"), "the run's")
+
+        stop = claim._stop.set
+
+        def interrupting() -> None:
+            signal.raise_signal(signal.SIGINT)  # Python's own handler: raised right here unless deferred
+            stop()
+
+        claim._stop.set = interrupting  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            claim.release()
+        assert set(r.scan_iter()) == before
