@@ -39,7 +39,7 @@ from typing import Any, Iterator
 
 from emq_kit.errors import Interrupted
 
-__all__ = ["GRACE", "Interrupted", "blamed", "check", "decided", "handled", "stood", "stopping"]
+__all__ = ["GRACE", "Interrupted", "blamed", "check", "decided", "early", "handled", "stood", "stopping"]
 
 GRACE = 1.0
 """Seconds a run has to reach a stopping point before the interrupt is raised where it is."""
@@ -109,6 +109,17 @@ class _Stop:
 
 
 _active: list[_Stop] = []
+_early: list[int] = []  # signals noted before the command's ``stopping()`` began
+
+
+def early() -> None:
+    """A command run as a program, from its first line: until its ``stopping()`` begins
+    (the command's modules still loading, its line parsed), a Ctrl-C or SIGTERM is only
+    noted, and that ``stopping()`` raises it at the command's start (INT-1). Python's
+    default would raise it inside an import (a traceback, or lost in an import's callback
+    and the run gone on) or, for SIGTERM, kill the process."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda signum, frame: _early.append(signum))
 
 
 @contextlib.contextmanager
@@ -120,7 +131,8 @@ def stopping(*, last: bool = False) -> Iterator[_Stop | None]:
     counts those noted after ``decided()``. ``last``: the process ends with the body (a
     command run as a program): from its end both signals are ignored, not handed back
     (the interpreter's finalization would restore their defaults), so the process exits
-    with the command's code however late they come (INT-3)."""
+    with the command's code however late they come (INT-3). One noted ``early`` is
+    raised as the body would begin."""
     if threading.current_thread() is not threading.main_thread() or _active:
         yield None
         return
@@ -135,6 +147,10 @@ def stopping(*, last: bool = False) -> Iterator[_Stop | None]:
     watcher.start()
     _active.append(stop)
     try:
+        if _early:  # came before the command began: it ends there (``early``)
+            stop.noted, stop.raised = len(_early), True
+            _early.clear()
+            raise Interrupted()
         yield stop
         if stop.noted and not stop.handled:
             raise Interrupted()

@@ -63,6 +63,8 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every line it prints passes the redaction (SEC-1)."""
+    if argv is None:  # the process itself: noted, not raised, until the command's start (INT-1)
+        interrupts.early()
     given = list(sys.argv[1:] if argv is None else argv)
     with redaction.shown(given):
         return _main(given, program=argv is None)

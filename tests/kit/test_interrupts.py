@@ -178,3 +178,23 @@ def test_an_interrupt_at_the_releases_start_waits_for_the_release(valkey: Server
         with pytest.raises(KeyboardInterrupt):
             claim.release()
         assert set(r.scan_iter()) == before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_commands_modules_load_ends_it_at_its_start(signum: int, tmp_path: Path) -> None:
+    """INT-1: one that comes before the command began (its modules loading as its line
+    is parsed) is noted, and the command ends at its start: one line, exit 130, nothing
+    run. Python's defaults raised it inside an import (a traceback, exit 1) or killed the
+    process (SIGTERM)."""
+    program = (f"import signal, sys\n"
+               f"import emq_kit.cli as cli\n"
+               f"parser = cli.parser\n"
+               f"def loading(command):\n"
+               f"    signal.raise_signal({int(signum)})\n"
+               f"    return parser(command)\n"
+               f"cli.parser = loading\n"
+               f"sys.argv = ['emq', 'check', '--profile', 'dev', '--seed', '1', '--traces', {str(tmp_path)!r}]\n"
+               f"sys.exit(cli.main())\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "emq check: interrupted\n"), done
+    assert list(tmp_path.iterdir()) == []
