@@ -61,6 +61,7 @@ def cmd_soak(args: Any) -> int:
         print(f"emq soak: {config.workers} workers and {config.producers} producers on queue {queue} of "
               f"{args.url or 'a throwaway valkey-server'}, seed {config.seed}", file=sys.stderr, flush=True)
 
+    report: SoakReport | None = None
     try:
         refuse_cluster(args.url)  # before the run's claim is written there
         with claimed(args.url, (QUEUE,), command="emq soak") as names:
@@ -68,7 +69,10 @@ def cmd_soak(args: Any) -> int:
         interrupts.decided()  # the run's end, its cleanup done, before its verdict (INT-2, INT-3)
     except KeyboardInterrupt:  # the run's processes are stopped and its keys deleted by now (INT-2)
         interrupts.handled()
-        print(f"emq soak: interrupted; seed {config.seed} (run it again: {rerun(args, config)})", file=sys.stderr)
+        # past the run's judgement, before its verdict: what it kept is said, never left unsaid
+        kept = f"; its history is kept in {report.history_dir}" if report and report.history_dir else ""
+        print(f"emq soak: interrupted; seed {config.seed} (run it again: {rerun(args, config)}){kept}",
+              file=sys.stderr)
         raise interrupts.Interrupted(said=True) from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         raise Usage(f"lost the server {args.url or '(throwaway)'}: {exc}; {LOST}") from None

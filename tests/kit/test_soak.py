@@ -403,3 +403,24 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def test_a_run_interrupted_past_its_judgement_says_the_history_it_kept(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       ctrl_c: None) -> None:
+    """INT-2: a Ctrl-C noted once the run was judged failed (its history kept) and before
+    its verdict ends the command as interrupted, and the line says where the history is:
+    a directory kept unsaid is a leftover nobody knows of."""
+    decided = interrupts.decided
+
+    def interrupted() -> None:
+        signal.raise_signal(signal.SIGINT)  # noted by the command's stopping(), raised by decided()
+        decided()
+
+    monkeypatch.setattr(interrupts, "decided", interrupted)
+    code = cli.main(["soak", "--workers", "2", "--jobs", "20", "--seconds", "30", "--check-seconds", "1e-9"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 130 and err[-1].startswith("emq soak: interrupted; seed "), err
+    kept = Path(err[-1].rpartition("its history is kept in ")[2])
+    assert kept.name.startswith("emq-soak-") and sorted(kept.glob("*.jsonl")), err
+    shutil.rmtree(kept)
