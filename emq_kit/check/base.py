@@ -15,7 +15,7 @@ import contextlib
 import time
 from bisect import bisect_right
 from itertools import accumulate
-from typing import Any, Callable, ClassVar, Iterator, Mapping
+from typing import Any, Callable, ClassVar, Generic, Iterator, Mapping, TypeVar
 
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, RuleStrategy
@@ -153,6 +153,25 @@ class Selection(RuleStrategy):
         return all(machine.bundle(b.name) for b in rule.bundles) and all(p(machine) for p in rule.preconditions)
 
 
+M = TypeVar("M", bound="Machine")
+
+
+class Built(Generic[M]):
+    """One run's machine: the zero-argument factory ``run_state_machine_as_test`` calls
+    for each example, a layout's machine class with the run's parts. The class is the
+    layout's own, never one made per run: Hypothesis keeps each machine class it meets
+    (its rules) for the life of the process, and a class made per run kept its run with
+    it — every step, every difference's frames — a check's worth of memory per check,
+    freed only as the interpreter wound down (seconds, after a long run)."""
+
+    def __init__(self, machine: type[M], target: Any, run: Run, clock: Clock, windowed: bool) -> None:
+        self.machine, self.target, self.run, self.clock = machine, target, run, clock
+        self.windowed = windowed  # may steps be verified in windows (``emq check``; never replay)
+
+    def __call__(self) -> M:
+        return self.machine(self)
+
+
 class Machine(RuleBasedStateMachine):
     """A layout's model and its target side by side, step by step. Build with
     ``factory(target, run, clock)``. A subclass supplies its rules, ``weights``,
@@ -161,18 +180,18 @@ class Machine(RuleBasedStateMachine):
     swarmed off), ``begin`` (the state an example starts from) and how its steps run and
     are judged, raising ``diverge(...)``."""
 
-    target: Opened
-    run: Run
-    clock: Clock
-    windowed: bool = False  # may steps be verified in windows (``emq check``; never replay)
     weights: ClassVar[Mapping[str, int]] = {}
     """How often ``Selection`` picks each rule among those on; a rule not named weighs 1."""
     rule_ops: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     hostile_rules: ClassVar[tuple[str, ...]] = ()
     always_on: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self) -> None:
+    def __init__(self, built: Built[Any]) -> None:
         super().__init__()
+        self.target: Opened = built.target
+        self.run: Run = built.run
+        self.clock: Clock = built.clock
+        self.windowed = built.windowed
         self.run.starting()
         self._rules_strategy = Selection(self)  # see Selection: Hypothesis reads this attribute
         try:
@@ -197,13 +216,12 @@ class Machine(RuleBasedStateMachine):
         raise NotImplementedError
 
     @classmethod
-    def factory(cls, target: Any, run: Run, clock: Clock | None = None, *,
-                windowed: bool = False) -> Callable[[], Any]:
+    def factory(cls: type[M], target: Any, run: Run, clock: Clock | None = None, *,
+                windowed: bool = False) -> Built[M]:
         """A zero-argument factory for ``run_state_machine_as_test`` (the virtual clock
         unless ``clock`` says otherwise; ``windowed``: verify in windows where the machine
         and the target can, see emq_kit/check/window.py)."""
-        return type(cls.__name__, (cls,), {"target": target, "run": run, "clock": clock or VirtualClock(),
-                                           "windowed": windowed})
+        return Built(cls, target, run, clock or VirtualClock(), windowed)
 
     @classmethod
     def aimed(cls, aim: frozenset[tuple[str, str]]) -> frozenset[str]:

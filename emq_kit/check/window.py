@@ -86,7 +86,7 @@ class Judged:
 def run_machine(machine: Any, config: settings) -> None:
     """``run_state_machine_as_test(machine, settings=config)``, searching in windows and
     shrinking step by step (see the module docstring) when ``machine`` (a
-    ``Conformance.factory`` class: its ``windowed`` is set here) opens windows."""
+    ``Machine.factory``'s ``Built``: its ``windowed`` is set here) opens windows."""
     if not (getattr(machine, "windowed", False) and window_size(machine.target, machine.clock.mode)):
         run_state_machine_as_test(machine, settings=config)
         return

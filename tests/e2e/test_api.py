@@ -144,3 +144,27 @@ def test_a_library_check_says_what_the_kit_did_and_raises_what_stopped_it(tmp_pa
                            say=said.append)
     assert report.rerun == "emq check --seed 2 --profile dev --examples 3 --steps 5 --traces " + str(tmp_path) + \
         " --first" and said == []
+
+
+def test_a_check_keeps_nothing_of_its_run_once_it_returns(tmp_path: Path) -> None:
+    """A process that runs check after check (the pytest plugin, a campaign's worker)
+    holds no run past its report: its steps, its differences and their frames are freed
+    when the report is. (A machine class made per run was kept by Hypothesis, and each
+    run with it.)"""
+    import gc
+    import weakref
+
+    from emq_kit.check.tally import Run
+
+    runs: list[weakref.ref[Run]] = []
+
+    def progress(run: Run) -> None:
+        if not runs:
+            runs.append(weakref.ref(run))
+
+    report = emq_kit.check(profile="dev", seed=3, examples=5, steps=20, traces=str(tmp_path), progress=progress,
+                           say=lambda line: None)
+    assert report.examples == 5 and runs
+    del report
+    gc.collect()
+    assert runs[0]() is None, gc.get_referrers(runs[0]())
