@@ -295,7 +295,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         check.label = label if len(targets) > 1 else None
         items.append(check)
         for trace in stored:
-            on = {"url": url, "driver": driver}
+            # the code the check item runs, no other: a trace names its own, run only when given (TR-9)
+            on = {"url": url, "driver": driver, "scripts": None if driver else config.getoption("emq_scripts")}
             name = f"emq replay[{trace.name}]" if len(targets) == 1 else f"emq replay[{trace.name}-{label}]"
             items.append(_item(session, name, _shown(["emq", "replay", str(trace)], on),
                                partial(run_replay, trace, **on)))

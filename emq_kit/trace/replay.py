@@ -139,10 +139,12 @@ def source_of(head: dict[str, Any], *, url: str | None = None, scripts: str | No
     """The (url, scripts, driver) to replay a trace on: the code from the caller, the
     server from the header unless ``url`` says otherwise (a URL written redacted takes its
     secret from ``EMQ_URL``). A trace is data (TR-9): the driver command or script
-    directory its header names is never run from it; given nothing, such a trace is
-    ``BadArgument`` saying what it names and the flag that runs it."""
+    directory its header names is never run from it; given no code (a server is no code),
+    such a trace is ``BadArgument`` saying what it names and the flag that runs it."""
     named = head.get("target", {})
-    if url is None and scripts is None and driver is None:  # all from the header: but for its code
+    # a URL alone would put the built-in scripts in the place of the trace's code: a
+    # replay of other code than ran, which conforms on the scripts that did not fail
+    if scripts is None and driver is None:
         if named.get("driver"):
             raise BadArgument(f"the trace ran through the driver {named['driver']!r}; replay runs no command a trace "
                               f"names (TR-9): give it yourself to run it, --driver {shlex.quote(named['driver'])}")

@@ -179,7 +179,7 @@ def _commands(url: str, tmp: Path) -> dict[str, list[str]]:
         "selftest": ["selftest", "--url", url, "--only", "complete", "--budget", "3"],
         "soak": ["soak", "--url", url, "--workers", "2", "--jobs", "60", "--seconds", "20"],
         "bench": ["bench", "--url", url, *BENCH],
-        "replay": ["replay", trace, "--url", url],
+        "replay": ["replay", trace, "--url", url, "--scripts", str(ROOT / "emq_live" / "lua")],  # its code given
         "replay driver": ["replay", trace, "--url", url, "--driver", live],
         "audit": ["audit", url, "--quiet"],
     }
@@ -210,8 +210,10 @@ def test_the_pytest_plugin_leaves_nothing(server: ServerProcess, tmp_path: Path)
     (traces / "stored.json").write_text((CORPUS / "retry-two-sets.json").read_text())
     with server.client() as r:
         before = image(r)
-        done = subprocess.run([sys.executable, "-m", "pytest", "--emq", "--emq-url", server.url, "--emq-profile",
-                               "dev", "--emq-seed", "3", "--emq-traces", str(traces), "-q", "-p", "no:cacheprovider"],
+        # the code under test given (a copy of the built-in scripts): the stored trace ran other code (TR-9)
+        done = subprocess.run([sys.executable, "-m", "pytest", "--emq", "--emq-url", server.url, "--emq-scripts",
+                               str(ROOT / "emq_live" / "lua"), "--emq-profile", "dev", "--emq-seed", "3",
+                               "--emq-traces", str(traces), "-q", "-p", "no:cacheprovider"],
                               capture_output=True, text=True, cwd=tmp_path, timeout=300)
         assert "2 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
         assert_intact(before, image(r), "pytest --emq")
@@ -227,7 +229,8 @@ def test_keys_under_a_name_the_run_would_write_are_refused_unless_wiped(server: 
         r.set("emq:{}:x", "theirs")
         before = image(r)
         for argv in (["check", *_quick(server.url)], ["selftest", "--url", server.url, "--only", "complete"],
-                     ["replay", str(CORPUS / "retry-two-sets.json"), "--url", server.url]):
+                     ["replay", str(CORPUS / "retry-two-sets.json"), "--url", server.url, "--scripts",
+                      str(ROOT / "emq_live" / "lua")]):
             code, out, err = run(argv, capsys)
             line = one_line(err)
             assert code == cli.EXIT_ENV and out == "" and "'emq:{}:x'" in line and "--wipe" in line, err
@@ -727,12 +730,14 @@ def test_no_output_of_any_command_shows_a_password(locked: ServerProcess, tmp_pa
     run("selftest", "--url", named, *one, "--json")
     run("audit", named, "--report", "audit.json")
     run("audit", f"redis://{host}/0?password={PASSWORD}", "--json")
-    for argv in (["check", "--url", DEAD], ["replay", str(trace), "--url", DEAD], ["soak", "--url", DEAD],
+    for argv in (["check", "--url", DEAD], ["replay", str(trace), "--url", DEAD, "--scripts", str(scripts)],
+                 ["soak", "--url", DEAD],
                  ["bench", "--url", DEAD, *BENCH], ["selftest", "--url", DEAD, *one], ["audit", DEAD]):
         assert "***@127.0.0.1:1" in run(*argv, codes=(2,))
     (tmp_path / "conftest.py").write_text("")
-    for url, code in ((plain, 0), (DEAD, 1)):  # the stored trace conforms on the built-in scripts
+    for url, code in ((plain, 0), (DEAD, 1)):  # the stored trace conforms on the built-in scripts, given (TR-9)
         done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--emq", "--emq-url", url,
+                               "--emq-scripts", str(ROOT / "emq_live" / "lua"),
                                "--emq-profile", "dev", "--emq-seed", "1", "--emq-traces", "traces", "-rA", "--ignore=test_replay.py",
                                f"--junitxml=junit-{code}.xml"], cwd=tmp_path, capture_output=True, text=True,
                               timeout=300, env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
@@ -883,6 +888,33 @@ def test_replay_runs_no_command_a_trace_names(named: dict[str, str], flag: str, 
     if "scripts" in named:
         assert emq("replay", "traces/t.json", "--scripts", "evil", cwd=tmp_path)[0] == 0
         assert (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("named, flag", [
+    ({"target": "driver", "driver": "touch PWNED"}, "--driver 'touch PWNED'"),
+    ({"target": "fakeredis", "scripts": "evil"}, "--scripts evil"),
+])
+def test_a_server_given_for_a_trace_is_no_code_given(named: dict[str, str], flag: str, valkey: ServerProcess,
+                                                     tmp_path: Path) -> None:
+    """TR-9: ``--url`` picks the server, never the code. A trace that ran a driver or a
+    script directory, replayed with a URL alone, is refused as with nothing given: the
+    built-in scripts in their place conformed (exit 0) where the trace's code had failed.
+    So is the regression test ``--pytest`` writes, run with ``$EMQ_URL`` alone."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "t.json").write_text(json.dumps(_trace(**named)))
+    with valkey.client() as r:
+        before = {k: r.dump(k) for k in r.scan_iter()}
+    code, out, err = emq("replay", "traces/t.json", "--url", valkey.url, "--pytest", "test_again.py", cwd=tmp_path)
+    assert code == 2 and ("loads no code" in err or "runs no command" in err), (code, err)
+    assert flag in err and len(err.splitlines()) == 1, err
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:emq", "-q",
+                           "test_again.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "EMQ_URL": valkey.url})
+    assert done.returncode == 1 and flag in done.stdout, done.stdout + done.stderr
+    with valkey.client() as r:
+        assert {k: r.dump(k) for k in r.scan_iter()} == before
+    assert not (tmp_path / "PWNED").exists()
 
 
 def _raw_enqueue(at: int, key: bytes, i: int = 4) -> dict[str, Any]:
