@@ -42,6 +42,8 @@ def cmd_selftest(args: argparse.Namespace) -> int:
         again = ["emq", "selftest", "--seed", str(args.seed), "--budget", f"{args.budget:g}"]
         again += [part for flag in ("url", "only", "layout", "sample") if getattr(args, flag, None) not in (None, "echomq")
                   for part in (f"--{flag}", str(getattr(args, flag)))]
+        if args.cluster is not None:  # where the mutants are judged: the run again is the same run
+            again += ["--cluster", args.cluster.text]
         print(f"emq selftest: interrupted{' at ' + at[-1] if at else ''}; seed {args.seed} "
               f"(run it again: {shlex.join(again)})", file=sys.stderr)
         raise interrupts.Interrupted(said=True) from None
