@@ -33,7 +33,7 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterable, Mapping
+from typing import Any, Callable, Collection, ContextManager, Iterable, Mapping
 
 from emq_kit.check.names import Names, new_suffix, one_byte_needed
 from emq_kit.errors import Occupied, TargetUnavailable
@@ -142,13 +142,14 @@ def alive(client: Any, key: bytes, doc: Mapping[str, Any]) -> bool:
     return True
 
 
-def clean(client: Any, keep: str | None = None) -> Removed:
+def clean(client: Any, keep: str | None = None, *, of: Callable[[Mapping[str, Any]], bool] | None = None) -> Removed:
     """Remove the leftovers of every dead run on ``client``'s server (OWN-6): the keys of
     its names, the ``{emq}:version`` it wrote on a server that had none, its record.
-    Live runs (and the record ``keep``) are left alone."""
+    Live runs (and the record ``keep``) are left alone; with ``of``, so is every run whose
+    record it does not take."""
     removed = Removed()
     for key, doc in _records(client):
-        if doc.get("id") == keep:
+        if doc.get("id") == keep or (of is not None and not of(doc)):
             continue
         if alive(client, key, doc):
             removed.live += 1
@@ -379,6 +380,38 @@ def _lost(exc: BaseException | None) -> bool:
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
+
+
+def release_left(url: str, pids: Collection[int], *, command: str,
+                 say: Callable[[str], None] | None = None) -> int:
+    """Delete what the runs of the processes ``pids`` of this machine, gone by now, left
+    on the server ``url``: a local cluster's workers ended with a task under way, their
+    claims unreleased (OWN-5); how many keys. The command that started them deletes them
+    as its own, its interrupts deferred as a claim's release defers them; a run of those
+    processes still alive is left alone, and a server gone keeps them for ``emq clean``,
+    said in one line."""
+    import redis
+    from redis.exceptions import RedisClusterException
+
+    from emq_live.client import _client
+    from emq_live.urls import redact
+
+    mine, here = set(pids), host()
+    if not mine or not here:
+        return 0
+    with interrupts_deferred():
+        client = None
+        try:
+            client = _client(url)
+            return clean(client, of=lambda doc: doc.get("host") == here and doc.get("pid") in mine).keys
+        except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
+            (say or (lambda line: print(line, file=sys.stderr, flush=True)))(
+                f"{command}: could not remove its workers' keys from {redact(url)} ({exc}); emq clean --url URL "
+                f"removes them once their lease ({LEASE_MS // 1000} s) is over")
+            return 0
+        finally:
+            if client is not None:
+                client.close()
 
 
 LOST = "what the run wrote there is removed by emq clean --url URL (or the next run) once the server is back"

@@ -39,7 +39,8 @@ from typing import Any, Iterator
 
 from emq_kit.errors import Interrupted
 
-__all__ = ["GRACE", "Interrupted", "blamed", "check", "decided", "early", "handled", "stood", "stopping"]
+__all__ = ["GRACE", "Interrupted", "blamed", "check", "decided", "early", "handled", "stood", "stop_every_run",
+           "stopping"]
 
 GRACE = 1.0
 """Seconds a run has to reach a stopping point before the interrupt is raised where it is."""
@@ -165,9 +166,23 @@ def stopping(*, last: bool = False) -> Iterator[_Stop | None]:
         stop.close()
 
 
+_told: list[bool] = []  # this process was told to stop every run (``stop_every_run``)
+
+
+def stop_every_run() -> None:
+    """In a process that takes no Ctrl-C of its own (a local cluster's worker: INT-2),
+    told by the command that started it to stop: every run on any of its threads raises
+    ``Interrupted`` at its next stopping point from now on, as a run of the main thread
+    does on a Ctrl-C, and ends as an interrupted run does (its child stopped, its claim
+    released)."""
+    _told.append(True)
+
+
 def check() -> None:
     """A stopping point: ``Interrupted`` if a Ctrl-C was noted and the run has not
-    handled it yet."""
+    handled it yet, or the process was told to stop every run."""
+    if _told:
+        raise Interrupted()
     if _active and _active[0].noted and not _active[0].handled:
         _active[0].raised = True
         raise Interrupted()

@@ -80,7 +80,8 @@ def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpu
     records: dict[str, RunRecord] = {}
     keys: dict[str, str] = {}  # run id -> its task's key, which its start events name
     began, clock = dt.datetime.now(dt.timezone.utc), time.monotonic()
-    with dask_cluster.connected(spec) as client:
+    servers = [t.url for t in plan.targets if t.url is not None]  # what each run claims on (OWN-1)
+    with dask_cluster.connected(spec, servers=servers, command="emq campaign") as client:
         if connected is not None:
             connected(client)
         link = dask_cluster.dashboard(client)

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from emq_kit import bounds
-from emq_kit.campaign.tasks import EVENTS, probe
+from emq_kit.campaign.tasks import EVENTS, probe, stop
 from emq_kit.errors import BadArgument, ClusterUnavailable, ToolMissing
+from emq_kit.forks import interrupts_deferred
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -46,6 +47,11 @@ LOCAL_CONFIG: dict[str, Any] = {
 }
 """The configuration a ``local:N`` cluster is started with; docs/campaigns.md gives the
 same to a ``dask worker`` on another host."""
+LOCAL_PRELOAD = "emq_kit.campaign.local"
+"""The module a ``local:N`` cluster's workers load first (``dask_setup``): SIGINT
+ignored, as by every child the kit starts (INT-2). The terminal sends Ctrl-C to the
+whole process group, the workers too: each died of it with a task under way, its claim
+never released, and printed a traceback. The command stops them itself."""
 
 
 @dataclass(frozen=True)
@@ -84,11 +90,15 @@ def _distributed() -> Any:
 
 
 @contextlib.contextmanager
-def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Client]:
+def connected(spec: ClusterSpec, *, timeout: float | None = None, servers: Sequence[str] = (),
+              command: str = "emq") -> Iterator[Client]:
     """A client of the cluster ``spec`` names, its workers probed (``checked``; each
     waited for ``timeout`` seconds, default ``CONNECT_SECONDS``); the
     ``LocalCluster`` of ``local:N`` is started here with ``LOCAL_CONFIG`` (its workers
-    allowed children, glibc's own trimming, quiet housekeeping), and stopped after."""
+    allowed children, glibc's own trimming, quiet housekeeping) and ``LOCAL_PRELOAD``
+    (SIGINT ignored), and stopped after, however the body ends: its workers gone, what
+    their tasks' claims left on ``servers`` (the ones they claim on) is deleted by
+    ``command`` (INT-2, OWN-5)."""
     distributed = _distributed()
     import dask
 
@@ -96,13 +106,26 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Cl
     if spec.workers is not None:
         with dask.config.set(LOCAL_CONFIG):
             cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=":0", silence_logs=logging.ERROR)
+                                               dashboard_address=":0", silence_logs=logging.ERROR,
+                                               preload=[LOCAL_PRELOAD])
+        workers: set[int] = set()  # every worker process the run had
         try:
             with distributed.Client(cluster) as client:
+                workers |= _pids(cluster)
                 checked(client, spec, timeout)
-                yield client
+                try:
+                    yield client
+                except BaseException:
+                    # The command ends early (Ctrl-C, an error of the kit): each task under
+                    # way stops at its next stopping point, its claim released by its
+                    # worker, which the close below waits for
+                    workers |= _pids(cluster)
+                    with contextlib.suppress(Exception):
+                        client.run(stop, on_error="ignore")
+                    raise
         finally:
-            cluster.close()
+            workers |= _pids(cluster)
+            _closed(cluster, workers, servers, command)
         return
     try:
         client = distributed.Client(spec.address, timeout=timeout)
@@ -111,6 +134,28 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None) -> Iterator[Cl
     with client:
         checked(client, spec, timeout)
         yield client
+
+
+def _closed(cluster: Any, workers: set[int], servers: Sequence[str], command: str) -> None:
+    """Close a ``LocalCluster`` (its workers given a few seconds to end their tasks, then
+    killed; joined either way), then delete what a task of its ``workers`` that never
+    ended its run left on ``servers``: a worker killed under its claim (SIGTERM to the
+    group, a task that did not stop) leaves its keys, its record and the ``{emq}:version``
+    it wrote (OWN-5). A second Ctrl-C waits for both: its workers alive, their runs are
+    not dead, and nothing of theirs could be deleted."""
+    from emq_kit.claim import release_left
+
+    with interrupts_deferred():
+        try:
+            cluster.close()
+        finally:
+            for url in dict.fromkeys(servers):
+                release_left(url, workers, command=command)
+
+
+def _pids(cluster: Any) -> set[int]:
+    """The processes of a ``LocalCluster``'s workers now running (its nannies' children)."""
+    return {pid for nanny in list(cluster.workers.values()) if isinstance(pid := getattr(nanny, "pid", None), int)}
 
 
 def _bokeh() -> bool:

@@ -42,7 +42,7 @@ def run_selftest_on(spec: dask_cluster.ClusterSpec, url: str | None, budget: flo
     # task of the bag; handed out last it would be the run's tail (CMP-9).
     longest_first = sorted(chosen, key=lambda m: m.key not in known)
     got: dict[str, MutantVerdict] = {}
-    with dask_cluster.connected(spec) as client:
+    with dask_cluster.connected(spec, servers=[url] if url is not None else [], command="emq selftest") as client:
         for done in dask_cluster.bag(client, longest_first, judge_mutant,
                                      lambda m: (m, url, budget, seed, wipe, chosen_layout.name),
                                      retries=RETRIES, name=lambda m: f"mutant-{chosen.index(m)}"):

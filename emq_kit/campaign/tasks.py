@@ -10,12 +10,13 @@ as the run's error, never retried (the same input fails the same way again).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import multiprocessing
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from emq_kit.errors import KitError, ServerError, TargetUnavailable
 from emq_kit.redaction import write_text
@@ -27,6 +28,35 @@ if TYPE_CHECKING:
 EVENTS = "emq-campaign"
 """The scheduler's event topic a task logs its start on: ``{"key": its Dask key,
 "worker": address}`` (a task started twice was retried, CMP-4)."""
+
+
+class Stopped(Exception):
+    """A task ended because the command that started its worker told it to (``stop``):
+    an interrupted run's end, its claim released, never a verdict (a plain exception,
+    which Dask hands back; a ``KeyboardInterrupt`` would end the worker's event loop)."""
+
+
+def stop() -> None:
+    """Run on each worker of a local cluster (``client.run``) by the command that started
+    it, ending early (Ctrl-C, an error of the kit): every task running there stops at its
+    next stopping point as an interrupted run stops, its child gone and its claim
+    released (INT-2, OWN-5), and raises ``Stopped``; one started later stops at once."""
+    from emq_kit import interrupts
+
+    interrupts.stop_every_run()
+
+
+@contextlib.contextmanager
+def _stoppable() -> Iterator[None]:
+    """The task's body, ``stop`` honoured: at once, before it claims anything, and at its
+    run's stopping points (``Interrupted`` there, ``Stopped`` for Dask)."""
+    from emq_kit import interrupts
+
+    try:
+        interrupts.check()
+        yield
+    except interrupts.Interrupted:
+        raise Stopped("stopped by the command that started the worker") from None
 
 
 def started() -> None:
@@ -62,7 +92,7 @@ def run_check(run: PlannedRun, corpus: dict[str, str]) -> RunResult:
     from emq_kit.report.document import check_document
 
     started()
-    with tempfile.TemporaryDirectory(prefix="emq-run-") as tmp:
+    with _stoppable(), tempfile.TemporaryDirectory(prefix="emq-run-") as tmp:
         traces = Path(tmp, "traces")
         for name, text in corpus.items():
             write_text(traces / name, text)
@@ -93,7 +123,7 @@ def judge_mutant(mutant: Mutant, url: str | None, budget: float, seed: int, wipe
     started()
     chosen = layout(layout_name)
     source = bullmq.commands() if chosen.name == "bullmq" else None
-    with claimed(url, chosen.logical(), command="emq selftest", wipe=wipe) as names:
+    with _stoppable(), claimed(url, chosen.logical(), command="emq selftest", wipe=wipe) as names:
         verdict = judge(mutant, url, budget, seed, source, chosen, names=names)
     if verdict.status == ERROR:
         raise TargetUnavailable(f"{mutant.key}: {verdict.reason}")

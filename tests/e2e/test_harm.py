@@ -1060,12 +1060,12 @@ def _running(root: int, program: str) -> bool:
 
 
 def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False, child: str = "",
-              signum: int = signal.SIGINT) -> Stopped:
+              signum: int = signal.SIGINT, until: Callable[[int], bool] | None = None) -> Stopped:
     """``emq ARGV`` with stderr on a terminal (a pty: the live progress line), in a
     process group of its own; once ``ready`` shows on stderr (and a process of its runs
-    ``child``, when given), ``signum`` to the group (SIGKILL to the command alone with
-    ``kill``). Every process it had started then is watched through a pidfd, so a pid
-    reused later is never mistaken for one of them."""
+    ``child``, when given, and ``until(its pid)`` holds), ``signum`` to the group (SIGKILL
+    to the command alone with ``kill``). Every process it had started then is watched
+    through a pidfd, so a pid reused later is never mistaken for one of them."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([str(EMQ), *argv], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=slave, process_group=0, env={**os.environ, "TMPDIR": str(cwd)},
@@ -1085,8 +1085,9 @@ def interrupt(argv: list[str], ready: str, cwd: Path, *, kill: bool = False, chi
         seen += chunk
         return bool(chunk)
 
-    while ready.encode() not in seen or (child and not _running(proc.pid, child)):
-        assert read(300 if not child else 0.01), f"no {ready!r} on stderr: {seen.decode(errors='replace')[-2000:]}"
+    while ready.encode() not in seen or (child and not _running(proc.pid, child)) or (until and not until(proc.pid)):
+        assert read(300 if not (child or until) else 0.01), \
+            f"no {ready!r} on stderr: {seen.decode(errors='replace')[-2000:]}"
         assert proc.poll() is None, f"exit {proc.returncode} before {ready!r}: {seen.decode(errors='replace')[-2000:]}"
     watched = []
     for pid in _descendants(proc.pid):
@@ -1226,6 +1227,32 @@ def test_ctrl_c_stops_selftest_at_its_mutant(where: str, empty: ServerProcess, t
     _clean_ending(stopped, "selftest")
     assert _keys_left(empty) == []
     assert "emq selftest: interrupted at mutant " in stopped.err and "; seed 0 (run it again: emq selftest" in stopped.err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_selftest_on_a_local_cluster(signum: int, empty: ServerProcess, tmp_path: Path) -> None:
+    """INT-2, OWN-5: Ctrl-C (or SIGTERM to the group) once a worker of ``--cluster
+    local:2`` judges a mutant under its claim: exit 130, one line naming the command that
+    runs it again, ``--cluster local:2`` in it, no process of its left, and the server
+    as it was. (Its workers died of the terminal's Ctrl-C mid-task, or were killed by
+    the cluster's close: 16 to 34 keys were left, ``emq:{alpha-*}:*``, their records and
+    leases, and the ``{emq}:version`` they wrote; the rerun lacked ``--cluster``.)"""
+    pytest.importorskip("distributed")
+
+    def judging(command: int) -> bool:
+        """A worker's claim is on the server (the command's own, made while it picks
+        the mutants, is not enough: its workers are still to start)."""
+        with empty.client() as r:
+            records = [r.get(k) for k in r.scan_iter(match=RUN + "*") if not k.endswith(b":live")]
+        return any(json.loads(doc)["pid"] != command for doc in records if doc is not None)
+
+    stopped = interrupt(["selftest", "--url", empty.url, "--budget", "60", "--cluster", "local:2"], "", tmp_path,
+                        signum=signum, until=judging)
+    _clean_ending(stopped, "selftest")
+    assert _keys_left(empty) == []  # no emq:*, no {emq}:run:*, no {emq}:version the workers wrote (OWN-5)
+    [line] = stopped.err.strip().splitlines()
+    assert line == (f"emq selftest: interrupted; seed 0 (run it again: emq selftest --seed 0 --budget 60 "
+                    f"--url {empty.url} --cluster local:2)"), stopped.err
 
 
 def test_ctrl_c_stops_bench_inside_the_servers_own_tools(empty: ServerProcess, tmp_path: Path) -> None:
