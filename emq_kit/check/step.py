@@ -70,7 +70,9 @@ def outcome(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except EmqError as err:
-        return err
+        # a value, kept with its step: its traceback's frames (the frame holding it among
+        # them) would make each refusal a cycle for the collector to walk and free
+        return err.with_traceback(None)
 
 
 class Crash:
