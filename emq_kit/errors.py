@@ -240,15 +240,18 @@ def kit_error(exc: Exception) -> KitError:
 
 
 def foreign(exc: Exception) -> KitError | None:
-    """The kit's class of what the layers below the kit raise: the client's
-    ``ConnectError`` (a server out of reach), a command of the kit's own the server's ACL
-    refuses, a layout the installed packages cannot serve; a target's fault met outside
-    a step (no step to judge it) is the target lost. None for anything else."""
+    """The kit's class of what the layers below the kit raise: the client's ``UrlError``
+    (a URL it cannot read, a ``BadArgument``) and ``ConnectError`` (a server out of
+    reach), a command of the kit's own the server's ACL refuses, a layout the installed
+    packages cannot serve; a target's fault met outside a step (no step to judge it) is
+    the target lost. None for anything else."""
     from redis.exceptions import NoPermissionError
 
     from emq_live.layouts.bullmq import LayoutUnavailable
-    from emq_live.urls import ConnectError
+    from emq_live.urls import ConnectError, UrlError
 
+    if isinstance(exc, UrlError):  # a URL the client cannot read: the user's to mend, nothing was connected
+        return BadArgument(str(exc))
     if isinstance(exc, ConnectError):  # already names the URL, redacted
         return ServerUnreachable(str(exc))
     if isinstance(exc, NoPermissionError):  # the user's ACL lacks a rule (a script's own refusal is a step's answer)

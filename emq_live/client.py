@@ -60,9 +60,10 @@ PROTOCOL = 2
 def _client(url: str, options: Mapping[str, Any] | None = None) -> Any:
     """A redis-py client for ``url``: ``RedisCluster`` for a cluster scheme, with
     redis-py's ``options`` (``socket_timeout``) on every connection. Either way a call is
-    never resent after a connection error (``Retry(NoBackoff(), 0)``)."""
+    never resent after a connection error (``Retry(NoBackoff(), 0)``). ``url`` is read
+    by ``urls.check_url`` first: one it refuses is its ``UrlError``, nothing connected."""
     no_resend = Retry(NoBackoff(), 0)
-    target, cluster = urls.plain(url)
+    target, cluster = urls.plain(urls.check_url(url))
     try:
         if cluster:
             return RedisCluster.from_url(target, protocol=PROTOCOL, retry=no_resend, **(options or {}))

@@ -142,9 +142,17 @@ def load(path: str | Path) -> dict[str, Any]:
 def plan_of(data: dict[str, Any], targets: Iterable[PlanTarget] = (), **given: Any) -> Plan:
     """A plan from a plan file's ``data`` (may be empty), with the flags ``targets`` and
     ``given`` (None: not given) replacing the file's values."""
+    from emq_live.urls import UrlError, check_url
+
     chosen = tuple(targets) or tuple(PlanTarget(**t) for t in data.get("targets", ()))
     if not chosen:
         chosen = (PlanTarget(FAKEREDIS),)
+    for t in chosen:
+        try:
+            if t.url is not None:
+                check_url(t.url)  # a URL the client cannot read: refused before any run or output (CMP-1)
+        except UrlError as exc:
+            raise BadArgument(f"target {t.name}: {exc}") from None
     fields: dict[str, Any] = {}
     for name in ("seeds", "profiles", "clocks"):
         value = given.get(name) or data.get(name)

@@ -256,13 +256,56 @@ PASSWORD = "pw-not-to-be-seen"
 
 
 @pytest.fixture(scope="module")
-def acl_valkey() -> Iterator[str]:
+def acl_server() -> Iterator[ServerProcess]:
     """A private Valkey with a user ``emq`` of specs/acl.json's rights and a password."""
     with ServerProcess() as server:
         with server.client() as r:
             r.execute_command(*acl.setuser("emq", PASSWORD).split())
             r.set(keyspace.VERSION_KEY, spec.WIRE_VERSION)  # the user may only read the fence
-        yield server.url.replace("redis://", f"redis://emq:{PASSWORD}@", 1)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def acl_valkey(acl_server: ServerProcess) -> str:
+    """``acl_server``'s URL as its user ``emq``, password and all."""
+    return acl_server.url.replace("redis://", f"redis://emq:{PASSWORD}@", 1)
+
+
+def every_key(server: ServerProcess) -> dict[int, list[bytes]]:
+    """The keys of every database of ``server`` that holds any."""
+    with server.client() as r:
+        held = [int(db[2:]) for db in r.info("keyspace")]
+    out = {}
+    for db in held:
+        with server.client(db=db) as r:
+            out[db] = sorted(r.keys("*"))
+    return out
+
+
+@pytest.mark.parametrize("tail, says", [
+    ("?bogus=1", "unknown query option 'bogus': a redis:// URL takes db, username, password"),
+    ("/0?protocol=3", "unknown query option 'protocol'"),
+    ("/abc", "the path '/abc' names no database: it is / or /N, N a non-negative integer"),
+    ("/-1", "the path '/-1' names no database"),
+    ("?db=abc", "?db='abc' names no database"),
+    ("?socket_timeout=abc", "Invalid value for 'socket_timeout'"),
+    (":notaport", "Port could not be cast to integer value as 'notaport'"),
+])
+@pytest.mark.parametrize("command", ["check", "clean", "audit", "soak", "selftest", "bench"])
+def test_a_url_the_client_cannot_read_is_one_line_naming_it_once_and_nothing_is_written(
+        command: str, tail: str, says: str, acl_server: ServerProcess, acl_valkey: str, capsys: Any) -> None:
+    """docs/server.md "Connecting": every command reads a URL in one place before it
+    connects; a URL refused there is one line (never an ``emq bug``), the URL in it once and
+    its password masked, and the server holds what it held."""
+    url = acl_valkey.rsplit(":", 1)[0] + tail if tail.startswith(":") else acl_valkey + tail
+    before = every_key(acl_server)
+    code, out, err = run([command, "--url", url], capsys)
+    assert code == cli.EXIT_ENV and out == ""
+    line = one_line(err)
+    shown = url.replace(f"emq:{PASSWORD}@", "***@")
+    assert line.startswith(f"emq {command}: {shown}") and line.count(shown) == 1 and says in line, line
+    assert "emq bug" not in line and PASSWORD not in out + err
+    assert every_key(acl_server) == before
 
 
 def test_a_password_is_in_no_summary_trace_or_pytest_file(acl_valkey: str, tmp_path: Path, capsys: Any,

@@ -290,6 +290,7 @@ def test_bullmqs_selftest_on_a_cluster_without_a_fit_server_is_one_line(argv: li
     ("[[targets]]\nname = 'x'\nseeds = [-1]\n", "at targets/0"),
     ("seeds = [-1]\n[[targets]]\nname = 'x'\n", "at seeds/0: -1 is less than the minimum of 0"),
     ("profiles = ['nightly']\n[[targets]]\nname = 'x'\n", "run x/nightly/virtual/0: argument --profile: invalid"),
+    ("[[targets]]\nname = 'x'\nurl = 'redis://h:1/abc'\n", "target x: redis://h:1/abc: the path '/abc' names no database"),
 ])
 def test_a_malformed_plan_is_one_line_naming_where(text: str, says: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -298,4 +299,4 @@ def test_a_malformed_plan_is_one_line_naming_where(text: str, says: str, tmp_pat
     code, out, err = run(["campaign", str(plan), "--out", str(tmp_path / "o")], capsys)
     assert code == cli.EXIT_ENV and out == ""
     line = one_line(err)
-    assert says in line and (str(plan) in line or line.startswith("emq campaign: run ")), line
+    assert says in line and (str(plan) in line or line.startswith(("emq campaign: run ", "emq campaign: target "))), line

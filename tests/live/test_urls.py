@@ -23,6 +23,8 @@ from emq_live import ConnectError, UrlError, redact
     ("unix://:secret@/run/valkey.sock?db=2", "unix://***@/run/valkey.sock?db=2"),
     ("redis://host:6379/0?password=secret&db=1", "redis://host:6379/0?password=***&db=1"),
     ("redis://host:6379/0", "redis://host:6379/0"),
+    ("redis://u:secret@[::1:6379?password=secret&db=1", "redis://***@[::1:6379?password=***&db=1"),  # unclosed IPv6
+    ("redis://[::1:6379?db=1&password=secret", "redis://[::1:6379?db=1&password=***"),
     ("not a url", "not a url"),
     ("", ""),
 ])
@@ -42,6 +44,57 @@ def test_a_url_of_another_scheme_is_a_url_error_without_the_password(url: str) -
     with pytest.raises(UrlError) as refused:
         emq_live.connect(url)
     assert "secret" not in str(refused.value) and "\n" not in str(refused.value)
+
+
+UNREADABLE = [  # a URL the client cannot read, and what its one line says (docs/server.md "Connecting")
+    ("redis://:secret@127.0.0.1:6379?bogus=1", "unknown query option 'bogus': a redis:// URL takes db, username"),
+    ("redis://:secret@127.0.0.1:6379/0?protocol=3", "unknown query option 'protocol'"),
+    ("redis://:secret@127.0.0.1:6379?decode_responses=false", "unknown query option 'decode_responses'"),
+    ("unix://:secret@/run/v.sock?socket_keepalive=true", "unknown query option 'socket_keepalive'"),
+    ("redis://:secret@127.0.0.1:6379?ssl_cert_reqs=none", "unknown query option 'ssl_cert_reqs'"),
+    ("redis+cluster://:secret@127.0.0.1:7000?health_check_interval=5", "unknown query option 'health_check_interval'"),
+    ("redis://:secret@127.0.0.1:6379?db=1&db=2", "the query option 'db' is given 2 times"),
+    ("redis://:secret@127.0.0.1:6379/abc", "the path '/abc' names no database: it is / or /N"),
+    ("redis://:secret@127.0.0.1:6379/-1", "the path '/-1' names no database"),
+    ("redis://:secret@127.0.0.1:6379/1/2", "the path '/1/2' names no database"),
+    ("redis://:secret@127.0.0.1:6379?db=abc", "?db='abc' names no database"),
+    ("redis://:secret@127.0.0.1:6379?db=-1", "?db='-1' names no database"),
+    ("redis://:secret@127.0.0.1:6379/1?db=2", "two databases: the path '/1' and ?db=2"),
+    ("redis+cluster://:secret@127.0.0.1:7000/3", "a cluster has database 0 only, not 3"),
+    ("redis://:secret@127.0.0.1:notaport", "Port could not be cast to integer value as 'notaport'"),
+    ("redis://:secret@127.0.0.1:70000", "Port out of range"),
+    ("redis://:secret@[::1:6379", "Invalid IPv6 URL"),
+    ("redis://:secret@127.0.0.1:6379?socket_timeout=abc", "Invalid value for 'socket_timeout'"),
+]
+
+
+@pytest.mark.parametrize("url, says", UNREADABLE)
+def test_a_url_the_client_cannot_read_is_one_url_error_naming_it_once(url: str, says: str) -> None:
+    """Refused before any client is made (a dead port: nothing would answer anyway), with
+    one line that names the URL once, its password masked."""
+    with pytest.raises(UrlError) as refused:
+        emq_live.connect(url)
+    text = str(refused.value)
+    assert says in text and "secret" not in text and "\n" not in text
+    assert text.startswith(redact(url) + ": ") and text.count(redact(url)) == 1, text
+
+
+@pytest.mark.parametrize("url", [
+    "redis://h:1", "redis://h:1/", "redis://h:1/15", "redis://h:1/007", "redis://h:1/2?db=2", "redis://h:1?db=3",
+    "valkey://u:p@h:1/0?socket_timeout=2.5&socket_connect_timeout=1&socket_keepalive=true&client_name=x"
+    "&health_check_interval=10&username=u&password=p",
+    "rediss://h:1?ssl_cert_reqs=none&ssl_ca_certs=/ca.pem&ssl_check_hostname=false",
+    "unix:///run/valkey.sock?db=3", "redis+cluster://h:1", "redis+cluster://h:1/0", "valkeys+cluster://h:1?ssl_ca_path=/ca",
+])
+def test_a_url_the_client_reads_is_accepted_and_each_option_is_one_its_client_takes(url: str) -> None:
+    from emq_live.client import _client
+    from emq_live.urls import check_url, plain
+
+    assert check_url(url) == url
+    if not plain(url)[1]:  # a cluster client connects at once; a plain one makes its connection lazily
+        client = _client(url)
+        client.connection_pool.make_connection()  # redis-py takes every option given (no TypeError)
+        client.close()
 
 
 def dead_port() -> int:
