@@ -33,7 +33,7 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, ContextManager, Iterable, Mapping
+from typing import Any, Callable, Collection, ContextManager, Iterable, Iterator, Mapping
 
 from emq_kit.check.names import Names, new_suffix, one_byte_needed
 from emq_kit.errors import Occupied, TargetUnavailable
@@ -163,6 +163,27 @@ def clean(client: Any, keep: str | None = None, *, of: Callable[[Mapping[str, An
     return removed
 
 
+@contextlib.contextmanager
+def records_refused(url: str) -> Iterator[None]:
+    """Within it, redis-py's errors met reading or writing the run records on ``url``
+    (a claim's first commands, ``emq clean``'s) leave as one line naming the URL,
+    redacted: a server that answers with an error (an ACL without ``{emq}:run:*``, a
+    database it does not have) is ``TargetUnavailable``; one not there, or not
+    Redis/Valkey, the client's ``ConnectError``."""
+    import redis
+    from redis.exceptions import RedisClusterException
+
+    from emq_live.client import _unreachable
+    from emq_live.urls import redact
+
+    try:
+        yield
+    except redis.exceptions.ResponseError as exc:
+        raise TargetUnavailable(f"{redact(url)} refused the run's record ({RUN}*): {exc}") from None
+    except (redis.exceptions.RedisError, RedisClusterException) as exc:
+        raise _unreachable(url, exc) from None
+
+
 class Claim:
     """The run's claim on the server ``url`` for the logical queue names ``logical``
     (a context manager yielding the run's ``Names``). ``given``: the user's names of
@@ -190,21 +211,12 @@ class Claim:
     # -- entering ---------------------------------------------------------------------
 
     def __enter__(self) -> Names:
-        import redis
-        from redis.exceptions import RedisClusterException
-
-        from emq_live.client import _client, _unreachable
-        from emq_live.urls import check_url
+        from emq_live.client import _client
 
         try:
-            self.client = _client(check_url(self.url))  # a URL the client does not serve: its own one line
-            return self._claim()
-        except redis.exceptions.ResponseError as exc:  # an ACL without {emq}:run:*, say
-            self._close()
-            raise TargetUnavailable(f"{self.where} refused the run's record ({RUN}*): {exc}") from None
-        except (redis.exceptions.RedisError, RedisClusterException) as exc:  # not there, or not Redis/Valkey
-            self._close()
-            raise _unreachable(self.url, exc) from None
+            with records_refused(self.url):  # a cluster client connects at once
+                self.client = _client(self.url)  # a URL the client cannot read: its own line, nothing connected
+                return self._claim()
         except BaseException:
             self._close()
             raise

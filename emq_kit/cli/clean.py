@@ -7,25 +7,19 @@ import argparse
 from typing import Any
 
 from emq_kit.cli.common import EXIT_OK
-from emq_kit.errors import ServerUnreachable
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    import redis
-    from redis.exceptions import RedisClusterException
-
-    from emq_kit.claim import clean
+    from emq_kit.claim import clean, records_refused
     from emq_live.client import _client
-    from emq_live.urls import check_url, redact
+    from emq_live.urls import redact
 
-    client = _client(check_url(args.url))
-    try:
-        removed = clean(client)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RedisClusterException,
-            redis.exceptions.InvalidResponse) as exc:  # InvalidResponse: a port that does not speak RESP
-        raise ServerUnreachable(f"cannot reach {redact(args.url)}: {exc}") from None
-    finally:
-        client.close()
+    with records_refused(args.url):  # the claim's lines for a server that refuses or is not there
+        client = _client(args.url)  # a URL the client cannot read: its own line, nothing connected
+        try:
+            removed = clean(client)
+        finally:
+            client.close()
     print(f"emq clean: {removed.line(redact(args.url))}")
     return EXIT_OK
 
