@@ -553,7 +553,7 @@ def run_soak(url: str | None, config: SoakConfig, names: Any = None,
 
     from emq_kit.server import ServerError, ServerProcess
     from emq_live.client import connect
-    from emq_live.urls import ConnectError
+    from emq_live.urls import ConnectError, redact
 
     refuse_cluster(url)
     started = time.monotonic()
@@ -568,8 +568,10 @@ def run_soak(url: str | None, config: SoakConfig, names: Any = None,
             where = url
         try:
             conn = stack.enter_context(connect(url))
-        except (ValueError, EmqError, ConnectError, redis.exceptions.RedisError) as exc:
-            raise SoakError(f"cannot use {url}: {exc}") from None
+        except ConnectError as exc:  # names the URL already, redacted
+            raise SoakError(str(exc)) from None
+        except (ValueError, EmqError, redis.exceptions.RedisError) as exc:
+            raise SoakError(f"cannot use {redact(url)}: {exc}") from None
         name = names.server(QUEUE) if names is not None else f"{QUEUE}-{new_suffix()}"
         stack.callback(_drop, conn, name)  # SOAK-2: nothing left on the server, however the run ends
         events: list[Event] = []
