@@ -13,6 +13,7 @@ Exit codes: 0 the target conforms (the command did what it was asked), 1 a diffe
       BadArgument               an argument the kit cannot work with
         Usage                   ... found by the command line itself
         TraceError              a trace file that is not one (TR-9a)
+        InputRefused            a file named as input that is no regular file, or too long (TR-9c)
       TargetUnavailable         the target cannot be had, or was lost
         FencedElsewhere         its {emq}:version is another wire version (KS-6)
         ServerUnreachable       no server answers there
@@ -78,6 +79,14 @@ class Usage(BadArgument):
 class TraceError(BadArgument, ValueError):
     """A trace file that is not a trace this kit can replay: the first problem, with
     its JSON path."""
+
+
+class InputRefused(BadArgument, OSError):
+    """A file named as a command's input (a trace, an expectations file, a plan, a report)
+    that the kit will not read: no regular file (a FIFO, a device, a directory), or longer
+    than its bound (``emq_kit.inputs``, specs/trace.md TR-9c). An ``OSError`` too, as a
+    file that cannot be read at all is, so each reader's ``except OSError`` names the file
+    in its one line."""
 
 
 class TargetUnavailable(KitError):

@@ -46,9 +46,20 @@ class Corpus:
         return self.root / target / name
 
     def of(self, target: str) -> dict[str, str]:
-        """The target's traces now: file name -> text."""
+        """The target's traces now: file name -> text. An entry that is no regular file
+        (a FIFO, a device, a directory), is larger than a trace or is not UTF-8 is not
+        handed on (specs/trace.md TR-9c): a run's corpus holds files only."""
+        from emq_kit.inputs import read_text
+        from emq_kit.trace.validate import MAX_BYTES
+
         where = self.root / target
-        return {p.name: p.read_text("utf-8") for p in sorted(where.glob("*.json"))} if where.is_dir() else {}
+        texts = {}
+        for p in sorted(where.glob("*.json")) if where.is_dir() else []:
+            try:
+                texts[p.name] = read_text(p, MAX_BYTES, "a trace holds")
+            except (OSError, UnicodeDecodeError):
+                continue
+        return texts
 
     def keep(self, target: str, traces: dict[str, str]) -> None:
         """Add the files ``traces`` (name -> text) the target's corpus lacks."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from emq_kit.errors import BadArgument
+from emq_kit.inputs import read_text
 from emq_kit.report.document import FORMAT, VERSION
 from emq_kit.report.verdicts import upgrade
 
@@ -24,7 +25,7 @@ def load(path: str | Path) -> dict[str, Any]:
     """The report at ``path``: a check's or a campaign's, of this report version or the
     one before, read as this one (else one ``BadArgument`` naming the file)."""
     try:
-        document = json.loads(Path(path).read_text("utf-8"))
+        document = json.loads(read_text(path, holds="a report holds"))
     except OSError as exc:
         raise BadArgument(f"cannot read the report {path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:

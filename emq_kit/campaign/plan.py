@@ -15,6 +15,7 @@ from emq_kit import bounds
 from emq_kit.check.options import CheckOptions
 from emq_kit.check.tally import SHRINK_STEPS
 from emq_kit.errors import BadArgument
+from emq_kit.inputs import read_text
 from emq_model import spec
 
 FAKEREDIS = "fakeredis"
@@ -127,7 +128,7 @@ def load(path: str | Path) -> dict[str, Any]:
     import jsonschema
 
     try:
-        data = tomllib.loads(Path(path).read_text("utf-8"))
+        data = tomllib.loads(read_text(path, holds="a plan holds"))
     except OSError as exc:
         raise BadArgument(f"cannot read the plan {path}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -18,13 +18,14 @@ from typing import Any
 
 from emq_kit.check.signature import Signature, parse
 from emq_kit.errors import BadArgument
+from emq_kit.inputs import read_text
 
 
 def load(path: str | Path) -> dict[Signature, str]:
     """The expected differences of ``path``, signature to reason (``BadArgument`` for a
     file that is not one)."""
     try:
-        data = tomllib.loads(Path(path).read_text("utf-8"))
+        data = tomllib.loads(read_text(path, holds="an expectations file holds"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise BadArgument(f"cannot read expectations {path}: {exc}") from None
     entries = data.get("difference", [])

@@ -100,13 +100,12 @@ class Trace:
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
         """The trace in the file ``path``, checked first (``TraceError`` with the JSON
-        path of the first problem)."""
-        from emq_kit.trace.validate import MAX_BYTES, TraceError, check_trace, parse
+        path of the first problem; ``InputRefused`` for a file that is no regular file or
+        is larger than a trace holds, before it is parsed)."""
+        from emq_kit.inputs import read_text
+        from emq_kit.trace.validate import MAX_BYTES, check_trace, parse
 
-        size = Path(path).stat().st_size
-        if size > MAX_BYTES:  # not even read
-            raise TraceError(f"(the document): {size:,} bytes, more than a trace holds ({MAX_BYTES:,})")
-        data = parse(Path(path).read_text("utf-8"))
+        data = parse(read_text(path, MAX_BYTES, "a trace holds"))  # a regular file, at most MAX_BYTES read (TR-9c)
         check_trace(data)
         return cls.from_json(data)
 

@@ -39,6 +39,7 @@ from emq_kit.server import ServerProcess
 from emq_kit.trace import validate
 from emq_kit.trace.format import Trace
 from emq_model import spec
+from tests import unreadable
 from tests.broken import broken_dir, variant
 from tests.kit.processes import kit_lines
 from tests.shown import block
@@ -801,6 +802,7 @@ ALLOWED_WRITERS = {
     "emq_kit/selftest/mutation.py": "mutated copies of the scripts",
     "emq_kit/outputs.py": "writable_path's probe opens a file for appending and writes nothing",
     "emq_kit/interrupts.py": "a byte on the pipe to its own watcher thread, no output",
+    "emq_kit/inputs.py": "reads only: os.open(O_RDONLY | O_NONBLOCK), so a FIFO put in a file's place is not waited on",
 }
 
 
@@ -952,7 +954,8 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
 def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: Path, request: Any,
                                                          monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """Every edit above, and a file nested too deep or too large, is exit 2 naming the
+    """Every edit above, a file nested too deep or too large, and a name that is no
+    regular file (a FIFO, a link to /dev/zero, a directory), is exit 2 naming the
     JSON path (no ``emq bug``), on each target, before the target is touched: no key
     on the server, and the driver — a command that would make a file — never started.
     Through ``cli.main`` (what the console script runs) in this process, in ``tmp_path``:
@@ -967,8 +970,10 @@ def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: P
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     with open(tmp_path / "large.json", "wb") as f:
         f.truncate(validate.MAX_BYTES + 1)  # sparse: refused by its size, never read
+    for kind in unreadable.KINDS:  # a FIFO, /dev/zero, a directory: refused before a byte is read
+        unreadable.make(tmp_path / f"{kind}.json", kind)
     cases = {**{name: words for name, (_, words) in EDITS.items()}, "deep": "nested deeper than 32 levels",
-             "large": "more than a trace holds"}
+             "large": "more than a trace holds", **unreadable.KINDS}
     for name, words in cases.items():
         code, out, err = run(["replay", f"{name}.json", *flags], capsys)
         assert code == 2 and out == "" and words in err and len(err.splitlines()) == 1, (name, err)

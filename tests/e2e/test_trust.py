@@ -29,6 +29,7 @@ from emq_kit.server import ServerProcess
 from emq_live import acl
 from emq_live.client import Queue
 from emq_model import keyspace, spec
+from tests import unreadable
 from tests.broken import broken_dir, variant
 
 PROGRESS = tuple(f"emq check: {phase}" for phase in ("sweeping", "searching", "shrinking", "checking", "minimizing",
@@ -146,6 +147,16 @@ def test_strict_without_expectations_is_refused(capsys: Any) -> None:
     code, out, err = run(["check", "--strict"], capsys)
     assert code == cli.EXIT_ENV and out == ""
     assert "--strict needs --expect" in one_line(err)
+
+
+@pytest.mark.parametrize("kind", list(unreadable.KINDS))
+def test_an_expectations_file_that_is_no_regular_file_is_one_line_before_it_is_read(kind: str, tmp_path: Path,
+                                                                                    capsys: Any) -> None:
+    expect = unreadable.make(tmp_path / "expect.toml", kind)
+    code, out, err = run(["check", "--expect", str(expect), "--traces", str(tmp_path / "traces")], capsys)
+    assert code == cli.EXIT_ENV and out == ""
+    assert one_line(err) == f"emq check: cannot read expectations {expect}: {unreadable.KINDS[kind]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["expect.toml"]  # no traces directory: nothing ran
 
 
 def test_a_writable_output_file_is_accepted(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from emq_kit.campaign.tasks import EVENTS
 from emq_kit.report.document import validate
 from emq_kit.selftest.mutation import chosen_mutants, equivalents
 from emq_kit.server import ServerProcess
+from tests import unreadable
 from tests.broken import broken_dir, variant
 from tests.e2e.test_harm import one_line, run
 
@@ -291,11 +292,11 @@ def test_bullmqs_selftest_on_a_cluster_without_a_fit_server_is_one_line(argv: li
     ("seeds = [-1]\n[[targets]]\nname = 'x'\n", "at seeds/0: -1 is less than the minimum of 0"),
     ("profiles = ['nightly']\n[[targets]]\nname = 'x'\n", "run x/nightly/virtual/0: argument --profile: invalid"),
     ("[[targets]]\nname = 'x'\nurl = 'redis://h:1/abc'\n", "target x: redis://h:1/abc: the path '/abc' names no database"),
+    *unreadable.KINDS.items(),  # refused before a byte is read (TR-9c)
 ])
 def test_a_malformed_plan_is_one_line_naming_where(text: str, says: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    plan = tmp_path / "plan.toml"
-    plan.write_text(text)
+    plan = unreadable.write(tmp_path / "plan.toml", text)
     code, out, err = run(["campaign", str(plan), "--out", str(tmp_path / "o")], capsys)
     assert code == cli.EXIT_ENV and out == ""
     line = one_line(err)

@@ -17,6 +17,7 @@ from emq_kit.report.document import check_document, validate
 from emq_kit.report.html import check_html
 from emq_kit.report.text import format_report
 from emq_kit.trace.format import Trace
+from tests import unreadable
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
@@ -36,6 +37,23 @@ def test_a_traces_name_is_its_content_not_its_seed_time_or_answers() -> None:
     moved = copy.deepcopy(trace)
     moved.steps[0].args = {**moved.steps[0].args, "payload": b"another"}
     assert corpus.name(moved) != corpus.name(trace)
+
+
+def test_a_corpus_entry_that_is_no_regular_file_is_skipped_unread_and_said(tmp_path: Path) -> None:
+    """specs/trace.md TR-9c, TR-17: a FIFO (whose open would wait for a writer), a link
+    to /dev/zero (read, it never ends) and a directory among the traces are skipped
+    without a byte read, each with its reason, and the run goes on to the traces beside."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for kind in unreadable.KINDS:
+        unreadable.make(traces / f"{kind}.json", kind)
+    (traces / "known.json").write_bytes((CORPUS / "retry-two-sets.json").read_bytes())
+    known, _ = corpus.replay_corpus(traces, None, lambda *a: None, layout="echomq", clock_mode="elsewhere")
+    by_name = {k.path.name: k for k in known}
+    assert sorted(by_name) == sorted([f"{kind}.json" for kind in unreadable.KINDS] + ["known.json"])
+    for kind, says in unreadable.KINDS.items():
+        assert by_name[f"{kind}.json"].verdict == "skipped" and says in by_name[f"{kind}.json"].reason
+    assert "clock virtual" in by_name["known.json"].reason  # read, and found another clock's
 
 
 def test_known_traces_replay_first_and_the_same_counterexample_is_the_same_file(tmp_path: Path) -> None:

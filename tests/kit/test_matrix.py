@@ -22,6 +22,7 @@ from emq_kit.campaign.matrix import MARKERS, STATES, matrix, summary, with_summa
 from emq_kit.campaign.plan import schema as plan_schema
 from emq_kit.errors import BadArgument
 from emq_kit.report.document import validate
+from tests import unreadable
 from tests.broken import broken_dir, variant
 from tests.browser import png_facts, render
 from tests.e2e.test_harm import one_line, run
@@ -89,10 +90,11 @@ def test_the_matrix_of_two_reports_with_different_verdicts(two_reports: tuple[Pa
     ('{"format": "emq-report", "version": 2, "command": "soak"}', "is of emq soak"),
     ('{"format": "emq-report", "version": 2, "command": "check", "verdict": "pass"}',
      "(version 2) has the verdict 'pass', which emq check never gave"),
+    *unreadable.KINDS.items(),  # refused before a byte is read (TR-9c)
 ])
 def test_a_file_that_is_no_report_is_one_line(text: str, says: str, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "r.json").write_text(text)
+    unreadable.write(tmp_path / "r.json", text)
     code, out, err = run(["matrix", str(tmp_path / "r.json"), "--html", str(tmp_path / "m.html")], capsys)
     assert code == cli.EXIT_ENV and out == "" and says in one_line(err) and not (tmp_path / "m.html").exists()
 

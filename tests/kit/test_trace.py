@@ -198,6 +198,20 @@ def test_an_unreadable_trace_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert "cannot read trace" in capsys.readouterr().err
 
 
+def test_no_more_than_a_traces_bound_and_a_byte_is_read_whatever_the_size_says(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """TR-9c: the bound holds on what is read, not on the size ``stat`` gives: a /proc
+    file says 0 bytes (as a file still being written says fewer than it will hold)."""
+    from emq_kit.trace import validate
+
+    status = Path("/proc/self/status")
+    assert status.stat().st_size == 0 and len(status.read_bytes()) > 100
+    monkeypatch.setattr(validate, "MAX_BYTES", 100)
+    assert cli.main(["replay", str(status)]) == cli.EXIT_ENV
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "101 bytes read and more to come, more than a trace holds (100)" in err, err
+
+
 @pytest.mark.parametrize("args, words", [
     ({"key": "nonsense", "kind": "string"}, "args/key: 'nonsense' is no key"),
     ({"key": "pending", "kind": "blob"}, "args/kind: 'blob' is not one of"),
