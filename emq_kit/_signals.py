@@ -27,3 +27,10 @@ class Refused(Exception):
 class PortTaken(Exception):
     """The port a throwaway server picked was taken between picking it and binding it;
     ``ServerProcess.start`` picks another."""
+
+
+class Stopped(Exception):
+    """A campaign's task ended because the command that started its worker told it to
+    (``campaign.tasks.stop``): an interrupted run's end, its claim released, never a
+    verdict. A plain exception, which Dask hands back to a command already ending on its
+    interrupt; a ``KeyboardInterrupt`` would end the worker's event loop."""

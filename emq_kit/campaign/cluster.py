@@ -104,28 +104,10 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None, servers: Seque
 
     timeout = CONNECT_SECONDS if timeout is None else timeout
     if spec.workers is not None:
+        # set for the cluster's life: a nanny reads it again when it restarts a worker
+        # (one killed under a task), which was daemonic then and refused every mutant's child
         with dask.config.set(LOCAL_CONFIG):
-            cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=":0", silence_logs=logging.ERROR,
-                                               preload=[LOCAL_PRELOAD])
-        workers: set[int] = set()  # every worker process the run had
-        try:
-            with distributed.Client(cluster) as client:
-                workers |= _pids(cluster)
-                checked(client, spec, timeout)
-                try:
-                    yield client
-                except BaseException:
-                    # The command ends early (Ctrl-C, an error of the kit): each task under
-                    # way stops at its next stopping point, its claim released by its
-                    # worker, which the close below waits for
-                    workers |= _pids(cluster)
-                    with contextlib.suppress(Exception):
-                        client.run(stop, on_error="ignore")
-                    raise
-        finally:
-            workers |= _pids(cluster)
-            _closed(cluster, workers, servers, command)
+            yield from _local(distributed, spec, timeout, servers, command)
         return
     try:
         client = distributed.Client(spec.address, timeout=timeout)
@@ -134,6 +116,32 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None, servers: Seque
     with client:
         checked(client, spec, timeout)
         yield client
+
+
+def _local(distributed: Any, spec: ClusterSpec, timeout: float, servers: Sequence[str],
+           command: str) -> Iterator[Client]:
+    """``connected``'s ``local:N``: the cluster started, its client yielded, and stopped
+    after, what its workers left deleted."""
+    cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.ERROR, preload=[LOCAL_PRELOAD])
+    workers: set[int] = set()  # every worker process the run had
+    try:
+        with distributed.Client(cluster) as client:
+            workers |= _pids(cluster)
+            checked(client, spec, timeout)
+            try:
+                yield client
+            except BaseException:
+                # The command ends early (Ctrl-C, an error of the kit): each task under
+                # way stops at its next stopping point, its claim released by its
+                # worker, which the close below waits for
+                workers |= _pids(cluster)
+                with contextlib.suppress(Exception):
+                    client.run(stop, on_error="ignore")
+                raise
+    finally:
+        workers |= _pids(cluster)
+        _closed(cluster, workers, servers, command)
 
 
 def _closed(cluster: Any, workers: set[int], servers: Sequence[str], command: str) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from emq_kit._signals import Stopped
 from emq_kit.errors import KitError, ServerError, TargetUnavailable
 from emq_kit.redaction import write_text
 
@@ -28,12 +29,6 @@ if TYPE_CHECKING:
 EVENTS = "emq-campaign"
 """The scheduler's event topic a task logs its start on: ``{"key": its Dask key,
 "worker": address}`` (a task started twice was retried, CMP-4)."""
-
-
-class Stopped(Exception):
-    """A task ended because the command that started its worker told it to (``stop``):
-    an interrupted run's end, its claim released, never a verdict (a plain exception,
-    which Dask hands back; a ``KeyboardInterrupt`` would end the worker's event loop)."""
 
 
 def stop() -> None:
