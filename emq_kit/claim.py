@@ -115,6 +115,13 @@ def _delete(client: Any, keys: Iterable[bytes]) -> int:
     return count
 
 
+def _drop_fence(client: Any) -> int:
+    """Delete the ``{emq}:version`` a run wrote, if it is there (1, else 0). Read first:
+    an administrator's ACL makes the fence read-only (specs/acl.json), and a DEL of it,
+    there or not, is refused — which ended a release before the run's record went."""
+    return int(client.delete(keyspace.VERSION_KEY)) if client.exists(keyspace.VERSION_KEY) else 0
+
+
 def _records(client: Any) -> Iterable[tuple[bytes, dict[str, Any]]]:
     """Every run record on the server (one that cannot be read is not ours to judge)."""
     for key in client.scan_iter(match=RUN + "*", count=1000):
@@ -157,7 +164,7 @@ def clean(client: Any, keep: str | None = None, *, of: Callable[[Mapping[str, An
         names = Names.from_json(doc["names"])
         removed.keys += _delete(client, list(names.scan(client)))
         if doc.get("version"):
-            removed.keys += int(client.delete(keyspace.VERSION_KEY))
+            removed.keys += _drop_fence(client)
         client.delete(key, key + LIVE.encode())
         removed.runs.append(doc)
     return removed
@@ -365,7 +372,7 @@ class Claim:
         try:
             count = _delete(self.client, list(names.scan(self.client)))
             if self.version:
-                count += int(self.client.delete(keyspace.VERSION_KEY))
+                count += _drop_fence(self.client)
             self.client.delete(self._key, self._key + LIVE.encode())
         except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
             if not lost:

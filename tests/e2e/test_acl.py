@@ -239,6 +239,32 @@ def test_a_user_without_a_rule_the_kit_needs_is_told_which(server, admin, rule: 
     assert sorted(admin.keys()) == before
 
 
+@pytest.mark.parametrize("rule", ["+evalsha", "+script|load"])
+def test_a_run_refused_its_scripts_leaves_nothing_on_a_server_without_a_fence(server, admin, rule: str,
+                                                                              capsys) -> None:
+    """OWN-5: a soak whose user may claim but not run the scripts ends with one line, and
+    its record and lease are gone. The fence absent when it began, its release deleted
+    it — a DEL the ACL refuses on the read-only fence, absent or not, which ended the
+    release before the record's own deletion: both stayed, and nothing said so."""
+    make_user(admin, "noscripts", [r for r in acl.rules() if r != rule])
+    admin.delete(keyspace.VERSION_KEY)
+    before = sorted(admin.keys())
+    code = cli.main(["soak", "--url", url(server, "noscripts"), "--seconds", "5", "--jobs", "20", "--workers", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == cli.EXIT_ENV and len(err) == 1 and "cannot open a queue connection" in err[0], err
+    assert sorted(admin.keys()) == before
+    # a run of the user's killed under its claim (its lease gone): emq clean removes it, the
+    # fence it would have deleted absent and read-only (OWN-6)
+    claim = Claim(url(server, "noscripts"), ["acl"], command="acl workload")
+    claim.__enter__()
+    claim._stop.set()
+    claim._close()  # as a process killed under its claim: its record and lease stay, its connection goes
+    admin.delete(*[k for k in admin.keys() if k.endswith(b":live")])
+    assert cli.main(["clean", "--url", url(server, "noscripts")]) == cli.EXIT_OK, capsys.readouterr().err
+    assert "removed the leftovers of 1 dead run" in capsys.readouterr().out
+    assert sorted(admin.keys()) == before
+
+
 def test_the_docs_give_the_acl_lines() -> None:
     from pathlib import Path
 
