@@ -376,8 +376,7 @@ class Claim:
             self.client.delete(self._key, self._key + LIVE.encode())
         except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
             if not lost:
-                self.say(f"{self.command}: could not remove the run's keys from {self.where} ({exc}); "
-                         f"emq clean --url URL removes them once the run's lease ({LEASE_MS // 1000} s) is over")
+                self.say(_kept(self.command, "the run's keys", self.where, exc))
         finally:
             self._close()
         return count
@@ -425,12 +424,18 @@ def release_left(url: str, pids: Collection[int], *, command: str,
             return clean(client, of=lambda doc: doc.get("host") == here and doc.get("pid") in mine).keys
         except (redis.exceptions.RedisError, RedisClusterException, OSError) as exc:
             (say or (lambda line: print(line, file=sys.stderr, flush=True)))(
-                f"{command}: could not remove its workers' keys from {redact(url)} ({exc}); emq clean --url URL "
-                f"removes them once their lease ({LEASE_MS // 1000} s) is over")
+                _kept(command, "its workers' keys", redact(url), exc))
             return 0
         finally:
             if client is not None:
                 client.close()
+
+
+def _kept(command: str, what: str, where: str, exc: BaseException) -> str:
+    """The line of a release that could not delete ``what`` on ``where`` (OWN-5): the
+    keys stay for ``emq clean`` once the lease is over."""
+    return (f"{command}: could not remove {what} from {where} ({exc}); emq clean --url URL removes them once "
+            f"the run's lease ({LEASE_MS // 1000} s) is over")
 
 
 LOST = "what the run wrote there is removed by emq clean --url URL (or the next run) once the server is back"
