@@ -121,10 +121,12 @@ class Driver:
         calls, snapshots = args.get("calls"), args.get("snapshot", False)
         if not isinstance(calls, list) or not 1 <= len(calls) <= BATCH_MAX or not isinstance(snapshots, bool):
             raise ProtocolError(f"a batch is {{\"calls\": [1..{BATCH_MAX} calls], \"snapshot\": bool}}")
+        bad = next((c for c in calls if not isinstance(c, dict) or c.get("op") in (BATCH, "init", "reset", "shutdown")),
+                   None)
+        if bad is not None:  # DP-21: refused whole before any call runs
+            raise ProtocolError(f"a batch holds queue ops, queue and forget_row, not {json.dumps(bad)[:80]}")
         replies = []
         for call in calls:
-            if not isinstance(call, dict) or call.get("op") in (BATCH, "init", "reset", "shutdown"):
-                raise ProtocolError(f"a batch holds queue ops, queue and forget_row, not {json.dumps(call)[:80]}")
             reply = self.answer(call)
             if snapshots and call.get("queue") in self.queues:
                 reply["snapshot"] = encode_answer("snapshot", self.backend.queue(call["queue"]).snapshot())

@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
-import { connect, EmqError } from './emq.js';
+import { connect, EmqError, NoScript } from './emq.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const flag = process.argv.indexOf('--scripts');
@@ -88,39 +88,76 @@ const CONTROL_OPS = {
   shutdown: async () => null,
 };
 
-// DP-20: each call answered in order as if sent alone; with `snapshot`, each call on a run
-// queue brings back the queue's keyspace (snapshot.lua) in the same round trip to the server.
+// DP-20, DP-21: the calls are checked first (a malformed batch runs nothing), then sent as
+// one pipeline, each call on a run queue followed by its queue's snapshot.lua, and answered
+// in order: each as if sent alone, each snapshot read after its call and before the next.
 async function batch(a) {
   if (protocol < 2) throw new EmqError('EPROTO', 'batch is protocol 2');
   if (!Array.isArray(a.calls) || a.calls.length < 1 || a.calls.length > BATCH_MAX) {
     throw new EmqError('EPROTO', `a batch holds 1 to ${BATCH_MAX} calls`);
   }
+  const bad = a.calls.find((call) => call === null || typeof call !== 'object' || !QUEUE_OPS[call.op] && call.op !== 'queue');
+  if (bad !== undefined) throw new EmqError('EPROTO', `a batch holds queue ops and queue, not ${JSON.stringify(bad)}`);
+  const sends = a.calls.flatMap((call, i) => [
+    { i, send: () => answer(call), reads: READ_OPS.has(call.op) },
+    ...(a.snapshot === true && runQueues.includes(call.queue)
+      ? [{ i, snapshot: true, send: () => conn.queue(call.queue).snapshot(), reads: true }] : []),
+  ]);
   const replies = [];
-  for (const call of a.calls) {
-    if (call === null || typeof call !== 'object' || !QUEUE_OPS[call.op] && call.op !== 'queue') {
-      throw new EmqError('EPROTO', `a batch holds queue ops and queue, not ${JSON.stringify(call)}`);
+  (await pipelined(sends)).forEach((got, k) => {
+    const { i, snapshot } = sends[k];
+    if (!snapshot) {
+      replies[i] = got;
+    } else if (got.error) {
+      throw new EmqError('EDRIVER', `snapshot of ${a.calls[i].queue} after ${a.calls[i].op}: ${got.error.message}`);
+    } else {
+      replies[i].snapshot = got.ok;
     }
-    const observe = a.snapshot === true && runQueues.includes(call.queue);
-    const done = settle(answer(call)); // sent now: the snapshot below is pipelined behind it
-    // settled at once: a failed read must not surface as an unhandled rejection
-    const snap = observe ? settle(conn.queue(call.queue).snapshot()) : null;
-    const reply = await done;
-    if (observe) {
-      const read = await snap;
-      if (read.error) throw new EmqError('EDRIVER', `snapshot of ${call.queue} after ${call.op}: ${read.error.message}`);
-      reply.snapshot = read.ok;
-    }
-    replies.push(reply);
-  }
+  });
   return replies;
 }
+
+// The ops that write nothing: sent again after a later call, they answer as in their place.
+const READ_OPS = new Set(['browse', 'counts', 'state', 'job', 'queue']);
+const SETTLE_ROUNDS = 3; // a flush while the commands go again fails their tail again
+
+// `sends` as one pipeline, in order; their outcomes ({ok} or {error}) in order. A flush
+// of the server's scripts meanwhile makes the commands from some point on meet NOSCRIPT
+// (they did not run): every script is loaded and they are sent again from the first of
+// them. A command after it that wrote (someone loaded the scripts in between) ran out of
+// order: the batch cannot be answered (EDRIVER).
+async function pipelined(sends) {
+  const out = [];
+  for (let round = 0, from = 0; round <= SETTLE_ROUNDS; round++) {
+    conn.ordered = true;
+    let got;
+    try {
+      got = await Promise.all(sends.slice(from).map(({ send }) => send().then((ok) => ({ ok }),
+        (err) => (err instanceof NoScript ? null : failed(err)))));
+    } finally {
+      conn.ordered = false;
+    }
+    out.splice(from, got.length, ...got);
+    const first = got.indexOf(null);
+    if (first < 0) return out;
+    if (got.some((g, k) => k > first && g !== null && !sends[from + k].reads)) {
+      throw new EmqError('EDRIVER', 'the scripts were flushed while a batch was on the wire and a call after the '
+        + 'first that met NOSCRIPT ran first: the batch cannot be answered in order');
+    }
+    from += first;
+    await conn.load();
+  }
+  throw new EmqError('EDRIVER', `the scripts were flushed ${SETTLE_ROUNDS + 1} times while a batch was on the wire`);
+}
+
+const failed = (err) => ({ error: { code: err instanceof EmqError ? err.code : 'EDRIVER',
+  message: err instanceof EmqError ? err.detail : String(err) } });
 
 async function settle(promise) {
   try {
     return { ok: await promise };
   } catch (err) {
-    const code = err instanceof EmqError ? err.code : 'EDRIVER';
-    return { error: { code, message: err instanceof EmqError ? err.detail : String(err) } };
+    return failed(err);
   }
 }
 

@@ -28,6 +28,13 @@ export class EmqError extends Error {
   }
 }
 
+/** A call that met NOSCRIPT in an ordered pipeline (`Connection.ordered`): it did not run. */
+export class NoScript extends Error {
+  constructor(name) {
+    super(`NOSCRIPT ${name}.lua is not loaded`);
+  }
+}
+
 const refuse = (code, detail) => {
   throw new EmqError(code, detail);
 };
@@ -155,6 +162,7 @@ export class Connection {
     this.redis = redis;
     this.spec = spec;
     this.scripts = scripts;
+    this.ordered = false;
   }
 
   /** KS-6: the wire-version fence. */
@@ -168,14 +176,17 @@ export class Connection {
     if (got !== this.spec.wire_version) refuse('EMQVERSION', `${key} is ${got}, this client speaks ${this.spec.wire_version}`);
   }
 
-  async load(names = Object.keys(this.scripts)) {
-    for (const name of names) {
-      const sha = await this.redis.script('LOAD', this.scripts[name].source);
-      if (sha !== this.scripts[name].sha) throw new Error(`server hashed ${name}.lua as ${sha}, expected ${this.scripts[name].sha}`);
-    }
+  async load() {
+    await Promise.all(Object.entries(this.scripts).map(async ([name, { source, sha }]) => {
+      const got = await this.redis.script('LOAD', source);
+      if (got !== sha) throw new Error(`server hashed ${name}.lua as ${got}, expected ${sha}`);
+    }));
   }
 
-  /** EVALSHA; on NOSCRIPT load the script and call again, once (the call did not run). */
+  /** EVALSHA; on NOSCRIPT (the call did not run) load every script and call again, once:
+   * after a flush a later pipeline then meets none at one call and not at another. While
+   * `ordered` (a pipeline that must keep its order) NOSCRIPT throws `NoScript` instead:
+   * the pipeline's sender sends it again in its place. */
   async run(name, keys, args) {
     const call = () => this.redis.evalshaBuffer(this.scripts[name].sha, keys.length, ...keys, ...args);
     try {
@@ -183,10 +194,12 @@ export class Connection {
         return await call();
       } catch (err) {
         if (!String(err.message).startsWith('NOSCRIPT')) throw err;
-        await this.load([name]);
+        if (this.ordered) throw new NoScript(name);
+        await this.load();
         return await call();
       }
     } catch (err) {
+      if (err instanceof NoScript) throw err;
       const [code, ...rest] = String(err.message).split(' ');
       if (CODES.includes(code)) throw new EmqError(code, rest.join(' '));
       throw err;

@@ -227,11 +227,15 @@ def test_a_batch_is_split_at_batch_max() -> None:
         target.close()
 
 
+def server_driver(port: str, request: pytest.FixtureRequest) -> str:
+    """The command of a port's driver on a server: the Python client's or the Node port's."""
+    return (f"{shlex.quote(str(EMQ))} driver --live" if port == "python"
+            else f"node {NODE / 'driver.js'} --scripts {request.getfixturevalue('node_scripts')}")
+
+
 @pytest.mark.parametrize("port", ["python", "node"])
 def test_a_batch_on_a_server_equals_the_model_drivers(port: str, valkey, request) -> None:
-    cmd = (f"{shlex.quote(str(EMQ))} driver --live" if port == "python"
-           else f"node {NODE / 'driver.js'} --scripts {request.getfixturevalue('node_scripts')}")
-    reference, target = DriverTarget(MODEL), DriverTarget(cmd, valkey.url)
+    reference, target = DriverTarget(MODEL), DriverTarget(server_driver(port, request), valkey.url)
     try:
         assert target.protocol == 2 and target.fence == spec.WIRE_VERSION
         for t in (reference, target):
@@ -244,14 +248,47 @@ def test_a_batch_on_a_server_equals_the_model_drivers(port: str, valkey, request
 
 
 @pytest.mark.parametrize("port", ["python", "node"])
+def test_a_batch_sent_after_a_script_flush_answers_in_order(port: str, valkey, request) -> None:
+    """DP-20 on a port that pipelines its batch (the Node port): the scripts flushed, every
+    command from the first script call on met NOSCRIPT and did not run, but the plain
+    reads after it (job, browse) did, out of their place; sent again in order once the
+    scripts are loaded, each answer and snapshot is the model driver's."""
+    batch = [("browse", "alpha", {"n": 5}), *calls()]  # a plain read first: the first NOSCRIPT is not the first command
+    reference, target = DriverTarget(MODEL), DriverTarget(server_driver(port, request), valkey.url)
+    try:
+        for t in (reference, target):
+            t.reset()
+        target.inspector.conn.redis.script_flush()
+        assert outcomes(target.batch(batch)) == outcomes(reference.batch(batch))
+    finally:
+        reference.close()
+        target.close()
+
+
+@pytest.mark.parametrize("port", ["model", "python", "node"])
+def test_a_batch_with_a_malformed_call_runs_none_of_its_calls(port: str, valkey, request) -> None:
+    """DP-21: a call the batch does not take, after good ones, refuses the whole batch
+    with EPROTO before any call runs: the queue stays empty (the ports ran the calls
+    before it)."""
+    target = DriverTarget(MODEL) if port == "model" else DriverTarget(server_driver(port, request), valkey.url)
+    try:
+        target.reset()
+        good = {"op": "enqueue", "queue": "alpha", "args": {"id": J1, "payload": driver.encode(b"x")}}
+        _, _, reply = target.process.exchange(driver.BATCH, {"calls": [good, good, {"op": "init", "args": {}}],
+                                                             "snapshot": True})
+        assert reply.get("error", {}).get("code") == driver.PROTO, reply
+        assert target.snapshot("alpha").location("pending") == ()
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("port", ["python", "node"])
 def test_a_port_names_the_keys_of_a_hostile_queue_name_as_the_model_does(port: str, valkey, request) -> None:
     """A name is never a template or a pattern to a port: a queue named ``a<id>b``,
     ``a$&b``, ``a%b``, ``*`` ... (tests/hostile.py) answers every call as the model's,
     and its keyspace read back after the batch is the model's (KS-3: any such name is a
     queue's). The Node port once filled its row key's ``<id>`` in the queue name."""
-    cmd = (f"{shlex.quote(str(EMQ))} driver --live" if port == "python"
-           else f"node {NODE / 'driver.js'} --scripts {request.getfixturevalue('node_scripts')}")
-    reference, target = DriverTarget(MODEL), DriverTarget(cmd, valkey.url)
+    reference, target = DriverTarget(MODEL), DriverTarget(server_driver(port, request), valkey.url)
     session = [call for name in HOSTILE for call in (
         ("enqueue", name, {"id": J1, "payload": b"x"}), ("claim", name, {"lease_ms": 5, "now": 1}),
         ("job", name, {"id": J1}), ("remove", name, {"id": J1}), ("counts", name, {}))]
