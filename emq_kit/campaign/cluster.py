@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
-from emq_kit import bounds
+from emq_kit import bounds, interrupts
 from emq_kit.campaign.tasks import EVENTS, probe, stop
 from emq_kit.errors import BadArgument, ClusterUnavailable, ToolMissing
 from emq_kit.forks import interrupts_deferred
@@ -122,8 +122,18 @@ def _local(distributed: Any, spec: ClusterSpec, timeout: float, servers: Sequenc
            command: str) -> Iterator[Client]:
     """``connected``'s ``local:N``: the cluster started, its client yielded, and stopped
     after, what its workers left deleted."""
-    cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.ERROR, preload=[LOCAL_PRELOAD])
+    try:
+        # A signal while the workers start is acted on once they have (INT-2): cut
+        # half-way, the start left a cluster Dask's exit hook failed on (a traceback).
+        with interrupts_deferred():
+            cluster = distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
+                                               dashboard_address=":0", silence_logs=logging.ERROR,
+                                               preload=[LOCAL_PRELOAD])
+    except Exception:
+        # the group's Ctrl-C killed a worker in its imports, before its preload ignores
+        # SIGINT: Dask's "Nanny failed to start" is the interrupt's doing, not a kit bug
+        interrupts.check()
+        raise
     workers: set[int] = set()  # every worker process the run had
     try:
         with distributed.Client(cluster) as client:

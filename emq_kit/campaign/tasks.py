@@ -31,6 +31,10 @@ EVENTS = "emq-campaign"
 "worker": address}`` (a task started twice was retried, CMP-4)."""
 
 
+STOPPED = "stopped by the command that started the worker"
+"""What a task told to ``stop`` raises ``Stopped`` with."""
+
+
 def stop() -> None:
     """Run on each worker of a local cluster (``client.run``) by the command that started
     it, ending early (Ctrl-C, an error of the kit): every task running there stops at its
@@ -51,7 +55,7 @@ def _stoppable() -> Iterator[None]:
         interrupts.check()
         yield
     except interrupts.Interrupted:
-        raise Stopped("stopped by the command that started the worker") from None
+        raise Stopped(STOPPED) from None
 
 
 def started() -> None:

@@ -1267,6 +1267,34 @@ def test_ctrl_c_stops_selftest_on_a_local_cluster(signum: int, empty: ServerProc
         (signum == signal.SIGTERM or not before), stopped.err
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_local_cluster_starts_its_workers_is_an_interrupt(signum: int, empty: ServerProcess,
+                                                                           tmp_path: Path) -> None:
+    """INT-2: Ctrl-C (or SIGTERM to the group) once ``--cluster local:2`` has spawned a
+    worker, before the worker loaded its preload: exit 130 and the one line naming the
+    command that runs it again, no process of its left, the server as it was. (The
+    signal killed the worker in its imports, and Dask's ``RuntimeError: Nanny failed to
+    start`` ended the command as ``emq bug``, exit 2; cut half-way, the start left a
+    cluster Dask's exit hook failed on.) The dying worker's own traceback may show."""
+    pytest.importorskip("distributed")
+
+    def spawned(command: int) -> bool:
+        """A worker process is being started (``multiprocessing``'s spawn)."""
+        for pid in _descendants(command):
+            with contextlib.suppress(OSError):
+                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return True
+        return False
+
+    stopped = interrupt(["selftest", "--url", empty.url, "--budget", "60", "--cluster", "local:2"], "", tmp_path,
+                        signum=signum, until=spawned)
+    assert stopped.code == 130 and "emq bug" not in stopped.err, stopped.err
+    assert stopped.err.strip().splitlines()[-1] == (f"emq selftest: interrupted; seed 0 (run it again: emq selftest "
+                                                    f"--seed 0 --budget 60 --url {empty.url} --cluster local:2)")
+    assert stopped.orphans == []
+    assert _keys_left(empty) == []
+
+
 def test_ctrl_c_stops_bench_inside_the_servers_own_tools(empty: ServerProcess, tmp_path: Path) -> None:
     """INT-1: Ctrl-C while ``emq bench`` waits on ``valkey-benchmark`` (the terminal sends
     it to the tool too, which dies of it): exit 130, ``interrupted``, never the tool's

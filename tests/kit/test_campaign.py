@@ -19,12 +19,13 @@ from typing import Any, Iterator
 import pytest
 
 from emq_kit import cli
+from emq_kit._signals import Stopped
 from emq_kit.campaign import cluster as dask_cluster
 from emq_kit.campaign.campaign import run_campaign
 from emq_kit.campaign.matrix import matrix
 from emq_kit.campaign.plan import Plan, PlanTarget
 from emq_kit.campaign.selftest import run_selftest_on
-from emq_kit.campaign.tasks import EVENTS
+from emq_kit.campaign.tasks import EVENTS, STOPPED
 from emq_kit.report.document import validate
 from emq_kit.selftest.mutation import chosen_mutants, equivalents
 from emq_kit.server import ServerProcess
@@ -197,6 +198,24 @@ def test_a_local_clusters_workers_keep_glibcs_own_trimming() -> None:
         said = client.run(lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("OMP_NUM_THREADS"),
                                    dask.config.get("distributed.worker.profile.enabled")))
     assert list(said.values()) == [(None, "1", False)], said
+
+
+def _fails(stopped: bool) -> None:
+    """A task that fails: stopped by its command (``Stopped``), or of its own error."""
+    raise Stopped(STOPPED) if stopped else ValueError("an error of the task itself")
+
+
+def test_a_local_clusters_worker_logs_a_failed_task_but_not_a_stopped_one(capfd: pytest.CaptureFixture[str]) -> None:
+    """INT-2: a task the command stopped raises ``Stopped``; its worker logged it as
+    Dask logs any failed task, "Compute Failed" and its traceback, on the terminal
+    under the command's ``interrupted``. Any other failure is still logged."""
+    with dask_cluster.connected(dask_cluster.cluster_of("local:1")) as client:
+        for stopped, raised in ((True, Stopped), (False, ValueError)):
+            with pytest.raises(raised):
+                client.submit(_fails, stopped, pure=False).result()
+    err = capfd.readouterr().err  # the workers write to the test's own stderr
+    assert "Compute Failed" in err and "an error of the task itself" in err, err
+    assert STOPPED not in err, err
 
 
 def test_bullmqs_mutants_on_two_workers_are_judged_as_serially(valkey: ServerProcess, tmp_path: Path,
