@@ -17,11 +17,15 @@ what lets Hypothesis shrink a crash like any other counterexample.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import queue as queues
 import shlex
+import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from typing import Any, Callable, Sequence
 
@@ -51,6 +55,8 @@ from emq_kit.ports.protocol import (
     check_absent_args,
     decode_answer,
     encode,
+    is_int,
+    said,
 )
 from emq_kit.targets.protocol import BatchReply, Capabilities
 from emq_live.client import BadReply
@@ -65,6 +71,14 @@ STARTUP = 30.0
 a runtime (DP-14). A timeout given bounds ``init`` too."""
 
 
+EXIT_POLL = 0.1
+"""Seconds between looks at whether a driver that owes a reply has exited meanwhile."""
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")  # json.loads takes NaN and Infinity by default
+
+
 class DriverProcess:
     """The driver's process and its pipes: one request at a time, each answered within
     ``timeout`` seconds (``init`` within ``init_timeout``). The driver's stderr is kept
@@ -72,6 +86,7 @@ class DriverProcess:
 
     def __init__(self, argv: Sequence[str], timeout: float, init_timeout: float | None = None) -> None:
         self.argv, self.timeout, self.next_id = list(argv), timeout, 1
+        self.busy = self.killed = False
         self.init_timeout = timeout if init_timeout is None else init_timeout
         try:
             # its own session: a Ctrl-C to our process group is ours to handle (INT-1), and
@@ -87,14 +102,19 @@ class DriverProcess:
         for t in self.readers:
             t.start()
 
+    # Each reader closes its stream at its end: closed from another thread while it
+    # reads, the close would wait for the end of a pipe a child of the driver may hold.
+
     def _pump_out(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            self.lines.put(line)
+        with self.proc.stdout:  # type: ignore[union-attr]
+            for line in self.proc.stdout:  # type: ignore[union-attr]
+                self.lines.put(line)
         self.lines.put(None)
 
     def _pump_err(self) -> None:
-        for line in self.proc.stderr:  # type: ignore[union-attr]
-            self.stderr.append(line.decode("utf-8", "replace").rstrip())
+        with self.proc.stderr:  # type: ignore[union-attr]
+            for line in self.proc.stderr:  # type: ignore[union-attr]
+                self.stderr.append(line.decode("utf-8", "replace").rstrip())
 
     @property
     def alive(self) -> bool:
@@ -117,46 +137,73 @@ class DriverProcess:
         if queue is not None:
             message["queue"] = queue
         what = f"request {n} ({op})"
+        self.busy = True  # until its reply is read: a close meanwhile kills (the driver is not listening)
         try:
             self.proc.stdin.write(json.dumps(message).encode("ascii") + b"\n")  # type: ignore[union-attr]
             self.proc.stdin.flush()  # type: ignore[union-attr]
         except (BrokenPipeError, ValueError, OSError):
             raise self._exited(f"before reading {what}") from None
+        line = self._reply(what, timeout)
         try:
-            line = self.lines.get(timeout=timeout)
-        except queues.Empty:
-            self.kill()
-            raise DriverTimeout(f"no reply to {what} within {timeout:g} s; driver killed") from None
-        if line is None:
-            raise self._exited(f"before answering {what}")
-        try:
-            reply = json.loads(line.decode("utf-8"))
-            if not isinstance(reply, dict) or reply.get("id") != n or ("ok" in reply) == ("error" in reply):
+            reply = json.loads(line.decode("utf-8"), parse_constant=_not_json)
+            if not isinstance(reply, dict) or not is_int(reply.get("id")) or reply["id"] != n \
+                    or ("ok" in reply) == ("error" in reply):
                 raise ValueError("not a reply to it")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             self.kill()
             raise DriverGarbage(f"reply to {what} is not {{\"id\": {n}, \"ok\"|\"error\": ...}}: "
                                 f"{line[:160].decode('utf-8', 'replace')!r}; driver killed") from None
+        self.busy = False
         return n, what, reply
+
+    def _reply(self, what: str, timeout: float) -> bytes:
+        """The next line the driver writes, within ``timeout`` seconds; ``DriverExited``
+        once the driver has exited without one (a child of its holding its output open
+        kept the end from coming: the run waited as long as the child lived), else
+        ``DriverTimeout``, the driver killed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=min(EXIT_POLL, max(deadline - time.monotonic(), 0)))
+            except queues.Empty:
+                if self.proc.poll() is not None:  # what it wrote before its exit is still read
+                    with contextlib.suppress(queues.Empty):
+                        if (line := self.lines.get(timeout=EXIT_POLL)) is not None:
+                            return line
+                    raise self._exited(f"before answering {what}") from None
+                if time.monotonic() >= deadline:
+                    self.kill()
+                    raise DriverTimeout(f"no reply to {what} within {timeout:g} s; driver killed") from None
+                continue
+            if line is None:
+                raise self._exited(f"before answering {what}")
+            return line
 
     def _exited(self, when: str) -> DriverExited:
         try:
             code: Any = self.proc.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            self.kill()
             code = "unknown (it closed its output and was killed)"
+        self.kill()  # it, or a child of its left behind
         self.readers[1].join(timeout=1)
-        tail = " | ".join(line for line in self.stderr if line.strip())[-400:]
+        tail = said(" | ".join(line for line in self.stderr if line.strip())[-400:])
         return DriverExited(f"driver exited with code {code} {when}" + (f"; stderr: {tail}" if tail else ""))
 
     def kill(self) -> None:
-        if self.alive:
-            self.proc.kill()
+        """SIGKILL to the driver's process group (its session's: a wrapper's child, a
+        child it forked, goes too), then its exit waited for. Once only: past it the
+        group is empty, and its id free for another process to take."""
+        if not self.killed:
+            self.killed = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the leader of its own session: its group's id
         self.proc.wait()
 
     def close(self) -> None:
-        """``shutdown``, then wait for the exit (bounded); kill if it lingers."""
-        if self.alive:
+        """``shutdown``, then wait for the exit (bounded); kill if it lingers. A driver
+        still on a request (interrupted while it answered, or timed out) is killed at
+        once: it would not read the ``shutdown`` before that request's end."""
+        if self.alive and not self.busy:
             try:
                 self.request("shutdown", {})
                 self.proc.stdin.close()  # type: ignore[union-attr]
@@ -164,11 +211,8 @@ class DriverProcess:
             except (DriverError, errors.EmqError, subprocess.TimeoutExpired, OSError):
                 pass
         self.kill()
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                stream.close()  # type: ignore[union-attr]
-            except OSError:  # a request still buffered for a driver that is gone
-                pass
+        with contextlib.suppress(OSError):  # a request still buffered for a driver that is gone
+            self.proc.stdin.close()  # type: ignore[union-attr]
 
 
 def _raise(error: Any, what: str) -> Any:
@@ -176,10 +220,10 @@ def _raise(error: Any, what: str) -> Any:
     ``DriverError`` (``EDRIVER``, ``EPROTO`` or a word the protocol does not have)."""
     if not isinstance(error, dict) or not isinstance(error.get("code"), str):
         raise DriverError(f"malformed error reply to {what}: {json.dumps(error)[:160]}")
-    code, message = error["code"], str(error.get("message", ""))
+    code, message = error["code"], said(error.get("message", ""))
     if code in errors.CODES:
         raise errors.from_code(code, message)
-    kind = {DRIVER: "the driver failed", PROTO: "the driver refused the request"}.get(code, f"unknown code {code}")
+    kind = {DRIVER: "the driver failed", PROTO: "the driver refused the request"}.get(code, f"unknown code {said(code, 80)}")
     raise DriverError(f"{kind} at {what}: {message}")
 
 
@@ -302,14 +346,16 @@ class DriverTarget:
                                                        "clock": self.clock})
             if "error" in reply:
                 error = reply["error"]
-                said = f"{error.get('code')} {error.get('message', '')}".strip() if isinstance(error, dict) else error
+                words = f"{error.get('code')} {error.get('message', '')}".strip() if isinstance(error, dict) else error
                 process.close()
-                raise Refused(f"{said!s:.160}")
+                raise Refused(said(words, 160))
             info = reply["ok"]
-            if not isinstance(info, dict) or not isinstance(info.get("ops"), list):
-                raise DriverError(f"init answered {json.dumps(info)[:160]}, expected {{name, version, protocol, ops}}")
+            if not isinstance(info, dict) or not isinstance(info.get("ops"), list) \
+                    or not all(isinstance(op, str) for op in info["ops"]):
+                raise DriverError(f"init answered {json.dumps(info)[:160]}, expected {{name, version, protocol, ops}} "
+                                  "(ops: a list of names)")
             protocol = info.get("protocol")
-            if protocol not in PROTOCOLS or not isinstance(protocol, int) or protocol > offer:
+            if not is_int(protocol) or protocol not in PROTOCOLS or protocol > offer:
                 raise DriverError(f"the driver speaks protocol {protocol!r}, offered "
                                   f"{', '.join(map(str, PROTOCOLS[:PROTOCOLS.index(offer) + 1]))}")
             ops = info["ops"]
@@ -326,7 +372,7 @@ class DriverTarget:
                 raise DriverError(f"the driver lacks ops {', '.join(missing)}{hint}")
             absent = check_absent_args(info.get("absent_args"), ops) if protocol >= 2 else {}
             batch_max = info.get("batch_max", BATCH_MAX) if protocol >= 2 and BATCH in ops else 0
-            if not isinstance(batch_max, int) or isinstance(batch_max, bool) or batch_max < 0:
+            if BATCH in ops and protocol >= 2 and (not is_int(batch_max) or batch_max < 1):
                 raise DriverError(f"batch_max is {batch_max!r}, expected a positive integer")
         except (DriverError, ProtocolError, errors.EmqError) as exc:
             process.close()
@@ -488,7 +534,7 @@ class DriverTarget:
         return {
             "target": f"driver {self.command}",
             "server": server,
-            "scripts": f"{self.info.get('name', '?')} {self.info.get('version', '?')}",
+            "scripts": f"{said(self.info.get('name', '?'), 200)} {said(self.info.get('version', '?'), 80)}",
             "driver": self.command,
             "driver_info": self.info,
             "url": redact(self.url) if self.url else None,

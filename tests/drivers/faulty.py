@@ -15,6 +15,16 @@ MODE ``coin`` answers a request for OP with nothing (a claim that found no job) 
 coin's toss, otherwise rightly: a port that is not deterministic (specs/lifecycle.md
 DET-1). The coin is seeded, so one process tosses the same sequence each time it runs.
 
+MODE ``orphan`` forks a child that keeps the driver's stdout and stderr open for a
+minute, then exits with code 5 (a driver started through a wrapper that stays);
+``hang`` creates the file ``$FAULTY_MARK`` names, when set, as it starts to hang;
+``nested`` replies an answer nested 100,000 lists deep, ``nan`` one that is ``NaN``
+(neither is JSON the kit can take); ``words`` an ``EDRIVER`` error whose message holds
+terminal escape sequences, a carriage return, a lone surrogate and a megabyte of text.
+On ``init``, ``ops-type`` lists an op that is no name, ``bool-protocol`` says protocol
+``true``, ``batch0`` lists ``batch`` with ``batch_max`` 0 and ``name`` gives a name with
+escape sequences (the driver otherwise right).
+
 MODE ``strict1`` (OP is ignored) is a version-1 driver written against protocol 1's
 text that checks ``protocol == 1`` strictly: offered another version, it answers
 ``init`` with an error (DP-9).
@@ -35,6 +45,13 @@ from emq_kit.ports.reference_driver import Driver
 from emq_live.client import connect
 
 SESSION = ("init", "reset", "shutdown")
+WORDS = "\x1b[2J\x1b]52;c;cHduZWQ=\x07\rhidden \ud800 " + "M" * 1_000_000
+INIT_FAULTS = {
+    "ops-type": lambda info: info["ops"].append({"op": "claim"}),
+    "bool-protocol": lambda info: info.update(protocol=True),
+    "batch0": lambda info: info.update(batch_max=0),
+    "name": lambda info: info.update(name="\x1b]0;EVIL\x07\x1b[31mport"),
+}
 
 mode, op = sys.argv[1], sys.argv[2]
 count = sys.argv[3] if len(sys.argv) > 3 else None
@@ -66,7 +83,13 @@ for line in sys.stdin:
             print(f"faulty: exiting at {request['op']} on purpose", file=sys.stderr, flush=True)
             os._exit(3)  # at once: the interpreter's teardown can outlast the test's 0.3 s timeout under load
         if mode == "hang":
+            if "FAULTY_MARK" in os.environ:  # a file that says it hangs now
+                open(os.environ["FAULTY_MARK"], "w").close()
             time.sleep(3600)
+        if mode == "orphan":
+            if os.fork() == 0:
+                time.sleep(60)
+            os._exit(5)
         if mode == "coin":
             answer = driver.reply(line)
             nothing = {"id": request["id"], "ok": encode_answer(request["op"], None, ())}
@@ -75,6 +98,16 @@ for line in sys.stdin:
             answer = driver.reply(line)
             answer["ok"]["ops"].remove("reap")
             reply = json.dumps(answer)
+        elif mode in INIT_FAULTS:
+            answer = driver.reply(line)
+            INIT_FAULTS[mode](answer["ok"])
+            reply = json.dumps(answer)
+        elif mode == "nested":
+            reply = '{"id": %d, "ok": %s}' % (request["id"], "[" * 100_000 + "]" * 100_000)
+        elif mode == "nan":
+            reply = '{"id": %d, "ok": NaN}' % request["id"]
+        elif mode == "words":
+            reply = json.dumps({"id": request["id"], "error": {"code": "EDRIVER", "message": WORDS}})
         elif mode == "error":
             reply = json.dumps({"id": request["id"], "error": {"code": "EDRIVER", "message": "the client failed"}})
         else:

@@ -41,7 +41,7 @@ from emq_kit.trace.format import Trace
 from emq_model import spec
 from tests import unreadable
 from tests.broken import broken_dir, variant
-from tests.kit.processes import kit_lines
+from tests.kit.processes import faulty, kit_lines
 from tests.shown import block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1212,6 +1212,19 @@ def test_ctrl_c_stops_check_with_its_seed_and_trace(phase: str, target: str, emp
     if phase == "minimizing":  # the steps kept are the difference being minimized: it replays as one
         code, out, err = emq("replay", str(trace), *flags[flags.index("--scripts"):][:2], cwd=tmp_path)
         assert code == 1 and "<- diverges" in out, out + err
+
+
+def test_ctrl_c_while_the_driver_hangs_ends_the_run_at_once(empty: ServerProcess, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """INT-1, DP-14: Ctrl-C while the driver owes a reply it will not give: exit 130 at
+    once, the driver killed. (The run's end sent the hung driver ``shutdown`` and waited
+    a whole ``--timeout`` more for its answer: here 300 s.)"""
+    mark = tmp_path / "hanging"
+    monkeypatch.setenv("FAULTY_MARK", str(mark))
+    stopped = interrupt(["check", "--seed", "1", "--profile", "dev", "--url", empty.url, "--driver",
+                         faulty("hang", "claim"), "--timeout", "300"], "", tmp_path, until=lambda pid: mark.exists())
+    _clean_ending(stopped, "check")
+    assert _keys_left(empty) == []
 
 
 @pytest.mark.parametrize("workers", [2, pytest.param(100, marks=pytest.mark.slow)])

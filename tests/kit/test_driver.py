@@ -7,6 +7,7 @@ would show; servers are the session's throwaway Valkey."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from pathlib import Path
@@ -177,16 +178,47 @@ def test_a_sloppy_complete_is_rejected_with_a_readable_counterexample(valkey) ->
     ("hang", "claim", "DriverTimeout", "within 2 s; driver killed"),
     ("garbage", "enqueue", "DriverGarbage", "'this is not JSON"),
     ("shape", "claim", "ProtocolError", 'claim answered "sure"'),
+    # a child of the driver held its output open: the run waited as long as it lived, and
+    # named the driver's exit a timeout
+    ("orphan", "claim", "DriverExited", "exited with code 5 before answering"),
+    ("nested", "claim", "DriverGarbage", "'{\"id\": "),  # was emq bug: RecursionError, exit 2
+    ("nan", "claim", "DriverGarbage", '"ok": NaN}'),  # was taken, and written bare into the trace
 ])
 def test_a_failing_driver_is_reported_at_the_step(mode: str, op: str, kind: str, words: str, valkey) -> None:
     d = verdict(check(faulty(mode, op), "--url", valkey.url, "--profile", "dev", "--examples", "5", "--steps", "10",
                       "--timeout", "2", "--json"))
+    if mode == "orphan":  # its child is killed with it (the driver's process group)
+        assert not _running(f"faulty.py {mode} {op}"), "a process of the driver outlived the run"
     assert d["kind"] == "answer" and d["signature"]["rule"] == spec.rule(op), d
     assert d["evidence"][1].startswith(f"target answered raised {kind}") and words in d["evidence"][1], d
     if mode == "exit":
         assert "stderr: faulty: exiting at claim on purpose" in d["evidence"][1]
     last = d["shrunk_steps"][d["step"] - 1]
     assert last["op"] == op and kind in json.dumps(last["target"]), d  # named at its step
+
+
+def _running(words: str) -> bool:
+    """Whether a process whose command line holds ``words`` runs."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if words.encode() in cmdline.read_bytes().replace(b"\0", b" "):
+                return True
+    return False
+
+
+def test_a_drivers_own_words_reach_the_terminal_inert_and_bounded(valkey) -> None:
+    """DP-16: what a driver says is shown as text: an escape sequence (clear the screen,
+    set the clipboard: OSC 52), a carriage return, a lone surrogate and a megabyte of it
+    were printed as they came (a lone surrogate ended the run as ``emq bug``), and a
+    driver's name so in the header."""
+    said = check(faulty("words", "claim"), "--url", valkey.url, "--profile", "dev", "--examples", "5")
+    named = check(faulty("name", "init"), "--url", valkey.url, "--profile", "dev", "--examples", "2")
+    assert (said.returncode, named.returncode) == (1, 0), said.stderr + named.stderr
+    shown = said.stdout + said.stderr + named.stdout + named.stderr
+    assert not any(c in shown for c in "\x1b\x07\r"), [line for line in shown.splitlines() if "\x1b" in line][:3]
+    assert "\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07\\x0dhidden \\ud800 MMM" in said.stdout, said.stdout[:2000]
+    assert "more characters)" in said.stdout and len(said.stdout) < 100_000
+    assert "\\x1b]0;EVIL\\x07\\x1b[31mport" in named.stdout
 
 
 def test_a_trace_records_the_driver_and_replays_through_it(valkey, tmp_path: Path) -> None:
@@ -207,6 +239,9 @@ def test_a_trace_records_the_driver_and_replays_through_it(valkey, tmp_path: Pat
     (f"{PY} -c 'import sys; sys.stdin.readline()'", None, "before answering request 1 (init)"),
     ("'unbalanced", None, "cannot split"),
     (faulty("shape", "init"), "valkey", 'init failed: init answered "sure"'),
+    (faulty("ops-type", "init"), "valkey", "init failed: init answered"),  # was emq bug: TypeError
+    (faulty("bool-protocol", "init"), "valkey", "init failed: the driver speaks protocol True"),
+    (faulty("batch0", "init"), "valkey", "init failed: batch_max is 0, expected a positive integer"),
 ])
 def test_a_driver_that_cannot_start_is_one_line_and_exit_2(cmd: str, url: str | None, words: str, request) -> None:
     extra = ["--url", request.getfixturevalue("valkey").url] if url else []
