@@ -25,6 +25,7 @@ from emq_kit.check.step import SLEEP, Divergence, Replayed, Step
 from emq_kit.check.tally import Run
 from emq_kit.check.target import open_target
 from emq_kit.errors import BadArgument
+from emq_kit.ports.protocol import said
 from emq_kit.targets.protocol import Target
 from emq_kit.trace.format import Trace, divergence_json, header
 from emq_live.urls import MASK
@@ -146,11 +147,13 @@ def source_of(head: dict[str, Any], *, url: str | None = None, scripts: str | No
     # replay of other code than ran, which conforms on the scripts that did not fail
     if scripts is None and driver is None:
         if named.get("driver"):
+            # a trace is anyone's file: what it names is shown inert (DP-16)
             raise BadArgument(f"the trace ran through the driver {named['driver']!r}; replay runs no command a trace "
-                              f"names (TR-9): give it yourself to run it, --driver {shlex.quote(named['driver'])}")
+                              f"names (TR-9): give it yourself to run it, --driver {said(shlex.quote(named['driver']))}")
         if named.get("scripts") not in (None, "builtin"):
             raise BadArgument(f"the trace ran the scripts in {named['scripts']!r}; replay loads no code a trace names "
-                              f"(TR-9): give them yourself to load them, --scripts {shlex.quote(named['scripts'])}")
+                              f"(TR-9): give them yourself to load them, "
+                              f"--scripts {said(shlex.quote(named['scripts']))}")
     if url is None and driver is not None:
         url = named.get("url")  # the server the trace's driver ran on, if it had one
     elif url is None and not named.get("driver"):

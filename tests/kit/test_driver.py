@@ -228,6 +228,10 @@ def test_a_trace_records_the_driver_and_replays_through_it(valkey, tmp_path: Pat
     assert trace["target"]["driver"] == cmd
     refused = emq("replay", d["trace"], cwd=tmp_path)  # a trace is data: its driver runs only when given (TR-9)
     assert refused.returncode == 2 and f"--driver {shlex.quote(cmd)}" in refused.stderr, refused.stderr
+    handed = tmp_path / "handed.json"  # anyone's file: a command in it with escape sequences is shown inert
+    handed.write_text(json.dumps({**trace, "target": {**trace["target"], "driver": "x\x1b]52;c;cHduZWQ=\x07"}}))
+    inert = emq("replay", str(handed), cwd=tmp_path)
+    assert inert.returncode == 2 and "\x1b" not in inert.stderr and "--driver 'x\\x1b]52" in inert.stderr, inert.stderr
     again = emq("replay", d["trace"], "--driver", cmd, cwd=tmp_path)  # the server comes from the header
     assert again.returncode == 1 and "raised DriverExited" in again.stdout, again.stdout + again.stderr
 
