@@ -415,7 +415,9 @@ class DriverTarget:
         on a run queue carries the queue's snapshot read after its call. With a server
         the kit reads each run queue the batch touched itself afterwards: it must equal
         the driver's last snapshot of it (a driver cannot report a keyspace it did not
-        leave). A reply of the wrong shape raises ``DriverError``."""
+        leave). A reply of the wrong shape, or a last snapshot the keyspace belies, is
+        ``DriverGarbage`` (DP-21, DP-22), the driver killed: a breach of the batch is no
+        answer a replay call by call can meet, so it is listed as met (DP-17)."""
         if not self.batch_max:
             raise DriverError("the driver offers no batch (protocol 2, batch in its ops)")
         out: list[BatchReply] = []
@@ -429,29 +431,33 @@ class DriverTarget:
                 _raise(reply["error"], what)
             replies = reply["ok"]
             if not isinstance(replies, list) or len(replies) != len(chunk):
-                raise DriverError(f"{what} answered {json.dumps(replies)[:160]}, expected {len(chunk)} replies")
+                raise self._garbage(f"{what} answered {json.dumps(replies)[:160]}, expected {len(chunk)} replies")
             out += [self._batch_reply(call, r, snapshots, f"{what} call {i + 1}")
                     for i, (call, r) in enumerate(zip(chunk, replies))]
         if snapshots and self.inspector is not None:
             last = {op_q: r.snapshot for (_, op_q, _), r in zip(calls, out) if op_q in self.names}
             for name, snap in last.items():
                 if snap != self.inspector.snapshot(name):
-                    raise DriverError(f"the driver's snapshot of {name} after the batch differs from the keyspace")
+                    raise self._garbage(f"the driver's snapshot of {name} after the batch differs from the keyspace")
         return out
+
+    def _garbage(self, message: str) -> DriverGarbage:
+        self.process.kill()
+        return DriverGarbage(f"{message}; driver killed")
 
     def _batch_reply(self, call: tuple[str, str | None, dict[str, Any]], r: Any, snapshots: bool,
                      what: str) -> BatchReply:
         op, name, _ = call
         if not isinstance(r, dict) or ("ok" in r) == ("error" in r) or not set(r) <= {"ok", "error", "snapshot"}:
-            raise DriverError(f"{what} is {json.dumps(r)[:160]}, expected {{\"ok\"|\"error\": ..., \"snapshot\"?}}")
+            raise self._garbage(f"{what} is {json.dumps(r)[:160]}, expected {{\"ok\"|\"error\": ..., \"snapshot\"?}}")
         snap = None
         if snapshots and name in self.names:
             if "snapshot" not in r:
-                raise DriverError(f"{what} carries no snapshot of {name}")
+                raise self._garbage(f"{what} carries no snapshot of {name}")
             try:
                 snap = decode_answer("snapshot", r["snapshot"])[0]
             except ProtocolError as exc:
-                raise DriverError(f"{what}: {exc}") from None
+                raise self._garbage(f"{what}: {exc}") from None
         dropped: tuple[str, ...] = ()
         try:
             if "error" in r:

@@ -21,7 +21,8 @@ minute, then exits with code 5 (a driver started through a wrapper that stays);
 ``nested`` replies an answer nested 100,000 lists deep, ``nan`` one that is ``NaN``
 (neither is JSON the kit can take); ``words`` an ``EDRIVER`` error whose message holds
 terminal escape sequences, a carriage return, a lone surrogate and a megabyte of text.
-On ``init``, ``ops-type`` lists an op that is no name, ``bool-protocol`` says protocol
+MODE ``short`` (OP ``batch``) keeps ``batch`` in its ops and answers each batch one
+reply short. On ``init``, ``ops-type`` lists an op that is no name, ``bool-protocol`` says protocol
 ``true``, ``batch0`` lists ``batch`` with ``batch_max`` 0 and ``name`` gives a name with
 escape sequences (the driver otherwise right).
 
@@ -98,6 +99,10 @@ for line in sys.stdin:
             answer = driver.reply(line)
             answer["ok"]["ops"].remove("reap")
             reply = json.dumps(answer)
+        elif mode == "short":
+            answer = driver.reply(line)
+            answer["ok"] = answer["ok"][:-1]
+            reply = json.dumps(answer)
         elif mode in INIT_FAULTS:
             answer = driver.reply(line)
             INIT_FAULTS[mode](answer["ok"])
@@ -114,7 +119,7 @@ for line in sys.stdin:
             reply = "this is not JSON" if mode == "garbage" else json.dumps({"id": request["id"], "ok": "sure"})
     else:
         answer = driver.reply(line)
-        if request["op"] == "init" and "ok" in answer:
+        if request["op"] == "init" and "ok" in answer and mode != "short":
             answer["ok"]["ops"] = [o for o in answer["ok"]["ops"] if o != "batch"]
             answer["ok"].pop("batch_max", None)
         reply = json.dumps(answer)

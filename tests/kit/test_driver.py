@@ -206,6 +206,15 @@ def _running(words: str) -> bool:
     return False
 
 
+def test_a_driver_breaking_the_batch_on_every_batch_differs_at_the_first(valkey) -> None:
+    """DP-21, DP-17: a batch answered one reply short is garbage, the driver's death,
+    listed as met. (It was a plain crash, replayed call by call, where no batch is sent
+    and the driver is right: INCONCLUSIVE, "not deterministic", the breach unnamed.)"""
+    done = check(faulty("short", "batch"), "--url", valkey.url, "--profile", "dev", "--examples", "5")
+    assert done.returncode == 1 and "DIFFERS" in done.stdout and "INCONCLUSIVE" not in done.stdout, done.stdout
+    assert "raised DriverGarbage" in done.stdout and "replies; driver killed" in done.stdout, done.stdout
+
+
 def test_a_drivers_own_words_reach_the_terminal_inert_and_bounded(valkey) -> None:
     """DP-16: what a driver says is shown as text: an escape sequence (clear the screen,
     set the clipboard: OSC 52), a carriage return, a lone surrogate and a megabyte of it
