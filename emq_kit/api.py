@@ -303,10 +303,11 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = None, driver: str | None = None,
-           clock: str | None = None, wipe: bool = False, say: Say | None = None) -> ReplayReport:
+           clock: str | None = None, timeout: float | None = None, wipe: bool = False,
+           say: Say | None = None) -> ReplayReport:
     """Re-run the trace in the file ``trace`` step by step on a fresh model and a
     target: the trace's server and clock unless ``url`` or ``clock`` say otherwise; the
-    driver or scripts only when given here, never those the trace names (TR-9: such a
+    driver (each request within ``timeout`` seconds, as ``check``'s) or scripts only when given here, never those the trace names (TR-9: such a
     trace is ``BadArgument`` naming the option that runs them). On a server the steps'
     queues go under names of the replay's own, and nothing is left after it (TR-1a,
     OWN-1).
@@ -345,7 +346,7 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
             on: ServerClock | None = None
             if chosen.name == "echomq":
                 target, on = target_for(loaded.header, url=url, scripts=scripts, driver=driver, clock=clock,
-                                        names=names)
+                                        timeout=timeout, names=names)
             else:
                 target = chosen.open_target(where, scripts, driver,
                                             clock=clock or loaded.header.get("clock") or "virtual", names=names)

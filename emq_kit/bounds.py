@@ -70,6 +70,7 @@ BOUNDS: dict[str, Bound] = {
     "check --seed": _n(0, SEED_MAX, "a seed"),
     "check --shrink-steps": _n(0, 10**6, "steps per difference"),
     "check --timeout": _s(HOUR),
+    "replay --timeout": _s(HOUR),
     "selftest --budget": _s(DAY),
     "selftest --seed": _n(0, SEED_MAX, "a seed"),
     "selftest --sample": _n(1, 10**5, "mutants"),

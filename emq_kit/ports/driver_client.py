@@ -272,6 +272,7 @@ class DriverTarget:
             raise DriverUnavailable("the driver command is empty")
         # --timeout bounds every request, init included; without it init may take
         # STARTUP seconds (DP-14)
+        self.given_timeout = timeout  # the user's, said in the replay command (None: the defaults)
         self.timeout = TIMEOUT if timeout is None else timeout
         self.init_timeout = STARTUP if timeout is None else timeout
         self.command, self.url, self.clock = command, url, clock
@@ -542,6 +543,7 @@ class DriverTarget:
             "server": server,
             "scripts": f"{said(self.info.get('name', '?'), 200)} {said(self.info.get('version', '?'), 80)}",
             "driver": self.command,
+            "timeout": self.given_timeout,
             "driver_info": self.info,
             "url": redact(self.url) if self.url else None,
             "clock": self.clock,

@@ -172,13 +172,15 @@ def replay_command(path: Path | str, target: dict[str, Any]) -> str:
     parts = ["emq", "replay", str(path)]
     if target.get("driver"):
         parts += ["--driver", target["driver"]]
+        if target.get("timeout") is not None:  # the run's own: a port that needs it replays with it
+            parts += ["--timeout", f"{target['timeout']:g}"]
     elif target.get("layout", "echomq") == "echomq" and target.get("scripts") not in (None, "builtin"):
         parts += ["--scripts", target["scripts"]]
     return shlex.join(parts)
 
 
 def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | None = None,
-               driver: str | None = None, clock: str | None = None,
+               driver: str | None = None, clock: str | None = None, timeout: float | None = None,
                names: Names | None = None) -> tuple[Target, ServerClock | None]:
     """The target a trace names in its header and the clock it ran on (``clock``, the
     header's ``clock`` when None), unless ``url``/``scripts``/``driver`` say otherwise
@@ -191,7 +193,7 @@ def target_for(head: dict[str, Any], *, url: str | None = None, scripts: str | N
     mode = clock or head.get("clock") or "virtual"
     if mode == "server" and url is None and driver is not None:
         raise BadArgument("the server clock needs a server: give --url")
-    target = open_target(url, scripts, driver, clock=mode, partial=True, names=names)
+    target = open_target(url, scripts, driver, clock=mode, timeout=timeout, partial=True, names=names)
     if mode != "server":
         return target, None
     try:  # the embedded fakeredis reads its host's clock (as the ci profile's server-clock phase)

@@ -536,7 +536,8 @@ def test_two_runs_on_one_server_never_meet(server: ServerProcess) -> None:
 
 def _argv(option: str, value: str) -> list[str]:
     command, flag = option.split()
-    return [command, *(["redis://127.0.0.1:1"] if command == "audit" else []), flag, value]
+    given = {"audit": ["redis://127.0.0.1:1"], "replay": ["a-trace.json"]}.get(command, [])  # its positional
+    return [command, *given, flag, value]
 
 
 def _above(b: bounds.Bound) -> str:

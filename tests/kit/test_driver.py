@@ -232,9 +232,13 @@ def test_a_drivers_own_words_reach_the_terminal_inert_and_bounded(valkey) -> Non
 
 def test_a_trace_records_the_driver_and_replays_through_it(valkey, tmp_path: Path) -> None:
     cmd = faulty("exit", "reap")
-    d = verdict(check(cmd, "--url", valkey.url, "--profile", "dev", "--steps", "10", "--first", "--json", cwd=tmp_path))
+    d = verdict(check(cmd, "--url", valkey.url, "--profile", "dev", "--steps", "10", "--first", "--json",
+                      "--timeout", "7", cwd=tmp_path))
     trace = json.loads((tmp_path / d["trace"]).read_text("utf-8"))
     assert trace["target"]["driver"] == cmd
+    assert d["replay"].endswith(f"--driver {shlex.quote(cmd)} --timeout 7"), d["replay"]  # the run's own timeout
+    hung = emq("replay", d["trace"], "--driver", faulty("hang", "reap"), "--timeout", "0.5", cwd=tmp_path)
+    assert hung.returncode == 1 and "within 0.5 s" in hung.stdout, hung.stdout + hung.stderr
     refused = emq("replay", d["trace"], cwd=tmp_path)  # a trace is data: its driver runs only when given (TR-9)
     assert refused.returncode == 2 and f"--driver {shlex.quote(cmd)}" in refused.stderr, refused.stderr
     handed = tmp_path / "handed.json"  # anyone's file: a command in it with escape sequences is shown inert
