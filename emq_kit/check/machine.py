@@ -541,7 +541,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         """The target's snapshot of ``queue`` after ``step`` (``given``: the one a window
         brought back). One that cannot be read — a reply of another shape, from a port's
         own snapshot.lua or a server answering ours wrongly — or that never returns (CC-9)
-        is the step's snapshot divergence, never a kit error."""
+        is the step's snapshot divergence, never a kit error; so is a serverless driver's
+        own snapshot that breaks the protocol, or its driver's death right after the step
+        (an environment's exit 2, without a seed or a trace)."""
         try:
             theirs = self.target.snapshot(queue) if given is None else given
             if isinstance(theirs, BadReply):
@@ -552,6 +554,10 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
         except ScriptHang as exc:  # a port's snapshot.lua that never returns (CC-9)
             self.run.halt = self.run.halt or exc.stuck  # the server runs it still: no step follows
             raise self.diverge("snapshot", HANG_RULE, step, [f"the target's snapshot did not return: {exc}"]) from None
+        except TargetFault as exc:  # a serverless driver's own snapshot: malformed, or its driver died (DP-17)
+            self.run.halt = self.run.halt or died(Crash(exc))
+            raise self.diverge("snapshot", "INV-8", step,
+                               [f"the target's snapshot cannot be read: {Crash(exc)!r}"]) from None
 
     # -- rules: producers --------------------------------------------------------------
 

@@ -30,6 +30,8 @@ MODE ``strict1`` (OP is ignored) is a version-1 driver written against protocol 
 text that checks ``protocol == 1`` strictly: offered another version, it answers
 ``init`` with an error (DP-9).
 
+With ``FAULTY_SERVERLESS=1`` in its environment the model is behind it, serverless.
+
 It offers no batch (DP-20): every op is a request of its own, so the fault lands at the
 step that sent it. (A batch that fails as a whole is judged at its first call: which
 call failed is unknown, emq_kit/check/window.py.)
@@ -41,6 +43,7 @@ import random
 import sys
 import time
 
+from emq_kit.check.model_target import ModelTarget
 from emq_kit.ports.protocol import encode_answer
 from emq_kit.ports.reference_driver import Driver
 from emq_live.client import connect
@@ -59,7 +62,10 @@ count = sys.argv[3] if len(sys.argv) > 3 else None
 nth = int(count.rstrip("+")) if count else None
 onwards = bool(count and count.endswith("+"))
 seen = 0
-driver = Driver("faulty", connect, serverless=False, protocol=1 if mode == "strict1" else 2)
+# FAULTY_SERVERLESS=1: the model behind it, serverless (it answers snapshot itself)
+serverless = os.environ.get("FAULTY_SERVERLESS") == "1"
+driver = Driver("faulty", (lambda url: ModelTarget()) if serverless else connect, serverless=serverless,
+                protocol=1 if mode == "strict1" else 2)
 coin = random.Random(0)  # the same tosses in each process: a seeded check repeats exactly
 
 

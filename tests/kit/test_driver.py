@@ -206,6 +206,18 @@ def _running(words: str) -> bool:
     return False
 
 
+@pytest.mark.parametrize("mode", ["exit", "garbage"])
+def test_a_serverless_driver_failing_at_a_steps_snapshot_differs_there(mode: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """DP-17: a serverless driver answers the step, then dies (or answers garbage) at the
+    snapshot the kit asks next: the step's snapshot divergence, listed with its seed and
+    trace. (It ended the run as the environment's, exit 2,
+    one line, no seed: the kit asks a serverless port its snapshot outside the step.)"""
+    monkeypatch.setenv("FAULTY_SERVERLESS", "1")
+    d = verdict(check(f"{faulty(mode, 'snapshot')} 3", "--profile", "dev", "--examples", "5", "--json"))
+    assert d["kind"] == "snapshot" and "the target's snapshot cannot be read: raised " in d["evidence"][0], d
+
+
 def test_a_driver_breaking_the_batch_on_every_batch_differs_at_the_first(valkey) -> None:
     """DP-21, DP-17: a batch answered one reply short is garbage, the driver's death,
     listed as met. (It was a plain crash, replayed call by call, where no batch is sent
