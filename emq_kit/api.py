@@ -307,8 +307,8 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
            say: Say | None = None) -> ReplayReport:
     """Re-run the trace in the file ``trace`` step by step on a fresh model and a
     target: the trace's server and clock unless ``url`` or ``clock`` say otherwise; the
-    driver (each request within ``timeout`` seconds, as ``check``'s) or scripts only when given here, never those the trace names (TR-9: such a
-    trace is ``BadArgument`` naming the option that runs them). On a server the steps'
+    driver (each request within ``timeout`` seconds, as ``check``'s) or scripts only
+    when given here, never those the trace names (TR-9: such a trace is ``BadArgument`` naming the option that runs them). On a server the steps'
     queues go under names of the replay's own, and nothing is left after it (TR-1a,
     OWN-1).
 

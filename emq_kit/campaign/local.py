@@ -27,7 +27,11 @@ def dask_setup(worker: Any) -> None:
     logging.getLogger("distributed.worker").addFilter(_not_stopped)
 
 
+_FAILED = repr(Stopped(STOPPED))
+"""How Dask's "Compute Failed" line names a stopped task's exception."""
+
+
 def _not_stopped(record: logging.LogRecord) -> bool:
     """Whether a worker's log line is not a stopped task's failure (the command that
     stopped it says so itself)."""
-    return repr(Stopped(STOPPED)) not in record.getMessage()
+    return _FAILED not in record.getMessage()

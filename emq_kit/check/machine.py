@@ -555,9 +555,9 @@ class Conformance(RawCalls, LaneRules, faults.KeyFaultRules, Machine):
             self.run.halt = self.run.halt or exc.stuck  # the server runs it still: no step follows
             raise self.diverge("snapshot", HANG_RULE, step, [f"the target's snapshot did not return: {exc}"]) from None
         except TargetFault as exc:  # a serverless driver's own snapshot: malformed, or its driver died (DP-17)
-            self.run.halt = self.run.halt or died(Crash(exc))
-            raise self.diverge("snapshot", "INV-8", step,
-                               [f"the target's snapshot cannot be read: {Crash(exc)!r}"]) from None
+            crash = Crash(exc)
+            self.run.halt = self.run.halt or died(crash)
+            raise self.diverge("snapshot", "INV-8", step, [f"the target's snapshot cannot be read: {crash!r}"]) from None
 
     # -- rules: producers --------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from emq_kit.check.options import CheckOptions
 from emq_kit.check.pools import QUEUES
 from emq_kit.check.profiles import PROFILES
 from emq_kit.check.tally import SHRINK_STEPS
-from emq_kit.cli.common import Outputs, Usage, add_outputs, bounded, within, writable_path
+from emq_kit.cli.common import DRIVER_TIMEOUT, Outputs, Usage, add_number, add_outputs, bounded, within, writable_path
 from emq_kit.cli.progress import CheckProgress
 from emq_kit.layouts import NAMES
 from emq_kit.redaction import write_text
@@ -91,9 +91,7 @@ def register(sub: Any) -> None:
     c.add_argument("--scripts", metavar="DIR", help="a script directory with the same calling convention")
     c.add_argument("--driver", metavar="CMD", help="check a port through its driver program "
                    "(specs/driver-protocol.md); CMD is split like a shell would, and run without one")
-    c.add_argument("--timeout", type=bounded("check --timeout"), metavar="SECONDS",
-                   help="with --driver: how long one request may take, init included (default 10, and 30 "
-                   f"for init: a runtime may be starting; {within('check --timeout')})")
+    add_number(c, "check", "--timeout", DRIVER_TIMEOUT, metavar="SECONDS")
     c.add_argument("--clock", choices=["virtual", "server"], default="virtual",
                    help="pass the model's clock on every call (virtual), or none, judging scores "
                    "within the server's TIME window around each call (server; needs --url)")

@@ -15,8 +15,14 @@ from emq_kit.errors import EXIT_ENV, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, BadAr
 from emq_kit.outputs import writable_dir, writable_path
 from emq_kit.redaction import write_text
 
-__all__ = ["EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Outputs", "Parser", "Usage", "add_number",
+__all__ = ["DRIVER_TIMEOUT", "EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Outputs", "Parser", "Usage",
+           "add_number",
            "add_outputs", "bounded", "claimed", "sizes", "within", "writable_dir", "writable_file", "writable_path"]
+
+
+DRIVER_TIMEOUT = ("with --driver: how long one request may take, init included (default 10, and 30 for init: "
+                  "a runtime may be starting)")
+"""The help of ``--timeout``, check's and replay's (DP-14)."""
 
 
 def add_number(p: argparse.ArgumentParser, command: str, flag: str, text: str,

@@ -10,7 +10,7 @@ from typing import Any
 
 from emq_kit import interrupts
 from emq_kit.api import load_trace, replay
-from emq_kit.cli.common import Outputs, Usage, add_outputs, bounded, within, writable_file
+from emq_kit.cli.common import DRIVER_TIMEOUT, Outputs, Usage, add_number, add_outputs, writable_file
 from emq_kit.redaction import write_text
 from emq_kit.report.document import replay_document
 from emq_kit.trace.export import pytest_source
@@ -54,9 +54,7 @@ def register(sub: Any) -> None:
                    "a trace's own script directory is never loaded from it")
     r.add_argument("--driver", metavar="CMD", help="replay through a port's driver; a trace's own driver command "
                    "is never run from it (it says which to give)")
-    r.add_argument("--timeout", type=bounded("replay --timeout"), metavar="SECONDS",
-                   help="with --driver: how long one request may take, init included (default 10, and 30 "
-                   f"for init; {within('replay --timeout')})")
+    add_number(r, "replay", "--timeout", DRIVER_TIMEOUT, metavar="SECONDS")
     r.add_argument("--clock", choices=["virtual", "server"],
                    help="the clock mode (default: the trace's; server needs a server)")
     r.add_argument("--pytest", metavar="FILE", type=writable_file,
