@@ -35,7 +35,7 @@ from redis.exceptions import RedisClusterException
 
 from emq_kit.errors import AuditError
 from emq_live import acl
-from emq_live.client import _client, _integer
+from emq_live.client import _client, _integer, handshake
 from emq_live.urls import check_url, redact
 from emq_model import errors, invariants, keyspace, spec
 from emq_model.invariants import Violation
@@ -405,6 +405,7 @@ def audit(url: str, queues: Iterable[str] = (), *, batch: int = BATCH, keep: int
     except (ValueError, redis.RedisError, RedisClusterException) as exc:  # a cluster client connects at once
         raise AuditError(f"cannot connect to {redact(url)}: {_reason(exc)}") from None
     try:
+        handshake(url, client)
         got = client.get(keyspace.VERSION_KEY)
         fence = None if got is None else got.decode("utf-8", "replace")
         if fence is not None and fence != spec.WIRE_VERSION:

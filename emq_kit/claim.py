@@ -218,11 +218,12 @@ class Claim:
     # -- entering ---------------------------------------------------------------------
 
     def __enter__(self) -> Names:
-        from emq_live.client import _client
+        from emq_live.client import _client, handshake
 
         try:
             with records_refused(self.url):  # a cluster client connects at once
                 self.client = _client(self.url)  # a URL the client cannot read: its own line, nothing connected
+                handshake(self.url, self.client)
                 return self._claim()
         except BaseException:
             self._close()

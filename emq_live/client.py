@@ -72,6 +72,21 @@ def _client(url: str, options: Mapping[str, Any] | None = None) -> Any:
         raise UrlError(f"{urls.redact(url)}: {urls.redact(str(exc))}") from None
 
 
+def handshake(url: str, client: Any) -> None:
+    """Open one of ``client``'s connections now (a cluster client opened its own when it
+    was made), so that what the server answers its handshake — the ``SELECT`` of a
+    database it does not have (``/99``) — is a ``ConnectError`` naming the redacted URL
+    and the refusal, never the error of the first command sent."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:
+        return
+    try:
+        pool.release(pool.get_connection())
+    except redis.ResponseError as exc:
+        client.close()
+        raise ConnectError(f"{urls.redact(url)}: the server refused the connection: {urls.redact(str(exc))}") from None
+
+
 def _reached(url: str, client: Any, conn: "Connection", fence: bool) -> None:
     """The first round trip (the fence, or a PING): a server that is not there, is not a
     Redis/Valkey server, or refuses us is a ``ConnectError`` naming the redacted URL."""

@@ -11,12 +11,13 @@ from emq_kit.cli.common import EXIT_OK
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from emq_kit.claim import clean, records_refused
-    from emq_live.client import _client
+    from emq_live.client import _client, handshake
     from emq_live.urls import redact
 
     with records_refused(args.url):  # the claim's lines for a server that refuses or is not there
         client = _client(args.url)  # a URL the client cannot read: its own line, nothing connected
         try:
+            handshake(args.url, client)
             removed = clean(client)
         finally:
             client.close()
