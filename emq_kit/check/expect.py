@@ -6,8 +6,10 @@
     reason = "we delete the row on every complete, by design"
 
 A run whose differences are all listed passes; a difference not listed fails it; a
-listed one the run did not meet is reported *fixed* (it fails the run only when
-``strict``).
+listed one the run did not meet although it reached its cell is reported *fixed* (it
+fails the run only when ``strict``); one whose cell the run never reached (a short run,
+its op left out by ``--skip-ops``, a cell no call of the run has) was not looked for:
+it is reported *not checked*, never fixed (specs/trace.md TR-17a).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from emq_kit.check.fence import SIGNATURE as FENCE
 from emq_kit.check.signature import Signature, parse
 from emq_kit.errors import BadArgument
 from emq_kit.inputs import read_text
@@ -44,14 +47,27 @@ def load(path: str | Path) -> dict[Signature, str]:
 
 
 def apply(report: Any, expected: dict[Signature, str], path: str | Path) -> None:
-    """Mark the report's differences ``expected`` lists, and note the listed ones it
-    did not meet as fixed."""
+    """Mark the report's differences ``expected`` lists; of the listed ones it did not
+    meet, note as fixed those whose cell it reached (``report.hits``), as not checked
+    the others."""
     met = set()
     for d in [*report.differences, *getattr(report, "unreproduced", [])]:
         d.expected = expected.get(d.signature)
         met.add(d.signature)
-    report.fixed = [(s, r) for s, r in expected.items() if s not in met]
+    unmet = [(s, r) for s, r in expected.items() if s not in met]
+    report.fixed = [(s, r) for s, r in unmet if looked_for(report, s)]
+    report.unchecked = [(s, r) for s, r in unmet if not looked_for(report, s)]
     report.expect_file = str(path)
+
+
+def looked_for(report: Any, sig: Signature) -> bool:
+    """Whether the run could have met ``sig`` (TR-17a): its cell of the coverage table was
+    reached; a cell beyond the table (``forget_row/ok``, ``queue/EMQARG``) had its op
+    called by the search; the fence's is judged at every run."""
+    if sig == FENCE or report.hits.get(sig.cell):
+        return True
+    table = {f"{op}/{outcome}" for op, outcome in (*report.unreached, *report.not_implemented, *report.out_of_focus)}
+    return sig.cell not in table and report.op_mix.get(sig.cell.partition("/")[0], 0) > 0
 
 
 def write(path: str | Path, report: Any) -> Path:

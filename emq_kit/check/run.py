@@ -141,7 +141,8 @@ class Report:
     out_of_focus: list[tuple[str, str]] = field(default_factory=list)  # cells --hostile or --depth leaves out
     op_mix: dict[str, int] = field(default_factory=dict)
     focus: Focus = field(default_factory=Focus)
-    fixed: list[tuple[Signature, str]] = field(default_factory=list)  # expected, not met
+    fixed: list[tuple[Signature, str]] = field(default_factory=list)  # expected, not met, its cell reached
+    unchecked: list[tuple[Signature, str]] = field(default_factory=list)  # expected, its cell never reached (TR-17a)
     expect_file: str | None = None
     rerun: str = ""  # the command that repeats the run (``emq_kit.check`` fills it in)
     gate: bool = False  # whether the profile gates on coverage

@@ -58,6 +58,8 @@ def format_report(report: Report) -> str:
         lines.append(f"  no divergence in {report.examples} examples ({report.profile}: not a conformance verdict)")
     for sig, _ in report.fixed:
         lines.append(f"  fixed — remove it from {report.expect_file}: {sig}")
+    for sig, _ in report.unchecked:
+        lines.append(f"  not checked — the run never reached its cell, so it stays in {report.expect_file}: {sig}")
     if report.expect_file and report.differences and not report.new:
         lines.append(f"  all {len(report.differences)} differences are expected ({report.expect_file})")
     lines.extend(format_corpus(report))

@@ -128,10 +128,30 @@ def test_expectations_pin_known_differences_and_report_fixed_ones(tmp_path: Path
     assert written.count("[[difference]]") >= 1
     assert cli.main([*base, "--expect", str(pinned)]) == cli.EXIT_OK
     assert "differences are expected" in capsys.readouterr().out
-    pinned.write_text(written + '[[difference]]\nsignature = "remove/gone T-remove"\nreason = "was a bug"\n', "utf-8")
+    # a cell every such run reaches (an empty queue's claim), met this time without the difference
+    pinned.write_text(written + '[[difference]]\nsignature = "claim/empty T-claim-4"\nreason = "was a bug"\n', "utf-8")
     assert cli.main([*base, "--expect", str(pinned)]) == cli.EXIT_OK
-    assert f"fixed — remove it from {pinned}: remove/gone T-remove" in capsys.readouterr().out
+    assert f"fixed — remove it from {pinned}: claim/empty T-claim-4" in capsys.readouterr().out
     assert cli.main([*base, "--expect", str(pinned), "--strict"]) == cli.EXIT_FAIL
+
+
+def test_a_listed_difference_the_run_never_looked_for_is_not_checked_never_fixed(tmp_path: Path, capsys) -> None:
+    """TR-17a: a listed difference whose cell the run never reached (one step cannot
+    complete a claimed job), whose op the run left out (``--skip-ops``) or that names a
+    cell no call of the run has was not looked for: "not checked", never "fixed", and
+    ``--strict`` does not fail on it."""
+    from emq_kit import cli
+
+    pinned = tmp_path / "expect.toml"
+    listed = ["complete/ok INV-8", "reprocess/ok T-reprocess", "zzz/ok T-zzz"]
+    pinned.write_text("".join(f'[[difference]]\nsignature = "{s}"\nreason = "known"\n' for s in listed), "utf-8")
+    code = cli.main(["check", "--profile", "dev", "--examples", "1", "--steps", "1", "--seed", "1", "--skip-ops",
+                     "reprocess", "--expect", str(pinned), "--strict", "--traces", str(tmp_path / "traces")])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_OK, out
+    assert "fixed —" not in out
+    for sig in listed:
+        assert f"not checked — the run never reached its cell, so it stays in {pinned}: {sig}" in out, out
 
 
 def test_the_expectations_file_written_matches_its_schema(tmp_path: Path) -> None:
