@@ -4,6 +4,7 @@ so an hour's soak does not end on a typo."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -17,20 +18,22 @@ def writable_path(path: str | Path, what: str = "output") -> Path:
     appending, or a temporary file beside it), not ``os.access``, which a root user and
     a read-only mount both fool; an existing file's content is left as it is."""
     out = Path(path)
-    if out.is_dir():
-        raise BadArgument(f"cannot write {what} {out}: it is a directory")
-    parent = out.parent
+    real = _followed(out, what)  # a symbolic link is written through: the file it names is probed
+    shown = f"{out} (a symbolic link to {real})" if real is not out else str(out)
+    if real.is_dir():
+        raise BadArgument(f"cannot write {what} {shown}: it is a directory")
+    parent = real.parent
     if not parent.is_dir():
-        raise BadArgument(f"cannot write {what} {out}: no directory {parent}")
+        raise BadArgument(f"cannot write {what} {shown}: no directory {parent}")
     try:
-        if out.exists():
-            with open(out, "a"):
+        if real.exists():
+            with open(real, "a"):
                 pass
         else:
             with tempfile.TemporaryFile(dir=parent):
                 pass
     except OSError as exc:
-        raise BadArgument(f"cannot write {what} {out}: {exc.strerror or exc}") from None
+        raise BadArgument(f"cannot write {what} {shown}: {exc.strerror or exc}") from None
     return out
 
 
@@ -39,10 +42,24 @@ def writable_dir(path: str | Path, what: str) -> Path:
     created there), else ``BadArgument`` (OUT-1: ``--traces DIR``, checked before any work;
     the directory itself is created only when a file goes into it)."""
     out = Path(path)
+    if out.is_symlink() and not out.exists():  # a dangling link: no directory can be made in its place
+        raise BadArgument(f"cannot write {what} into {out}: it is a symbolic link to {os.readlink(out)}, "
+                          "which does not exist")
     if out.exists() and not out.is_dir():
         raise BadArgument(f"cannot write {what} into {out}: it is not a directory")
     _creatable(out, what, out)
     return out
+
+
+def _followed(out: Path, what: str) -> Path:
+    """Where a write to ``out`` lands: ``out``, or the path its symbolic links lead to
+    (``BadArgument`` when they loop)."""
+    if not out.is_symlink():
+        return out
+    real = Path(os.path.realpath(out))
+    if real.is_symlink():  # realpath stops inside a loop of links
+        raise BadArgument(f"cannot write {what} {out}: its symbolic links loop")
+    return real
 
 
 def _creatable(directory: Path, what: str, shown: Path) -> None:

@@ -579,8 +579,9 @@ def test_the_pytest_plugins_seed_is_bounded_too(tmp_path: Path) -> None:
 
 # -- outputs first (OUT-1) --------------------------------------------------------------------
 
-BAD_PATHS = ("/proc/nope/out", "{file}/under-a-file", "{dir}")
-"""A directory that cannot be created, a path under a file, and (for a file) a directory."""
+BAD_PATHS = ("/proc/nope/out", "{file}/under-a-file", "{dir}", "{dangling}", "{loop}")
+"""A directory that cannot be created, a path under a file, (for a file) a directory, a
+symbolic link to a path in no directory, and one of two links that lead to each other."""
 
 
 def _outputs(url: str) -> list[tuple[list[str], str, str]]:
@@ -622,15 +623,20 @@ def test_a_dash_is_stdout_not_a_file_named_dash(tmp_path: Path, monkeypatch: pyt
 def test_every_output_path_is_checked_before_any_work(case: int, empty: ServerProcess, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """OUT-1: an output that cannot be written (its directory cannot be made, it is under
-    a file, a file's path is a directory) is one line naming it, exit 2, and nothing ran:
-    stdout is empty and the server was not written (not even ``{emq}:version``)."""
+    a file, a file's path is a directory, a symbolic link leads nowhere) is one line
+    naming it, exit 2, and nothing ran: stdout is empty and the server was not written
+    (not even ``{emq}:version``)."""
     argv, flag, what = _outputs(empty.url)[case]
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
+    dangling, loop = tmp_path / "dangling", tmp_path / "loop"
+    dangling.symlink_to(tmp_path / "gone" / "out")
+    loop.symlink_to(tmp_path / "loop-back")
+    (tmp_path / "loop-back").symlink_to(loop)
     for shape in BAD_PATHS:
         if shape == "{dir}" and flag == "--traces":
             continue  # a directory is what --traces wants
-        bad = shape.format(file=blocker, dir=tmp_path)
+        bad = shape.format(file=blocker, dir=tmp_path, dangling=dangling, loop=loop)
         code, out, err = run([*argv, flag, bad], capsys)
         line = one_line(err)
         assert code == cli.EXIT_ENV and out == "", (argv, flag, bad, out)
