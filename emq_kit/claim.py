@@ -136,6 +136,9 @@ def _records(client: Any) -> Iterable[tuple[bytes, dict[str, Any]]]:
             Names.from_json(doc["names"])
         except (ValueError, TypeError, KeyError):
             continue
+        pid = doc.get("pid", 0)
+        if not isinstance(pid, int) or isinstance(pid, bool):  # no process this kit could have judged
+            continue
         yield key, doc
 
 

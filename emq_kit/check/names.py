@@ -191,8 +191,13 @@ class Names:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Names":
-        return cls(str(doc["suffix"]), doc.get("logical", ()), given=doc.get("given") or {},
-                   one_byte=doc.get("one_byte"))
+        """The names a run's record lists. ``ValueError`` when they cannot be a run's (a
+        record written by hand or by another version: not the kit's to judge, OWN-6)."""
+        try:
+            return cls(str(doc["suffix"]), doc.get("logical", ()), given=doc.get("given") or {},
+                       one_byte=doc.get("one_byte"))
+        except KitBug as exc:  # a mapping no run of the kit makes
+            raise ValueError(str(exc.cause)) from None
 
 
 def named(logical: Iterable[str], given: list[str]) -> dict[str, str]:

@@ -406,6 +406,36 @@ def test_a_killed_run_is_cleaned_by_emq_clean_and_by_the_next_run_but_a_live_one
             assert_intact(before, image(r), f"{how}, then {cleaner[0]}")
 
 
+FOREIGN_RECORDS = {
+    "one-byte": {"id": "x1", "names": {"suffix": "x1", "logical": ["z"]}},
+    "brace": {"id": "x2", "names": {"suffix": "x2", "logical": ["a}:b"]}},
+    "pid": {"id": "x3", "names": {"suffix": "x3", "logical": ["alpha"]}, "pid": "abc"},
+    "list": ["not", "a", "record"],
+}
+"""Run records no run of the kit writes (by hand, by another version): names it cannot
+map, a pid that is no number (on this host, under a lease), a record of another shape."""
+
+
+def test_a_record_no_run_of_the_kit_wrote_is_left_alone_and_blocks_nothing(
+        server: ServerProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    """OWN-6: a run record the kit cannot read is not its to judge: ``emq clean`` and a
+    run's start leave it (and its lease) untouched and go on (it was ``emq bug``, exit 2,
+    for every run on the server)."""
+    from emq_kit.claim import LIVE, host
+
+    with server.client() as r:
+        for n, (name, doc) in enumerate(FOREIGN_RECORDS.items()):
+            key = f"{RUN}ffff000{n}"
+            r.set(key, json.dumps({**doc, "host": host()} if isinstance(doc, dict) else doc))
+            r.set(key + LIVE, "1")
+        before = image(r)
+        code, out, err = run(["clean", "--url", server.url], capsys)
+        assert code == cli.EXIT_OK and "no leftovers of dead runs" in out, out + err
+        code, out, err = run(["check", *_quick(server.url)], capsys)
+        assert code == cli.EXIT_OK and "emq bug" not in err, out + err
+        assert_intact(before, image(r), "a foreign record")
+
+
 def test_a_live_runs_queue_names_are_refused_to_another_run(server: ServerProcess, ctrl_c: None,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """OWN-3: ``--queue`` names a live run's record lists are that run's, even between
