@@ -6,6 +6,7 @@ profiles and clock modes, read from a TOML file checked against
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,10 +72,16 @@ class Plan:
         why = bounds.RUNS.refusal(count)
         if why is not None:
             raise BadArgument(f"the plan has {count:,} runs: {why}")
-        names = [t.name for t in self.targets]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise BadArgument(f"the plan names the target {twice[0]!r} twice: each target needs a name of its own")
+        pattern = name_pattern()
+        for t in self.targets:  # a name is a directory of the campaign's output: the plan file's rule for flags too
+            if not re.fullmatch(pattern, t.name):
+                raise BadArgument(f"the target name {t.name!r} does not match {pattern} (a name is a directory "
+                                  "of the campaign's output)")
+        for what, values in (("target", [t.name for t in self.targets]), ("seed", self.seeds),
+                             ("profile", self.profiles), ("clock", self.clocks)):
+            twice = [v for n, v in enumerate(values) if v in values[:n]]
+            if twice:  # one run id, one report file: a value listed twice is no second run
+                raise BadArgument(f"the plan lists the {what} {twice[0]!r} twice: each run needs an id of its own")
         out = []
         for t in self.targets:
             for profile in self.profiles:
@@ -115,6 +122,11 @@ def _slug(text: str) -> str:
     """A target name made of a URL's host part: the characters a name may hold."""
     kept = "".join(c if c.isalnum() or c in "_.-" else "-" for c in text).strip("-.") or "server"
     return kept[:64]
+
+
+def name_pattern() -> str:
+    """The pattern a target's name matches (``specs/schemas/plan.json``)."""
+    return str(schema()["properties"]["targets"]["items"]["properties"]["name"]["pattern"])
 
 
 def schema() -> dict[str, Any]:
