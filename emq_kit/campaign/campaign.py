@@ -88,6 +88,9 @@ def run_campaign(plan: Plan, spec: dask_cluster.ClusterSpec, out: Path, *, corpu
     writable_dir(str(out), "the campaign's directory")
     kept = Corpus(corpus or out / "corpus")
     writable_dir(str(kept.root), "the corpus")
+    for t in plan.targets:  # each target's own directories too: a file in one's place ends no run late
+        writable_dir(str(out / "runs" / t.name), "the runs' reports")
+        writable_dir(str(kept.root / t.name), "the corpus")
     records: dict[str, RunRecord] = {}
     keys: dict[str, str] = {}  # run id -> its task's key, which its start events name
     began, clock = dt.datetime.now(dt.timezone.utc), time.monotonic()

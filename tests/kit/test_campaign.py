@@ -293,6 +293,23 @@ def test_bad_input_is_one_line_exit_2_before_any_run(argv: list[str], says: str,
     assert not (tmp_path / "o" / "runs").exists()
 
 
+@pytest.mark.parametrize("place", ["runs/fakeredis", "corpus/fakeredis"])
+def test_a_file_where_a_targets_directory_goes_is_one_line_before_any_run(place: str, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """CMP-1, OUT-1: a file where a target's reports or corpus go is refused before the
+    cluster is asked for anything (it was ``emq bug: FileExistsError``, after other
+    targets' runs had run)."""
+    blocker = tmp_path / "o" / place
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("x")
+    code, out, err = run(["campaign", "--out", str(tmp_path / "o"), "--cluster", "local:1"], capsys)
+    assert code == cli.EXIT_ENV and out == "", err
+    line = one_line(err)
+    assert str(blocker) in line and "emq bug" not in line, line
+    assert sorted(p.relative_to(tmp_path / "o").as_posix() for p in (tmp_path / "o").rglob("*")) == \
+        sorted({place, place.split("/")[0]}), "something ran"
+
+
 @pytest.mark.parametrize("argv, says", [
     ([], "the server's Lua has no cmsgpack"),
     (["--url", "redis://127.0.0.1:1"], "cannot open a queue connection to redis://127.0.0.1:1"),
