@@ -30,6 +30,8 @@ def load(path: str | Path) -> dict[str, Any]:
         raise BadArgument(f"cannot read the report {path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadArgument(f"the report {path} is not JSON: {exc}") from None
+    except RecursionError:
+        raise BadArgument(f"the report {path} is nested deeper than JSON is read here") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise BadArgument(f"{path} is not an emq report (no \"format\": \"{FORMAT}\")")
     if document.get("version") not in (VERSION - 1, VERSION):
@@ -39,7 +41,26 @@ def load(path: str | Path) -> dict[str, Any]:
         raise BadArgument(f"the report {path} is of emq {document.get('command')}: the matrix reads check and "
                           "campaign reports")
     # the version before has this version's bodies; its verdict word is mapped (TR-18)
-    return upgrade(document, str(path)) if document["version"] == VERSION - 1 else document
+    document = upgrade(document, str(path)) if document["version"] == VERSION - 1 else document
+    _shaped(document, path)
+    return document
+
+
+def _shaped(document: dict[str, Any], path: str | Path) -> None:
+    """``BadArgument`` naming where ``document`` is not a report of its schema
+    (specs/schemas/report.json): a body the matrix would misread is refused, not drawn
+    (CMP-8)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    from emq_kit.ports.protocol import said
+    from emq_kit.report.document import schema
+
+    problem = best_match(Draft202012Validator(schema()).iter_errors(document))
+    if problem is not None:
+        where = "/".join(str(p) for p in problem.absolute_path) or "(top)"
+        raise BadArgument(f"the report {path} is no report of specs/schemas/report.json at {said(where, 200)}: "
+                          f"{said(problem.message, 200)}")
 
 
 def columns(document: dict[str, Any], source: str) -> list[dict[str, Any]]:

@@ -99,6 +99,57 @@ def test_a_file_that_is_no_report_is_one_line(text: str, says: str, tmp_path: Pa
     assert code == cli.EXIT_ENV and out == "" and says in one_line(err) and not (tmp_path / "m.html").exists()
 
 
+def _without(doc: dict, *path: str | int) -> dict:
+    """``doc`` with the key at ``path`` gone."""
+    out = json.loads(json.dumps(doc))
+    held = out
+    for key in path[:-1]:
+        held = held[key]
+    del held[path[-1]]
+    return out
+
+
+def _with(doc: dict, value: object, *path: str | int) -> dict:
+    """``doc`` with ``value`` at ``path``."""
+    out = json.loads(json.dumps(doc))
+    held = out
+    for key in path[:-1]:
+        held = held[key]
+    held[path[-1]] = value
+    return out
+
+
+BODIES = {
+    "no body": (lambda d: _without(d, "check"), "at (top)"),
+    "cells a string": (lambda d: _with(d, "lots", "check", "cells"), "at check/cells"),
+    "no signature": (lambda d: _without(d, "check", "differences", 0, "signature"), "at check/differences/0"),
+    "no profile": (lambda d: _without(d, "check", "profile"), "at check"),
+    "target a number": (lambda d: _with(d, 5, "target"), "at target"),
+    "a verdict no command gives": (lambda d: _with(d, "great", "verdict"), "'great'"),
+}
+
+
+@pytest.mark.parametrize("case", BODIES)
+def test_a_report_whose_body_is_not_a_reports_is_one_line(case: str, two_reports: tuple[Path, Path, dict],
+                                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CMP-8: a report of the right format and version whose body is not a report's (a
+    key gone, a value of another type, a word no command says) is one line naming where,
+    exit 2: never ``emq bug``, never a column drawn from what was misread."""
+    _, _, broken = two_reports
+    spoil, says = BODIES[case]
+    (tmp_path / "r.json").write_text(json.dumps(spoil(broken)))
+    code, out, err = run(["matrix", str(tmp_path / "r.json")], capsys)
+    line = one_line(err)
+    assert code == cli.EXIT_ENV and out == "" and "emq bug" not in line, line
+    assert "is no report of specs/schemas/report.json" in line and says in line, line
+
+
+def test_a_report_nested_past_reading_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "r.json").write_text("[" * 200_000 + "]" * 200_000)
+    code, out, err = run(["matrix", str(tmp_path / "r.json")], capsys)
+    assert code == cli.EXIT_ENV and "is nested deeper than JSON is read here" in one_line(err)
+
+
 def test_a_version_2_report_is_read_with_its_verdict_word_mapped(two_reports: tuple[Path, Path, dict],
                                                                  tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
