@@ -17,6 +17,8 @@ from emq_kit.report.verdicts import upgrade
 
 CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED = "conforms", "differs", "not-implemented", "unreached"
 STATES = (CONFORMS, DIFFERS, NOT_IMPLEMENTED, UNREACHED)
+UNEARNED = "unearned"
+"""The matrix's word when no column differs yet one did not earn conformance."""
 MARKERS = re.compile(r"(<!-- matrix: made by scripts/matrix.py -->\n)(.*?)(<!-- /matrix -->)", re.S)
 """Where the README keeps its summary of the matrix (``summary``)."""
 
@@ -72,7 +74,7 @@ def columns(document: dict[str, Any], source: str) -> list[dict[str, Any]]:
         clock = "server" if "--clock server" in body["rerun"] else "virtual"  # the rerun line repeats a non-default clock
         name = f"{document['target']} {body['profile']}"
         return [_column(name, described, source, body["cells"], body["differences"], body["causes"],
-                        profile=body["profile"], clock=clock)]
+                        profile=body["profile"], clock=clock, judged=[document["verdict"]])]
     body = document["campaign"]
     out = []
     for target in body["plan"]["targets"]:
@@ -84,12 +86,15 @@ def columns(document: dict[str, Any], source: str) -> list[dict[str, Any]]:
         causes = [c for c in body["causes"] if runs & set(c["runs"])]
         described = {k: v for k, v in target.items() if v is not None}
         out.append(_column(target["name"], described, source, cells, [d for d in found if d["runs"]], causes,
-                           profile=",".join(body["plan"]["profiles"]), clock=",".join(body["plan"]["clocks"])))
+                           profile=",".join(body["plan"]["profiles"]), clock=",".join(body["plan"]["clocks"]),
+                           judged=[r.get("verdict") for r in body["runs"] if r["target"] == target["name"]]))
     return out
 
 
 def _column(name: str, described: dict[str, Any], source: str, cells: dict[str, Any], found: list[dict[str, Any]],
-            causes: list[dict[str, Any]], *, profile: str, clock: str) -> dict[str, Any]:
+            causes: list[dict[str, Any]], *, profile: str, clock: str, judged: list[Any]) -> dict[str, Any]:
+    """One column; ``judged``, the verdicts of the reports (or runs) it draws: it earned
+    conformance only when each of them is ``conforms``."""
     states: dict[str, dict[str, Any]] = {}
     for cell in cells["hits"]:
         states[cell] = {"state": CONFORMS, "hits": cells["hits"][cell]}
@@ -102,8 +107,9 @@ def _column(name: str, described: dict[str, Any], source: str, cells: dict[str, 
         if cell is not None and states.get(cell, {}).get("state") != DIFFERS:
             states[cell] = {"state": DIFFERS, "rule": d["signature"]["rule"], "trace": d["trace"],
                             "replay": d["replay"]}
+    earned = bool(judged) and all(word == CONFORMS for word in judged)
     return {"name": name, "target": described, "profile": profile, "clock": clock, "source": source,
-            "cells": states, "causes": {c["title"]: c["class"] for c in causes}}
+            "earned": earned, "cells": states, "causes": {c["title"]: c["class"] for c in causes}}
 
 
 def why_not(cell: str) -> str:
@@ -150,9 +156,12 @@ def matrix(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def verdict(body: dict[str, Any]) -> str:
-    """``differs`` when any column differs somewhere, else ``conforms``."""
-    return DIFFERS if any(c["counts"][DIFFERS] for c in body["columns"]) or any(
-        r["kind"] == "cause" for r in body["rows"]) else CONFORMS
+    """``differs`` when any column differs somewhere; else ``conforms`` when every column
+    earned it (each report or run it draws conforms), and ``unearned`` when one did not
+    (a dev run, a gated run that left cells unreached: CMP-8)."""
+    if any(c["counts"][DIFFERS] for c in body["columns"]) or any(r["kind"] == "cause" for r in body["rows"]):
+        return DIFFERS
+    return CONFORMS if all(c["earned"] for c in body["columns"]) else UNEARNED
 
 
 def summary(body: dict[str, Any], seed: int) -> str:

@@ -18,7 +18,9 @@ def text(body: dict[str, Any]) -> list[str]:
     """The matrix as ``emq matrix`` prints it: each column's counts, then the rows that
     are not the same in every column, or differ somewhere."""
     lines = [f"{c['name']} ({c['profile']}, {c['clock']}): "
-             + ", ".join(f"{n} {s}" for s, n in c["counts"].items() if n) for c in body["columns"]]
+             + ", ".join(f"{n} {s}" for s, n in c["counts"].items() if n)
+             + ("" if c["earned"] else " (not earned: a report or run it draws did not conform)")
+             for c in body["columns"]]
     for row in body["rows"]:
         states = [x["state"] for x in row["cells"]]
         if len(set(states)) > 1 or DIFFERS in states:

@@ -99,6 +99,24 @@ def test_a_file_that_is_no_report_is_one_line(text: str, says: str, tmp_path: Pa
     assert code == cli.EXIT_ENV and out == "" and says in one_line(err) and not (tmp_path / "m.html").exists()
 
 
+def test_a_matrix_of_reports_that_did_not_conform_is_unearned_never_conforms(
+        two_reports: tuple[Path, Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CMP-8: no column differs, yet the dev report it draws is inconclusive: the matrix
+    is inconclusive (``unearned``, exit 0), the column said not earned; the same report
+    as a conforming one's gives CONFORMS."""
+    ours, _, _ = two_reports
+    code, out, _ = run(["matrix", str(ours), "--report", str(tmp_path / "m.json")], capsys)
+    doc = json.loads((tmp_path / "m.json").read_text())
+    validate(doc)
+    assert code == cli.EXIT_OK and out.startswith("emq matrix: INCONCLUSIVE (unearned)"), out
+    assert (doc["verdict"], doc["detail"]) == ("inconclusive", "unearned") and "(not earned:" in out
+    assert [c["earned"] for c in doc["matrix"]["columns"]] == [False]
+    (tmp_path / "c.json").write_text(json.dumps(json.loads(ours.read_text()) | {"verdict": "conforms",
+                                                                                  "detail": "conforms"}))
+    code, out, _ = run(["matrix", str(tmp_path / "c.json")], capsys)
+    assert code == cli.EXIT_OK and out.startswith("emq matrix: CONFORMS") and "not earned" not in out, out
+
+
 def _without(doc: dict, *path: str | int) -> dict:
     """``doc`` with the key at ``path`` gone."""
     out = json.loads(json.dumps(doc))
