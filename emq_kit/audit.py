@@ -78,6 +78,12 @@ class QueueAudit:
     lanes: int = 0  # members of the lanes (lifecycle.md §10)
     by_invariant: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def empty(self) -> bool:
+        """Whether the queue holds no key the audit reads: nothing of it was judged."""
+        return not (any(self.counts.values()) or self.rows or self.completed or self.failed or self.stray
+                    or self.lanes)
+
     def to_json(self) -> dict[str, Any]:
         return {"queue": self.queue, "counts": dict(self.counts), "rows": self.rows,
                 "completed": self.completed, "failed": self.failed, "stray": self.stray, "lanes": self.lanes,
@@ -100,8 +106,11 @@ class AuditResult:
 
     @property
     def detail(self) -> str:
-        """``emq audit``'s word (specs/verdicts.json): ``clean`` or ``violations``."""
-        return "clean" if self.clean else "violations"
+        """``emq audit``'s word (specs/verdicts.json): ``violations``; ``empty`` when no
+        queue audited holds a key (a mistyped name: nothing judged); else ``clean``."""
+        if not self.clean:
+            return "violations"
+        return "empty" if all(q.empty for q in self.queues) else "clean"
 
     @property
     def truncated(self) -> bool:

@@ -68,7 +68,8 @@ def cmd_audit(args: Any) -> int:
         for line in found:
             print(printable(line))
         print(" ".join(f"{loc}={n}" for loc, n in counts.items()))
-        print(f"{headline('audit', 'violations' if found else 'clean')}  {chosen.name} layout, {len(found)} violation(s)")
+        word = "violations" if found else "clean" if any(counts.values()) else "empty"
+        print(f"{headline('audit', word)}  {chosen.name} layout, {len(found)} violation(s)")
         return EXIT_FAIL if found else EXIT_OK
     try:
         result = audit(args.url, args.queue, batch=BATCH if args.batch is None else args.batch,
@@ -83,7 +84,7 @@ def cmd_audit(args: Any) -> int:
         shown = " ".join(f"{loc}={n}" for loc, n in q.counts.items())
         lanes = f" lanes={q.lanes}" if q.lanes else ""
         out.say(printable(f"{q.queue}: {shown}{lanes} rows={q.rows} completed={q.completed} failed={q.failed} "
-                          f"stray={q.stray}"))
+                          f"stray={q.stray}" + (" (holds no key: nothing judged)" if q.empty else "")))
     out.say(f"{headline('audit', result.detail)}  {len(result.queues)} queue(s), {result.total} violation(s)")
     code = EXIT_OK if result.clean else EXIT_FAIL
     out.emit(lambda started, finished: audit_document(result, target=args.url, exit=code, started=started,

@@ -8,6 +8,7 @@ one Valkey and on a 3-primary cluster with queues on several primaries.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from typing import Any
@@ -254,6 +255,29 @@ def test_the_command_exits_0_clean_1_violations_2_environment(server, admin, cap
     assert cli.main(["audit", url(server, "nobody"), "--quiet"]) == cli.EXIT_ENV
     err = capsys.readouterr().err
     assert PASSWORD not in err
+
+
+def test_an_audit_that_read_no_key_is_inconclusive_never_clean(server, admin, capsys) -> None:
+    """A queue named that holds no key (a mistyped name) or a deployment with no queue:
+    nothing was judged, so ``INCONCLUSIVE (empty)``, exit 0, the queue said to hold no
+    key; beside a queue that holds keys the audit is clean, the empty one said so."""
+    from emq_kit.report.document import validate
+
+    code = cli.main(["audit", server.url, "--queue", "nonexist", "--quiet", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    validate(doc)
+    assert code == cli.EXIT_OK and (doc["verdict"], doc["detail"]) == ("inconclusive", "empty")
+    assert cli.main(["audit", server.url, "--quiet"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "emq audit: INCONCLUSIVE (empty)  0 queue(s)" in out, out
+    assert cli.main(["audit", server.url, "--layout", "bullmq"]) == cli.EXIT_OK  # its one queue: absent
+    assert "emq audit: INCONCLUSIVE (empty)  bullmq layout" in capsys.readouterr().out
+    with emq_live.connect(server.url) as conn:
+        conn.queue("ok").enqueue(J(1), b"x")
+    assert cli.main(["audit", server.url, "--queue", "ok", "--queue", "nonexist", "--quiet"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "emq audit: CONFORMS (clean)" in out and "nonexist: " in out and "(holds no key: nothing judged)" in out
+    assert "ok: " in out and out.count("holds no key") == 1, out
 
 
 def test_a_cluster_with_queues_on_several_primaries(cluster: ClusterProcess) -> None:
