@@ -4,9 +4,11 @@ so an hour's soak does not end on a typo."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Any, Mapping
 
 from emq_kit.errors import BadArgument
 
@@ -76,3 +78,49 @@ def _creatable(directory: Path, what: str, shown: Path) -> None:
     except OSError as exc:
         raise BadArgument(f"cannot write {what} {shown}: no file can be created in {existing} "
                     f"({exc.strerror or exc})") from None
+
+
+OUTPUT_FLAGS = ("report", "html", "summary", "write_expect", "pytest")
+"""The arguments that name a file a command writes (``--write-expect`` as ``write_expect``)."""
+INPUT_FLAGS = ("expect",)
+"""The arguments that name a file a command reads and may not overwrite."""
+
+
+def distinct(given: Mapping[str, Any], *, json: bool = False) -> None:
+    """``BadArgument`` when two outputs of ``given`` (an argument's name to its path)
+    name one file, one names a file an input of it reads (``--write-expect`` over the
+    ``--expect`` it reads), or, with ``json`` (the report on stdout), one is stdout: the
+    last write would win and the others be lost (OUT-1). ``-`` is stdout already."""
+    seen: dict[Any, str] = {}
+    if json:
+        with contextlib.suppress(OSError):
+            seen[_identity_of(os.fstat(1))] = "stdout, where --json prints the report"
+    for name in INPUT_FLAGS:
+        path = given.get(name)
+        if path:
+            seen.setdefault(_identity(Path(path)), f"the file {_flag(name)} reads")
+    for name in OUTPUT_FLAGS:
+        path = given.get(name)
+        if not path or path == "-":
+            continue
+        key = _identity(Path(path))
+        if key in seen:
+            raise BadArgument(f"{_flag(name)} {path} is {seen[key]}: one file, one output")
+        seen[key] = f"the file {_flag(name)} writes"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _identity(path: Path) -> Any:
+    """What makes two paths one file: the file itself when it exists (a link, a hard
+    link, ``/dev/stdout`` alike), else where the path leads."""
+    try:
+        return _identity_of(path.stat())
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _identity_of(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino

@@ -12,7 +12,7 @@ from typing import Any, Callable, NoReturn
 from emq_kit.bounds import bounded, sizes, within
 from emq_kit.claim import claimed
 from emq_kit.errors import EXIT_ENV, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, BadArgument, Usage
-from emq_kit.outputs import writable_dir, writable_path
+from emq_kit.outputs import distinct, writable_dir, writable_path
 from emq_kit.redaction import write_text
 
 __all__ = ["DRIVER_TIMEOUT", "EXIT_ENV", "EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "Outputs", "Parser", "Usage",
@@ -79,6 +79,7 @@ class Outputs:
         if isinstance(self.json, str):  # the old --json FILE: one meaning now, said before any work
             raise Usage(f"argument --json: takes no FILE, it prints the report on stdout; write the report to "
                         f"{self.json} with --report {self.json}")
+        distinct(vars(args), json=bool(self.json))
         self.report = None if report is None else writable_path(report, "the report")
         html = getattr(args, "html", None)
         self.html = None if html is None else writable_path(html, "the HTML page")

@@ -675,6 +675,26 @@ def test_every_output_path_is_checked_before_any_work(case: int, empty: ServerPr
             assert r.dbsize() == 0, (argv, flag, r.keys())
 
 
+def test_one_file_is_one_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """OUT-1: two outputs naming one file (by a link too), an output over the
+    expectations file read, and an output that is stdout beside ``--json`` are one line,
+    exit 2, before any work; the file read is left as it was."""
+    argv = ["check", "--profile", "dev", "--examples", "2", "--steps", "3", "--seed", "1",
+            "--traces", str(tmp_path / "traces")]
+    pinned, report = tmp_path / "expect.toml", tmp_path / "r.json"
+    pinned.write_text('[[difference]]\nsignature = "claim/empty T-claim-4"\nreason = "known"\n', "utf-8")
+    listed = pinned.read_text("utf-8")
+    (tmp_path / "link").symlink_to(report)
+    for extra, says in (
+            (["--expect", str(pinned), "--write-expect", str(pinned)], "is the file --expect reads"),
+            (["--report", str(report), "--html", str(report)], "is the file --report writes"),
+            (["--report", str(report), "--summary", str(tmp_path / "link")], "is the file --report writes"),
+            (["--json", "--summary", "/dev/stdout"], "is stdout, where --json prints the report")):
+        code, out, err = run([*argv, *extra], capsys)
+        assert code == cli.EXIT_ENV and out == "" and says in one_line(err), (extra, err)
+    assert pinned.read_text("utf-8") == listed and not report.exists() and not (tmp_path / "traces").exists()
+
+
 @pytest.mark.parametrize("flag", ["--report", "--summary", "--html"])
 def test_an_output_path_that_is_no_file_of_its_own_is_written_through(flag: str, tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
