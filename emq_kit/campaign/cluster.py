@@ -109,6 +109,8 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None, servers: Seque
         with dask.config.set(LOCAL_CONFIG):
             yield from _local(distributed, spec, timeout, servers, command)
         return
+    assert spec.address is not None  # a spec is local:N or an address (cluster_of)
+    greets(spec.address, timeout)
     try:
         client = distributed.Client(spec.address, timeout=timeout)
     except (OSError, TimeoutError) as exc:
@@ -116,6 +118,30 @@ def connected(spec: ClusterSpec, *, timeout: float | None = None, servers: Seque
     with client:
         checked(client, spec, timeout)
         yield client
+
+
+def greets(address: str, timeout: float) -> None:
+    """``ClusterUnavailable`` unless what answers at the ``tcp://`` ``address`` speaks
+    first, as a Dask scheduler does on every connection (its handshake, which starts
+    with a small 8-byte little-endian integer). Another service there (a Valkey, an
+    HTTP server) waits for a request, and Dask's own client would wait on it without end
+    (CMP-5). A ``tls://`` address is left to Dask's client."""
+    import socket
+
+    if not address.startswith("tcp://"):
+        return
+    host, _, port = address[len("tcp://"):].rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+            first = sock.recv(8)
+    except socket.timeout:
+        raise ClusterUnavailable(f"{address} answers, but not as a Dask scheduler: it said nothing within "
+                                 f"{timeout:g} s") from None
+    except (OSError, ValueError) as exc:
+        raise ClusterUnavailable(f"no Dask scheduler answers at {address}: {exc}") from None
+    if len(first) < 8 or first[4:] != bytes(4):  # a banner ("SSH-2.0-...") is no such integer
+        raise ClusterUnavailable(f"{address} answers, but not as a Dask scheduler: its first bytes are no "
+                                 "Dask handshake")
 
 
 def _local(distributed: Any, spec: ClusterSpec, timeout: float, servers: Sequence[str],

@@ -7,6 +7,7 @@ input in one line, exit 2 (CMP-1, CMP-2, CMP-5)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -290,6 +291,35 @@ def test_bad_input_is_one_line_exit_2_before_any_run(argv: list[str], says: str,
     code, out, err = run(["campaign", "--out", str(tmp_path / "o"), *argv], capsys)
     assert code == cli.EXIT_ENV and out == "", err
     assert says in one_line(err)
+    assert not (tmp_path / "o" / "runs").exists()
+
+
+@pytest.mark.parametrize("says, banner", [("it said nothing within 2 s", b""),
+                                           ("its first bytes are no Dask handshake", b"SSH-2.0-OpenSSH_9.2\r\n")])
+def test_a_service_that_is_no_scheduler_is_one_line(says: str, banner: bytes, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """CMP-5: ``--cluster tcp://`` naming a port where another service answers (one that
+    waits for a request, as Valkey does, or speaks a banner) is one line, exit 2, within
+    the connect bound: Dask's own client waited on it without end."""
+    import socket
+
+    monkeypatch.setattr(dask_cluster, "CONNECT_SECONDS", 2.0)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                conn, _ = listener.accept()
+                with conn:
+                    conn.sendall(banner)
+                    conn.recv(1)  # held open until the kit lets go
+
+        threading.Thread(target=serve, daemon=True).start()
+        port = listener.getsockname()[1]
+        code, out, err = run(["campaign", "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "o")],
+                             capsys)
+    assert code == cli.EXIT_ENV and out == ""
+    line = one_line(err)
+    assert f"tcp://127.0.0.1:{port} answers, but not as a Dask scheduler: {says}" in line, line
     assert not (tmp_path / "o" / "runs").exists()
 
 
