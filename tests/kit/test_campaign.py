@@ -206,17 +206,22 @@ def _fails(stopped: bool) -> None:
     raise Stopped(STOPPED) if stopped else ValueError("an error of the task itself")
 
 
-def test_a_local_clusters_worker_logs_a_failed_task_but_not_a_stopped_one(capfd: pytest.CaptureFixture[str]) -> None:
-    """INT-2: a task the command stopped raises ``Stopped``; its worker logged it as
-    Dask logs any failed task, "Compute Failed" and its traceback, on the terminal
-    under the command's ``interrupted``. Any other failure is still logged."""
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_local_clusters_worker_logs_no_failed_task_but_under_emq_debug(debug: bool, capfd: pytest.CaptureFixture[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """INT-2, CMP-6a: a task the command stopped raises ``Stopped``, a run's environment
+    fails, a task has an error of its own: its worker logged each as Dask logs any failed
+    task, "Compute Failed" and its traceback, on the command's terminal, once per
+    attempt. The command says each run's end itself; ``EMQ_DEBUG=1`` keeps Dask's lines."""
+    if debug:
+        monkeypatch.setenv("EMQ_DEBUG", "1")  # the workers started below inherit it
     with dask_cluster.connected(dask_cluster.cluster_of("local:1")) as client:
         for stopped, raised in ((True, Stopped), (False, ValueError)):
             with pytest.raises(raised):
                 client.submit(_fails, stopped, pure=False).result()
     err = capfd.readouterr().err  # the workers write to the test's own stderr
-    assert "Compute Failed" in err and "an error of the task itself" in err, err
-    assert STOPPED not in err, err
+    assert ("Compute Failed" in err and "an error of the task itself" in err and STOPPED in err) == debug, err
+    assert debug or "Traceback" not in err, err
 
 
 def test_bullmqs_mutants_on_two_workers_are_judged_as_serially(valkey: ServerProcess, tmp_path: Path,
