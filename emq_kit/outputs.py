@@ -19,7 +19,7 @@ def writable_path(path: str | Path, what: str = "output") -> Path:
     (a mistyped one is refused, not made). The check is a probe (open the file for
     appending, or a temporary file beside it), not ``os.access``, which a root user and
     a read-only mount both fool; an existing file's content is left as it is."""
-    out = Path(path)
+    out = _named(path, what)
     real = _followed(out, what)  # a symbolic link is written through: the file it names is probed
     shown = f"{out} (a symbolic link to {real})" if real is not out else str(out)
     if real.is_dir():
@@ -43,7 +43,7 @@ def writable_dir(path: str | Path, what: str) -> Path:
     """``path`` if files can be written into it (it is a directory, or one that can be
     created there), else ``BadArgument`` (OUT-1: ``--traces DIR``, checked before any work;
     the directory itself is created only when a file goes into it)."""
-    out = Path(path)
+    out = _named(path, what)
     if out.is_symlink() and not out.exists():  # a dangling link: no directory can be made in its place
         raise BadArgument(f"cannot write {what} into {out}: it is a symbolic link to {os.readlink(out)}, "
                           "which does not exist")
@@ -51,6 +51,14 @@ def writable_dir(path: str | Path, what: str) -> Path:
         raise BadArgument(f"cannot write {what} into {out}: it is not a directory")
     _creatable(out, what, out)
     return out
+
+
+def _named(path: str | Path, what: str) -> Path:
+    """``path`` as a ``Path``; ``BadArgument`` for an empty one, which ``Path`` would read
+    as the current directory (``--traces ''`` wrote there)."""
+    if isinstance(path, str) and not path.strip():
+        raise BadArgument(f"cannot write {what}: the path is empty")
+    return Path(path)
 
 
 def _followed(out: Path, what: str) -> Path:

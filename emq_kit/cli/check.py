@@ -43,9 +43,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     ``--write-expect`` and ``--summary``. Every argument and output path is checked before anything is
     written (OUT-1)."""
     options = options_of(args)
-    if args.write_expect:  # before the run, not after it
+    if args.write_expect is not None:  # before the run, not after it
         writable_path(args.write_expect, "the expectations")
-    if args.summary:
+    if args.summary is not None:
         writable_path(args.summary, "the summary")
     # the printers load the engine (a trace's step table): once the arguments are known good
     from emq_kit.report.markdown import check_summary

@@ -11,7 +11,7 @@ from emq_kit.ports.bundle import write
 
 def cmd_scripts(args: argparse.Namespace) -> int:
     try:
-        written = write(args.out)
+        written = write(args.out)  # every file probed first: one line, nothing written
     except OSError as exc:
         raise Usage(f"cannot write {args.out}: {exc}") from None
     print(f"emq scripts: wrote {len(written)} files to {args.out}")

@@ -14,14 +14,18 @@ from emq_model import spec
 
 
 def write(out: str | Path) -> list[Path]:
-    """Write the bundle into ``out`` (created if missing); the paths written."""
-    directory = Path(out)
+    """Write the bundle into ``out`` (created if missing); the paths written. Every
+    file is probed first (OUT-1, ``BadArgument``), so a bundle is never left half old,
+    half new by one file that cannot be written."""
+    from emq_kit.outputs import writable_dir, writable_path
+
+    directory = writable_dir(out, "the scripts")
+    files = {directory / f"{name}.lua": script.source for name, script in ScriptSet().scripts.items()}
+    files[directory / "transitions.json"] = spec.text("transitions.json")
+    if directory.is_dir():
+        for path in files:
+            writable_path(path, "the scripts")
     directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, script in ScriptSet().scripts.items():
-        path = directory / f"{name}.lua"
-        path.write_bytes(script.source.encode("utf-8"))
-        written.append(path)
-    table = directory / "transitions.json"
-    table.write_text(spec.text("transitions.json"), "utf-8")
-    return written + [table]
+    for path, text in files.items():
+        path.write_bytes(text.encode("utf-8"))
+    return list(files)

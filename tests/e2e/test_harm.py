@@ -609,9 +609,10 @@ def test_the_pytest_plugins_seed_is_bounded_too(tmp_path: Path) -> None:
 
 # -- outputs first (OUT-1) --------------------------------------------------------------------
 
-BAD_PATHS = ("/proc/nope/out", "{file}/under-a-file", "{dir}", "{dangling}", "{loop}")
+BAD_PATHS = ("/proc/nope/out", "{file}/under-a-file", "{dir}", "{dangling}", "{loop}", "")
 """A directory that cannot be created, a path under a file, (for a file) a directory, a
-symbolic link to a path in no directory, and one of two links that lead to each other."""
+symbolic link to a path in no directory, one of two links that lead to each other, and
+an empty path (which ``Path`` reads as the current directory)."""
 
 
 def _outputs(url: str) -> list[tuple[list[str], str, str]]:
@@ -673,6 +674,19 @@ def test_every_output_path_is_checked_before_any_work(case: int, empty: ServerPr
         assert bad in line and (what in line or flag in line), line
         with empty.client() as r:
             assert r.dbsize() == 0, (argv, flag, r.keys())
+
+
+def test_emq_scripts_probes_every_file_before_it_writes_one(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """OUT-1: ``emq scripts --out DIR`` where one file of the bundle cannot be written
+    (a directory in its place) writes none of them, and an empty ``--out`` is refused
+    (it wrote the bundle into the current directory)."""
+    (tmp_path / "claim.lua").mkdir()
+    code, out, err = run(["scripts", "--out", str(tmp_path)], capsys)
+    assert code == cli.EXIT_ENV and "claim.lua: it is a directory" in one_line(err)
+    assert [p.name for p in tmp_path.iterdir()] == ["claim.lua"]
+    code, out, err = run(["scripts", "--out", ""], capsys)
+    assert code == cli.EXIT_ENV and "the path is empty" in one_line(err)
 
 
 def test_one_file_is_one_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
