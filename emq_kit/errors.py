@@ -50,10 +50,21 @@ run cannot go on and the target counts as lost (``kit_error``). Counterexamples 
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Iterator
 
 EXIT_OK, EXIT_FAIL, EXIT_ENV = 0, 1, 2
 EXIT_INTERRUPTED = 130
+
+_ACTED_ON = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0 but tab, DEL, C1
+
+
+def inert(text: object) -> str:
+    """``text`` as the kit shows words it did not write (a path, a driver's message, a
+    report's field): what a terminal acts on (escape sequences, a carriage return, a
+    newline) and a lone surrogate written as escapes, so it stays one line of text."""
+    text = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    return _ACTED_ON.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class KitError(Exception):
@@ -63,8 +74,9 @@ class KitError(Exception):
     exit_code = EXIT_ENV
 
     def show(self, command: str) -> str:
-        """The one line a front end prints for this error of ``command`` (``check``)."""
-        return f"emq {command}: {self}"
+        """The one line a front end prints for this error of ``command`` (``check``):
+        one line whatever it quotes (``inert``)."""
+        return f"emq {command}: {inert(self)}"
 
 
 class BadArgument(KitError):

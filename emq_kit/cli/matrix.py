@@ -10,6 +10,7 @@ from typing import Any
 from emq_kit import interrupts
 from emq_kit.campaign.matrix import DIFFERS, load, matrix, verdict
 from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs
+from emq_kit.errors import inert
 from emq_kit.report.document import envelope
 from emq_kit.report.verdicts import headline
 
@@ -17,14 +18,15 @@ from emq_kit.report.verdicts import headline
 def text(body: dict[str, Any]) -> list[str]:
     """The matrix as ``emq matrix`` prints it: each column's counts, then the rows that
     are not the same in every column, or differ somewhere."""
-    lines = [f"{c['name']} ({c['profile']}, {c['clock']}): "
+    # names and words come from the reports read: shown inert (a foreign CI artifact)
+    lines = [inert(f"{c['name']} ({c['profile']}, {c['clock']})") + ": "
              + ", ".join(f"{n} {s}" for s, n in c["counts"].items() if n)
              + ("" if c["earned"] else " (not earned: a report or run it draws did not conform)")
              for c in body["columns"]]
     for row in body["rows"]:
         states = [x["state"] for x in row["cells"]]
         if len(set(states)) > 1 or DIFFERS in states:
-            lines.append(f"  {row['name']}: " + "  ".join(states))
+            lines.append(f"  {inert(row['name'])}: " + "  ".join(states))
     return lines
 
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from typing import Any, Sequence, TypeGuard
 
-from emq_kit.errors import ProtocolError
+from emq_kit.errors import ProtocolError, inert
 from emq_model import spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
@@ -78,15 +77,11 @@ SAID_MAX = 2_000
 """The most characters of a driver's own words (an error's message, its stderr, its name)
 the kit shows or keeps of one."""
 
-_ACTED_ON = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0 but tab, DEL, C1
-
-
 def said(text: object, limit: int = SAID_MAX) -> str:
-    """A driver's own words as the kit shows and keeps them (DP-16): what a terminal acts
-    on (escape sequences, a carriage return, a newline) and a lone surrogate (valid JSON,
-    not UTF-8) written as escapes, and no more than ``limit`` characters of it."""
-    text = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
-    text = _ACTED_ON.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """A driver's own words as the kit shows and keeps them (DP-16): ``inert`` (what a
+    terminal acts on and a lone surrogate, valid JSON but not UTF-8, written as escapes),
+    and no more than ``limit`` characters of it."""
+    text = inert(text)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 

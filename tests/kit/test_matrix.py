@@ -117,6 +117,18 @@ def test_a_matrix_of_reports_that_did_not_conform_is_unearned_never_conforms(
     assert code == cli.EXIT_OK and out.startswith("emq matrix: CONFORMS") and "not earned" not in out, out
 
 
+def test_what_a_terminal_acts_on_is_shown_inert(two_reports: tuple[Path, Path, dict], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A report's target (a foreign CI artifact) and a path given, each holding an escape
+    sequence and a newline, are shown as escapes: no byte a terminal acts on, one line."""
+    _, _, broken = two_reports
+    (tmp_path / "r.json").write_text(json.dumps(broken | {"target": "evil\x1b]0;TITLE\x07\x1b[31m\nport"}))
+    code, out, err = run(["matrix", str(tmp_path / "r.json")], capsys)
+    assert code == cli.EXIT_FAIL and "\x1b" not in out + err and "evil\\x1b]0;TITLE\\x07" in out, out
+    code, out, err = run(["matrix", str(tmp_path / "no\x1b[31mne\n.json")], capsys)
+    assert code == cli.EXIT_ENV and "\x1b" not in err and "no\\x1b[31mne\\x0a.json" in one_line(err), err
+
+
 def _without(doc: dict, *path: str | int) -> dict:
     """``doc`` with the key at ``path`` gone."""
     out = json.loads(json.dumps(doc))
