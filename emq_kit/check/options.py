@@ -130,6 +130,10 @@ class CheckOptions:
         if self.refence and (self.url is None or self.layout != "echomq"):
             raise BadArgument("--refence sets {emq}:version on a server for the run: it needs --url (and the "
                               "echomq layout)")
+        if self.layout == "bullmq" and self.url is None and self.driver is None:
+            from emq_live.layouts.bullmq import NO_CMSGPACK  # BullMQ's scripts need a server's cmsgpack
+
+            raise BadArgument(NO_CMSGPACK)
         if self.depth and self.layout != "echomq":
             raise BadArgument("--depth fills the four-set layout's queues: it needs the echomq layout")
         if self.queues:

@@ -366,6 +366,7 @@ def test_bullmqs_selftest_on_a_cluster_without_a_fit_server_is_one_line(argv: li
     ("seeds = [-1]\n[[targets]]\nname = 'x'\n", "at seeds/0: -1 is less than the minimum of 0"),
     ("seeds = [1, 1]\n[[targets]]\nname = 'x'\n", "at seeds: [1, 1] has non-unique elements"),
     ("profiles = ['nightly']\n[[targets]]\nname = 'x'\n", "run x/nightly/virtual/0: argument --profile: invalid"),
+    ("[[targets]]\nname = 'x'\nlayout = 'bullmq'\n", "run x/dev/virtual/0: bullmq layout: the server's Lua has no"),
     ("[[targets]]\nname = 'x'\nurl = 'redis://h:1/abc'\n", "target x: redis://h:1/abc: the path '/abc' names no database"),
     *unreadable.KINDS.items(),  # refused before a byte is read (TR-9c)
 ])
