@@ -71,13 +71,20 @@ def remember(texts: Iterable[str | None]) -> None:
                         _secrets.add(form)
 
 
+def _masked(m: re.Match[str]) -> str:
+    """A parameter's value masked; one masked already keeps the ``:`` a line puts after
+    its URL (``URL?password=***: reason``), which the value's pattern takes in."""
+    value = m.group("value")
+    return m.group("key") + MASK + (":" if value == MASK + ":" else "")
+
+
 def scrub(text: str) -> str:
     """``text`` with every URL's userinfo and password parameter masked, and every
     remembered secret; unchanged (the same object) when there is nothing to mask."""
     if "://" in text:
         text = _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
     if "password=" in text or "username=" in text:
-        text = _PARAM.sub(lambda m: m.group("key") + MASK, text)
+        text = _PARAM.sub(_masked, text)
     for secret in sorted(_secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, MASK)

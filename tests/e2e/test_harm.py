@@ -858,6 +858,8 @@ def test_scrub_masks_every_form_a_secret_takes() -> None:
     assert scrub("on redis://u:p@ss@h:1/0 now") == "on redis://***@h:1/0 now"
     assert scrub("'valkeys+cluster://:x@h:1', rediss://h:2") == "'valkeys+cluster://***@h:1', rediss://h:2"
     assert scrub("redis://h:1/0?db=1&password=sec&username=me") == "redis://h:1/0?db=1&password=***&username=***"
+    said = "cannot connect to redis://h:1?password=***: invalid username-password pair"  # a line of a URL redacted
+    assert scrub(said) == said and scrub("h:1?password=***:sec") == "h:1?password=***"
     redaction.remember(["--url", 'redis://:s%22ecr%26t-9@h:1/0'])
     for form in ('s%22ecr%26t-9', 's"ecr&t-9', 's\\"ecr&t-9', "s&quot;ecr&amp;t-9"):
         assert scrub(f"the server said {form}!") == "the server said ***!", form
