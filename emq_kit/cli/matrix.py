@@ -18,8 +18,11 @@ from emq_kit.report.verdicts import headline
 def text(body: dict[str, Any]) -> list[str]:
     """The matrix as ``emq matrix`` prints it: each column's counts, then the rows that
     are not the same in every column, or differ somewhere."""
-    # names and words come from the reports read: shown inert (a foreign CI artifact)
-    lines = [inert(f"{c['name']} ({c['profile']}, {c['clock']})") + ": "
+    # names and words come from the reports read: shown inert (a foreign CI artifact);
+    # two columns of one name (two checks of one target) are told apart by their report
+    names = [c["name"] for c in body["columns"]]
+    lines = [inert(f"{c['name']} ({c['profile']}, {c['clock']})"
+                   + (f" from {c['source']}" if names.count(c["name"]) > 1 else "")) + ": "
              + ", ".join(f"{n} {s}" for s, n in c["counts"].items() if n)
              + ("" if c["earned"] else " (not earned: a report or run it draws did not conform)")
              for c in body["columns"]]

@@ -111,6 +111,8 @@ def test_a_matrix_of_reports_that_did_not_conform_is_unearned_never_conforms(
     assert code == cli.EXIT_OK and out.startswith("emq matrix: INCONCLUSIVE (unearned)"), out
     assert (doc["verdict"], doc["detail"]) == ("inconclusive", "unearned") and "(not earned:" in out
     assert [c["earned"] for c in doc["matrix"]["columns"]] == [False]
+    code, out, _ = run(["matrix", str(ours), str(ours)], capsys)  # one target's two reports: told apart
+    assert out.count(f" from {ours}: ") == 2, out
     (tmp_path / "c.json").write_text(json.dumps(json.loads(ours.read_text()) | {"verdict": "conforms",
                                                                                   "detail": "conforms"}))
     code, out, _ = run(["matrix", str(tmp_path / "c.json")], capsys)
