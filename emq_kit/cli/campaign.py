@@ -5,6 +5,7 @@ progress on stderr and its one report (the campaign itself is
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,10 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     out = Outputs(args)
     meter = Meter("campaign")  # the runs done of the plan's, with an ETA (every long command's meter)
 
+    done = [0]  # the runs judged so far: what an interrupt says
+
     def line(p: Progress) -> None:
+        done[0] = p.done
         meter.show("running", p.done, p.total, f"differences {p.differences}")
 
     def connected(client: Any) -> None:
@@ -80,12 +84,36 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         document = run_campaign(plan, args.cluster, Path(args.out),
                                 corpus=None if args.corpus is None else Path(args.corpus), retries=args.retries,
                                 progress=line, connected=connected)
+    except KeyboardInterrupt:
+        meter.end()
+        interrupts.handled()
+        print(f"emq campaign: interrupted after {done[0]} of {len(plan.runs())} runs (run it again: "
+              f"{shlex.join(again(args))})", file=sys.stderr)
+        raise interrupts.Interrupted(said=True) from None
     finally:
         meter.end()
     interrupts.decided()  # the last stopping point: from here the verdict stands (INT-3)
     out.say("\n".join(summary(document)))
     out.emit(lambda started, finished: document)
     return int(document["exit"])
+
+
+def again(args: argparse.Namespace) -> list[str]:
+    """The command that runs the same campaign again (INT-2): every option that chose
+    what ran, where, and where its outputs go; a URL's password masked."""
+    from emq_live.urls import redact
+
+    out = ["emq", "campaign", *([args.plan] if args.plan else [])]
+    out += [part for t in args.target for part in ("--target", redact(t))]
+    if args.seeds:
+        out += ["--seeds", ",".join(str(seed) for seed in args.seeds)]
+    out += [part for flag in ("profile", "clock") for value in getattr(args, flag) or () for part in (f"--{flag}", value)]
+    out += [part for flag in ("examples", "steps") if getattr(args, flag) is not None
+            for part in (f"--{flag}", str(getattr(args, flag)))]
+    if args.retries != RETRIES:
+        out += ["--retries", str(args.retries)]
+    out += ["--cluster", args.cluster.text, "--out", args.out, *(["--corpus", args.corpus] if args.corpus else [])]
+    return out
 
 
 def register(sub: Any) -> None:

@@ -1353,6 +1353,28 @@ def test_ctrl_c_stops_selftest_on_a_local_cluster(signum: int, empty: ServerProc
         (signum == signal.SIGTERM or not before), stopped.err
 
 
+def test_ctrl_c_stops_a_campaign_with_the_command_that_runs_it_again(empty: ServerProcess, tmp_path: Path) -> None:
+    """INT-2: Ctrl-C once a worker of ``--cluster local:1`` runs a campaign's check under
+    its claim: exit 130, one line with the runs done and the command that runs the same
+    campaign again (every option that chose what ran and where), nothing left on the
+    server. (It said only ``interrupted``.)"""
+    pytest.importorskip("distributed")
+
+    def running(command: int) -> bool:
+        with empty.client() as r:
+            records = [r.get(k) for k in r.scan_iter(match=RUN + "*") if not k.endswith(b":live")]
+        return any(json.loads(doc)["pid"] != command for doc in records if doc is not None)
+
+    out = tmp_path / "o"
+    stopped = interrupt(["campaign", "--target", f"v={empty.url}", "--seeds", "1,2", "--profile", "thorough",
+                         "--cluster", "local:1", "--out", str(out)], "", tmp_path, until=running)
+    _clean_ending(stopped, "campaign")
+    assert _keys_left(empty) == []
+    line = stopped.err.strip().splitlines()[-1]
+    assert line == (f"emq campaign: interrupted after 0 of 2 runs (run it again: emq campaign --target v={empty.url} "
+                    f"--seeds 1,2 --profile thorough --cluster local:1 --out {out})"), stopped.err
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_a_local_cluster_starts_its_workers_is_an_interrupt(signum: int, empty: ServerProcess,
                                                                            tmp_path: Path) -> None:
