@@ -94,11 +94,12 @@ INPUT_FLAGS = ("expect",)
 """The arguments that name a file a command reads and may not overwrite."""
 
 
-def distinct(given: Mapping[str, Any], *, json: bool = False) -> None:
+def distinct(given: Mapping[str, Any], *, json: bool = False, prefix: str = "") -> None:
     """``BadArgument`` when two outputs of ``given`` (an argument's name to its path)
     name one file, one names a file an input of it reads (``--write-expect`` over the
     ``--expect`` it reads), or, with ``json`` (the report on stdout), one is stdout: the
-    last write would win and the others be lost (OUT-1). ``-`` is stdout already."""
+    last write would win and the others be lost (OUT-1). ``-`` is stdout already;
+    ``prefix``: the options' own (``emq-`` for the pytest plugin's ``--emq-report``)."""
     seen: dict[Any, str] = {}
     if json:
         with contextlib.suppress(OSError):
@@ -106,15 +107,15 @@ def distinct(given: Mapping[str, Any], *, json: bool = False) -> None:
     for name in INPUT_FLAGS:
         path = given.get(name)
         if path:
-            seen.setdefault(_identity(Path(path)), f"the file {_flag(name)} reads")
+            seen.setdefault(_identity(Path(path)), f"the file {_flag(prefix + name)} reads")
     for name in OUTPUT_FLAGS:
         path = given.get(name)
         if not path or path == "-":
             continue
         key = _identity(Path(path))
         if key in seen:
-            raise BadArgument(f"{_flag(name)} {path} is {seen[key]}: one file, one output")
-        seen[key] = f"the file {_flag(name)} writes"
+            raise BadArgument(f"{_flag(prefix + name)} {path} is {seen[key]}: one file, one output")
+        seen[key] = f"the file {_flag(prefix + name)} writes"
 
 
 def _flag(name: str) -> str:

@@ -94,7 +94,7 @@ def run_check(*, report: str | None = None, html: str | None = None, summary: st
     from emq_kit.api import check
     from emq_kit.check.options import CheckOptions
     from emq_kit.errors import EXIT_ENV, KitError, kit_error
-    from emq_kit.outputs import writable_path
+    from emq_kit.outputs import distinct, writable_path
     from emq_kit.report.document import check_document
     from emq_kit.report.text import format_report
 
@@ -103,6 +103,7 @@ def run_check(*, report: str | None = None, html: str | None = None, summary: st
         report_path = None if report is None else writable_path(report, "the report")
         html_path = None if html is None else writable_path(html, "the HTML page")
         summary_path = None if summary is None else writable_path(summary, "the summary")
+        distinct({"report": report, "html": html, "summary": summary}, prefix="emq-")
     except KitError as exc:
         return Outcome(exc.exit_code, None, exc.show("check"))
     said: list[str] = []

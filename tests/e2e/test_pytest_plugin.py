@@ -136,6 +136,16 @@ def test_a_bad_option_fails_the_item_with_the_commands_own_words(pytester: pytes
     result.stdout.fnmatch_lines(["*argument --profile: invalid choice: 'nope'*"])
 
 
+def test_two_outputs_naming_one_file_fail_the_item_before_the_run(pytester: pytest.Pytester) -> None:
+    """OUT-1: ``--emq-report X --emq-html X`` would keep only the page: the item fails
+    with the one line, naming the plugin's own options, and nothing is written."""
+    result = pytester.runpytest_subprocess("--emq", *DEV, "--emq-report", "x", "--emq-html", "x",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*--emq-html x is the file --emq-report writes: one file, one output*"])
+    assert not (pytester.path / "x").exists()
+
+
 def test_each_difference_is_a_testcase_with_its_seed_signature_class_trace_and_replay(
         pytester: pytest.Pytester) -> None:
     """The foreign port's several differences: a JUnit testcase each, failing with its
