@@ -54,9 +54,10 @@ def apply(report: Any, expected: dict[Signature, str], path: str | Path) -> None
     for d in [*report.differences, *getattr(report, "unreproduced", [])]:
         d.expected = expected.get(d.signature)
         met.add(d.signature)
-    unmet = [(s, r) for s, r in expected.items() if s not in met]
-    report.fixed = [(s, r) for s, r in unmet if looked_for(report, s)]
-    report.unchecked = [(s, r) for s, r in unmet if not looked_for(report, s)]
+    report.fixed, report.unchecked = [], []
+    for s, r in expected.items():
+        if s not in met:
+            (report.fixed if looked_for(report, s) else report.unchecked).append((s, r))
     report.expect_file = str(path)
 
 

@@ -65,7 +65,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     data = plans.load(args.plan) if args.plan else {}
     plan = plans.plan_of(data, [plans.target_of(t) for t in args.target], seeds=args.seeds, profiles=args.profile,
                          clocks=args.clock, examples=args.examples, steps=args.steps)
-    plan.runs()  # a malformed plan is refused before any output or the cluster is touched (CMP-1)
+    total = len(plan.runs())  # a malformed plan is refused before any output or the cluster is touched (CMP-1)
     out = Outputs(args)
     meter = Meter("campaign")  # the runs done of the plan's, with an ETA (every long command's meter)
 
@@ -87,7 +87,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         meter.end()
         interrupts.handled()
-        print(f"emq campaign: interrupted after {done[0]} of {len(plan.runs())} runs (run it again: "
+        print(f"emq campaign: interrupted after {done[0]} of {total} runs (run it again: "
               f"{shlex.join(again(args))})", file=sys.stderr)
         raise interrupts.Interrupted(said=True) from None
     finally:

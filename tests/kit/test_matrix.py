@@ -131,33 +131,30 @@ def test_what_a_terminal_acts_on_is_shown_inert(two_reports: tuple[Path, Path, d
     assert code == cli.EXIT_ENV and "\x1b" not in err and "no\\x1b[31mne\\x0a.json" in one_line(err), err
 
 
-def _without(doc: dict, *path: str | int) -> dict:
-    """``doc`` with the key at ``path`` gone."""
+GONE = object()
+"""``_changed``'s value for a key taken out."""
+
+
+def _changed(doc: dict, path: tuple[str | int, ...], value: object = GONE) -> dict:
+    """A copy of ``doc`` with ``value`` at ``path`` (the key gone for ``GONE``)."""
     out = json.loads(json.dumps(doc))
     held = out
     for key in path[:-1]:
         held = held[key]
-    del held[path[-1]]
-    return out
-
-
-def _with(doc: dict, value: object, *path: str | int) -> dict:
-    """``doc`` with ``value`` at ``path``."""
-    out = json.loads(json.dumps(doc))
-    held = out
-    for key in path[:-1]:
-        held = held[key]
-    held[path[-1]] = value
+    if value is GONE:
+        del held[path[-1]]
+    else:
+        held[path[-1]] = value
     return out
 
 
 BODIES = {
-    "no body": (lambda d: _without(d, "check"), "at (top)"),
-    "cells a string": (lambda d: _with(d, "lots", "check", "cells"), "at check/cells"),
-    "no signature": (lambda d: _without(d, "check", "differences", 0, "signature"), "at check/differences/0"),
-    "no profile": (lambda d: _without(d, "check", "profile"), "at check"),
-    "target a number": (lambda d: _with(d, 5, "target"), "at target"),
-    "a verdict no command gives": (lambda d: _with(d, "great", "verdict"), "'great'"),
+    "no body": (lambda d: _changed(d, ("check",)), "at (top)"),
+    "cells a string": (lambda d: _changed(d, ("check", "cells"), "lots"), "at check/cells"),
+    "no signature": (lambda d: _changed(d, ("check", "differences", 0, "signature")), "at check/differences/0"),
+    "no profile": (lambda d: _changed(d, ("check", "profile")), "at check"),
+    "target a number": (lambda d: _changed(d, ("target",), 5), "at target"),
+    "a verdict no command gives": (lambda d: _changed(d, ("verdict",), "great"), "'great'"),
 }
 
 
