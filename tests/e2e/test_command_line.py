@@ -139,3 +139,23 @@ def test_a_line_naming_no_command_is_refused_by_the_whole_parser(argv: list[str]
     err = capsys.readouterr().err
     assert stop.value.code == cli.EXIT_ENV and len(err.strip().splitlines()) == 1
     assert argv != ["nosuch"] or "'check'" in err and "'scripts'" in err, err
+
+
+FROZEN = """
+import gc, sys
+from emq_kit.cli import main
+sys.argv = ["emq", *sys.argv[1:]]
+called = main(sys.argv[1:])  # called by code that goes on: its objects stay collectable
+before = gc.get_freeze_count()
+ran = main()  # run as the process itself
+print(called, before, ran, gc.get_freeze_count() > 0)
+"""
+
+
+def test_the_process_ends_without_walking_its_objects_and_a_caller_keeps_collecting() -> None:
+    """Run as the process, ``main`` leaves the run's objects to the exit (no last walk of
+    the collector over them); called by code that goes on, it leaves the collector as it
+    was."""
+    argv = ["check", "--profile", "dev", "--examples", "2", "--steps", "3", "--seed", "1", "--no-corpus"]
+    done = subprocess.run([sys.executable, "-c", FROZEN, *argv], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split()[-4:] == ["0", "0", "0", "True"], done.stdout + done.stderr
