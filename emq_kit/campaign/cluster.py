@@ -161,6 +161,7 @@ def _local(distributed: Any, spec: ClusterSpec, timeout: float, servers: Sequenc
         interrupts.check()
         raise
     workers: set[int] = set()  # every worker process the run had
+    left = True  # whether a worker may have left keys: a task under way as it closes
     try:
         with distributed.Client(cluster) as client:
             workers |= _pids(cluster)
@@ -175,9 +176,12 @@ def _local(distributed: Any, spec: ClusterSpec, timeout: float, servers: Sequenc
                 with contextlib.suppress(Exception):
                     client.run(stop, on_error="ignore")
                 raise
+            # every task ended, each claim released by its own worker: only a worker
+            # that died under one (its nanny started another) can have left keys
+            left = bool(workers - _pids(cluster))
     finally:
         workers |= _pids(cluster)
-        _closed(cluster, workers, servers, command)
+        _closed(cluster, workers, servers if left else (), command)
 
 
 def _closed(cluster: Any, workers: set[int], servers: Sequence[str], command: str) -> None:

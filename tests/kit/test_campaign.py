@@ -146,6 +146,16 @@ def test_a_worker_killed_mid_run_is_retried_and_a_lost_server_is_no_verdict(tmp_
     assert doc["campaign"]["differences"] == [] and list(doc["campaign"]["coverage"]) == ["fake"]
 
 
+def test_a_server_never_reached_is_not_said_to_keep_keys(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """OWN-5: a campaign whose runs never reached their server, no worker lost, ends
+    without the line of keys kept there for ``emq clean``: no worker wrote any."""
+    plan = Plan((PlanTarget("gone", url="redis://127.0.0.1:1"),), seeds=(1,), profiles=("dev",), examples=5, steps=5)
+    doc = run_campaign(plan, dask_cluster.cluster_of("local:1"), tmp_path / "out", retries=0)
+    assert [r["status"] for r in doc["campaign"]["runs"]] == ["environment"]
+    err = capfd.readouterr().err
+    assert "could not remove" not in err and "emq clean" not in err, err
+
+
 def test_a_campaign_of_dev_runs_alone_is_no_conformance_verdict(tmp_path: Path) -> None:
     """TR-18: a dev run meets no difference but gives no conformance verdict, so a
     campaign of dev runs alone is inconclusive (no-divergence, exit 0), never conforms."""
