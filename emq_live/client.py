@@ -45,7 +45,7 @@ from redis.retry import Retry
 from emq_model import errors, keyspace, spec
 from emq_model.lanes import LaneClaimed
 from emq_model.model import Claimed
-from emq_model.snapshot import LANE_HASHES, Row, Snapshot, canonical_int, norm_score, zset_order
+from emq_model.snapshot import LANE_HASHES, Row, Snapshot, canonical_int, lanes_of, norm_score, small_of, zset_order
 
 from . import embedded, urls
 from .scripts import ScriptSet
@@ -560,17 +560,13 @@ class Queue:
             raise BadReply(f"snapshot: cannot read the reply {reply!r:.200}: {type(exc).__name__}: {exc}") from exc
 
     def _snapshot_of(self, reply: Any) -> Snapshot:
-        """The snapshot ``reply`` describes. Where the queue's last reply differs from it
-        only in locations and rows, only those parts are read again: the rest of the last
-        snapshot is what reading them would make (a step moves an id or two)."""
-        n = len(spec.LOCATIONS)
+        """The snapshot ``reply`` describes. Where the queue's last reply had its shape,
+        only the parts of it that differ are read again (``_parts``): the rest of the
+        last snapshot is what reading them would make (a step moves an id or two)."""
         last = self.last_read
-        if last is not None and type(reply) is list and len(reply) == len(last[0]) and reply[n + 1:] == last[0][n + 1:]:
+        if last is not None and type(reply) is list and len(reply) == len(last[0]):
             was, snap = last
-            changed: dict[str, Any] = {loc: zset_order(_entries(reply[i])) for i, loc in enumerate(spec.LOCATIONS)
-                                       if reply[i] != was[i]}
-            if reply[n] != was[n]:
-                changed["rows"] = tuple(sorted(_rows(reply[n]).items()))
+            changed = self._parts(reply, was)
             if changed:
                 snap = dataclasses.replace(snap, **changed)
         else:
@@ -579,9 +575,26 @@ class Queue:
         return snap
 
     def _whole(self, reply: Any) -> Snapshot:
+        return Snapshot(self.name, **self._parts(reply))
+
+    def _parts(self, reply: Any, was: Any = None) -> dict[str, Any]:
+        """The fields of the snapshot ``reply`` describes, normalised as ``Snapshot.build``
+        keeps them: every one, or, given ``was`` (the reply read before, of the same
+        shape), those of the parts that differ from it: each location, the rows, the small
+        keys (counters, stray keys, lanes, ring, paused groups, lane hashes) as one."""
         n = len(spec.LOCATIONS)
-        locations = {loc: _entries(reply[i]) for i, loc in enumerate(spec.LOCATIONS)}
-        rows = _rows(reply[n])
+        out: dict[str, Any] = {loc: zset_order(_entries(reply[i])) for i, loc in enumerate(spec.LOCATIONS)
+                               if was is None or reply[i] != was[i]}
+        if was is None or reply[n] != was[n]:
+            out["rows"] = tuple(sorted(_rows(reply[n]).items()))
+        if was is None or reply[n + 1:] != was[n + 1:]:
+            out.update(self._small(reply))
+        return out
+
+    def _small(self, reply: Any) -> dict[str, Any]:
+        """The small keys of ``reply``, as ``Snapshot`` fields: a counter or a lane hash
+        the grammar does not describe is a stray key."""
+        n = len(spec.LOCATIONS)
         stray = [_text(k) for k in reply[n + 3]]
         counters = []
         for key, flat in zip(self.keys[4:6], reply[n + 1 : n + 3]):
@@ -598,8 +611,8 @@ class Queue:
             hashes[name] = {g: int(v) for g, v in fields.items() if _integer(v)}
             if len(hashes[name]) != len(fields):
                 stray.append(keyspace.prefix(self.name) + name)  # a value the grammar does not describe
-        return Snapshot.build(self.name, locations, rows, counters[0], counters[1], stray, lanes,
-                              map(_text, reply[n + 5]), map(_text, reply[n + 6]), hashes)
+        return {"lanes": lanes_of(lanes), **small_of(counters[0], counters[1], stray, map(_text, reply[n + 5]),
+                                                     map(_text, reply[n + 6]), hashes)}
 
     # -- batches ---------------------------------------------------------------------
 

@@ -210,6 +210,13 @@ def small_of(completed: int, failed: int, stray: Iterable[str], ring: Iterable[s
             "paused": tuple(sorted(paused)), **{name: tuple(sorted(hashes.get(name, {}).items())) for name in LANE_HASHES}}
 
 
+def lanes_of(lanes: Mapping[str, Iterable[tuple[str, Score]]]) -> tuple[tuple[str, Entries], ...]:
+    """A snapshot's lanes (group -> entries), normalised as ``Snapshot.build`` keeps them:
+    by group, each lane in a sorted set's order, an empty lane left out (it is no key)."""
+    lane_sets = ((g, zset_order((m, norm_score(s)) for m, s in e)) for g, e in lanes.items())
+    return tuple(sorted((g, e) for g, e in lane_sets if e))
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A queue's keyspace. ``locations`` maps each of the four sets to its entries in
@@ -255,9 +262,8 @@ class Snapshot:
         lane is no key, so it is left out). A row given as a ``Row`` is taken as it is:
         its fields already sorted, each once."""
         sets: dict[str, Any] = {loc: zset_order((m, norm_score(s)) for m, s in locations.get(loc, ())) for loc in LOCATIONS}
-        lane_sets = ((g, zset_order((m, norm_score(s)) for m, s in e)) for g, e in (lanes or {}).items())
         return cls(
-            lanes=tuple(sorted((g, e) for g, e in lane_sets if e)),
+            lanes=lanes_of(lanes or {}),
             queue=queue,
             rows=tuple(sorted((i, r if isinstance(r, tuple) else tuple(sorted(r.items()))) for i, r in rows.items())),
             **small_of(completed, failed, stray, ring, paused, hashes or {}),
