@@ -369,6 +369,9 @@ def emq_check(tmp_path: Path) -> Iterator[Callable[..., CheckResult]]:
     ``EmqFailure`` when the check could not run (exit 2)."""
 
     def check(**options: Any) -> CheckResult:
+        # a failure's traceback shows no frame of the fixture's: its arguments hold the
+        # URL, password and all (SEC-1)
+        __tracebackhide__ = True
         options.setdefault("traces", str(tmp_path / "traces"))
         outcome = run_check(**options)
         if outcome.document is None:

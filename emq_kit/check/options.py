@@ -155,6 +155,16 @@ class CheckOptions:
         """The ``emq check`` line that repeats a run of these options from ``seed``."""
         return command_of(seed, self.profile, self)
 
+    def __repr__(self) -> str:
+        """Every option, the URL's password masked: options a log line or a traceback
+        prints show none (SEC-1)."""
+        from emq_live.urls import redact
+
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.url is not None:
+            shown["url"] = redact(self.url)
+        return f"CheckOptions({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
 
 def command_of(seed: int, profile: str, options: CheckOptions | None = None) -> str:
     """``emq check --seed SEED --profile PROFILE`` with every other option ``options``

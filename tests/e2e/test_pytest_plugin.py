@@ -223,6 +223,35 @@ def test_assert_conforms_asks_for_the_verdict_and_assert_passed_for_the_exit(pyt
     assert "report.assert_conforms()" in out.split("AssertionError")[0]  # it failed there, not before
 
 
+def test_a_check_that_cannot_run_shows_no_password_in_the_output_nor_the_junit(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SEC-1: a check the fixture could not run (a server out of reach) fails its test
+    with the kit's one line, the URL masked; pytest's traceback shows no frame of the
+    fixture's, whose arguments hold the URL, in the output nor in the JUnit XML. (The
+    URL comes from the environment, as the README's example takes it.)"""
+    monkeypatch.setenv("EMQ_URL", "redis://:Sw0rdf1sh@127.0.0.1:1/0")
+    pytester.makepyfile("""
+        import os
+
+        def test_my_client_conforms(emq_check):
+            emq_check(url=os.environ["EMQ_URL"], profile="dev", seed=1).assert_passed()
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--junitxml", "j.xml", "--tb=long")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert "EmqFailure: emq check could not run (exit 2)" in out and "redis://***@127.0.0.1:1/0" in out, out
+    assert "Sw0rdf1sh" not in out and "Sw0rdf1sh" not in (pytester.path / "j.xml").read_text()
+
+
+def test_options_show_no_password() -> None:
+    """SEC-1: ``CheckOptions`` shows its URL masked (a log line or a traceback that
+    prints the options prints no password)."""
+    from emq_kit import CheckOptions
+
+    shown = repr(CheckOptions(url="redis://:Sw0rdf1sh@127.0.0.1:6379/0", profile="dev"))
+    assert "Sw0rdf1sh" not in shown and "url='redis://***@127.0.0.1:6379/0'" in shown and "profile='dev'" in shown
+
+
 def test_assert_conforms_passes_a_conforming_report() -> None:
     from emq_kit.pytest_plugin import CheckResult
 
