@@ -49,9 +49,12 @@ def replay(steps: list[Step], target: Target, clock: Clock | None = None) -> Rep
             elif s.op == "raw":
                 machine.send_raw(call_of(s.args))
             else:
-                if isinstance(s.args.get("now"), int):
-                    machine.now = s.args["now"]
-                machine.execute(s.queue, s.op, s.args)
+                args = s.args
+                if machine.clock.mode == "server":  # its TIME runs: a recorded ``now`` is not sent (TR-2)
+                    args = {k: v for k, v in args.items() if k != "now"}
+                elif isinstance(args.get("now"), int):
+                    machine.now = args["now"]
+                machine.execute(s.queue, s.op, args)
         except Divergence as d:
             done.append(Step(s.queue, s.op, d.step.args, d.step.model, d.step.target, index=len(done) + 1, at=d.step.at))
             return _diverged(machine, done, d)

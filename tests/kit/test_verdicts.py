@@ -17,8 +17,8 @@ from emq_kit.check.run import run_check
 from emq_kit.check.target import open_target
 from emq_kit.ports.driver_client import STARTUP, DriverTarget
 from emq_kit.trace.replay import write_trace
-from tests.broken import Broken, broken_dir
-from tests.kit.processes import check, emq, faulty, kit_lines
+from tests.broken import Broken, broken_dir, variant
+from tests.kit.processes import ROOT, check, emq, faulty, kit_lines
 
 
 def test_an_old_driver_that_refuses_protocol_2_is_offered_1_in_one_line(valkey) -> None:
@@ -86,6 +86,25 @@ def test_a_difference_of_the_server_clock_phase_is_written_and_replayed_on_its_c
     virtual = emq("replay", str(late.trace), "--scripts", scripts, "--clock", "virtual")
     assert virtual.returncode == 0 and "conforms" in virtual.stdout, virtual.stdout + virtual.stderr
     assert "now=1750000000000" in virtual.stdout, virtual.stdout
+
+
+def test_a_virtual_clock_trace_replayed_on_the_server_clock_sends_no_recorded_now(tmp_path: Path) -> None:
+    """TR-2: under the server clock the server's ``TIME`` runs, so a virtual-clock trace's
+    recorded ``now`` is not sent: our own scripts conform to the model on that clock
+    (each clock op was sent the trace's ``now`` while the model ran at the server's: a
+    DIFFERS at the first claim, of scripts that conform)."""
+    scripts = str(broken_dir(variant("missing-del"), tmp_path))
+    target = open_target(scripts=scripts)
+    try:
+        report = run_check(target, Profile("t", examples=20, steps=20, gate=False, sweep=False), seed=1)
+        write_trace(report, tmp_path / "traces")
+    finally:
+        target.close()
+    trace = json.loads(Path(report.trace).read_text("utf-8"))
+    assert trace["clock"] == "virtual" and any("now" in step["args"] for step in trace["steps"]), trace["steps"]
+    assert emq("replay", report.trace, "--scripts", scripts).returncode == 1  # the broken copy's difference
+    ours = emq("replay", report.trace, "--scripts", str(ROOT / "emq_live" / "lua"), "--clock", "server")
+    assert ours.returncode == 0 and "conforms" in ours.stdout and "server clock" in ours.stdout, ours.stdout + ours.stderr
 
 
 # -- a driver that dies mid-run, a target that is not deterministic ------------------------
