@@ -25,6 +25,7 @@ from emq_kit.check.focus import Focus
 from emq_kit.check.live import LiveTarget
 from emq_kit.check.profiles import PROFILES
 from emq_kit.check.run import run_check
+from emq_kit.check.step import Step
 from emq_kit.report.document import check_document
 from emq_kit.report.html import check_html
 from emq_kit.report.text import format_report
@@ -189,6 +190,20 @@ def test_emq_replay_exits_1_while_broken_and_0_on_our_scripts(found: tuple[Trace
     assert "<- diverges" in out and trace.divergence["rule"] in out
     assert cli.main(["replay", path, "--scripts", OURS]) == cli.EXIT_OK
     assert "conforms" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("url", [None, "valkey"])
+def test_a_queue_step_agrees_when_both_sides_accept_its_name_or_both_refuse_it(url: str | None, request) -> None:
+    """A trace's ``queue`` step may name any queue (the rule draws names KS-3 refuses):
+    a name both sides accept is no difference (it was: ``queue/EMQARG KS-3`` on our own
+    scripts), one both refuse alike neither."""
+    target = LiveTarget(None if url is None else request.getfixturevalue(url).url)
+    try:
+        done = replay([Step("", "queue", {"name": "important"}), Step("", "queue", {"name": ""})], target)
+    finally:
+        target.close()
+    assert done.divergence is None, done.divergence
+    assert [type(s.target).__name__ for s in done.steps] == ["Queue", "ArgError"]
 
 
 def test_an_unreadable_trace_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
