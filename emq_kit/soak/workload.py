@@ -433,13 +433,22 @@ class SoakReport:
 
     @property
     def ok(self) -> bool:
-        return (not self.violations and self.accounting.clean and self.checked.verdict == linearize.OK
-                and not lanes.mismatches(self.events))
+        """The run passed: nothing shown wrong, and nothing left unproved (SOAK-5, §5.1)."""
+        return self.detail == "clean"
 
     @property
     def detail(self) -> str:
-        """The soak's word for its verdict (specs/verdicts.json): ``clean`` or ``violations``."""
-        return "clean" if self.ok else "violations"
+        """The soak's word for its verdict (specs/verdicts.json): ``violations`` when the
+        run showed something wrong; else ``unproved`` when it proved too little (jobs not
+        settled or not created when its time ran out, partitions the check could not
+        decide in its budget: none of these is a fault of the queue); else ``clean``."""
+        acc = self.accounting
+        if (self.violations or acc.lost or acc.duplicated or acc.problems or self.checked.verdict == linearize.ILLEGAL
+                or lanes.mismatches(self.events)):
+            return "violations"
+        if not acc.clean or self.checked.verdict != linearize.OK or self.timed_out:  # clean but for unsettled jobs
+            return "unproved"
+        return "clean"
 
     def figures(self) -> dict[str, Any]:
         """Everything ``--json`` prints."""
@@ -492,7 +501,7 @@ class SoakReport:
         if self.checked.linearizability.unknown:
             out.append(f"{len(self.checked.linearizability.unknown)} partitions unknown within the check budget")
         if self.timed_out:
-            out.append(f"the jobs did not settle within {self.config.seconds} s")
+            out.append(f"the jobs were not all created and settled within the run's {self.config.seconds:g} s")
         return out
 
 

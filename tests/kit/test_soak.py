@@ -256,15 +256,29 @@ def test_a_soak_with_lanes_keeps_every_job_and_reports_each_groups_service(valke
 
 def test_a_run_the_check_could_not_finish_does_not_pass(valkey: ServerProcess) -> None:
     """A check budget too small to judge even one partition: the verdict is unknown, and
-    unknown is not a pass."""
+    unknown is not a pass; nothing was shown wrong either, so it is inconclusive, never
+    differs (SOAK-5)."""
     report = run_soak(valkey.url, SoakConfig(workers=2, jobs=20, seconds=30, check_seconds=1e-9))
     assert report.history_dir is not None and sorted(report.history_dir.glob("*.jsonl"))  # a failed run keeps it
     shutil.rmtree(report.history_dir)
     fig = report.figures()
     assert (fig["lost"], fig["duplicated"], fig["violations"]) == (0, 0, 0)
     assert fig["linearizability"] == "unknown" and fig["unknown"] == 20
-    assert not report.ok and fig["verdict"] == "differs"
+    assert not report.ok and (fig["verdict"], report.detail) == ("inconclusive", "unproved")
     assert "20 partitions unknown within the check budget" in format_report(report)
+
+
+def test_a_run_whose_time_ran_out_is_inconclusive_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    """SOAK-5: jobs the time left unsettled (and jobs never created) fail the run, exit 1,
+    but show nothing wrong: ``inconclusive (unproved)``, never ``differs (violations)``."""
+    code = cli.main(["soak", "--workers", "1", "--jobs", "50", "--seconds", "1e-9", "--json"])
+    document = json.loads(capsys.readouterr().out)
+    fig = document["soak"]["figures"]
+    shutil.rmtree(document["soak"]["history"])
+    assert code == 1 and fig["timed_out"]
+    assert (fig["lost"], fig["duplicated"], fig["violations"], fig["illegal"]) == (0, 0, 0, 0)
+    assert (document["verdict"], document["detail"]) == ("inconclusive", "unproved")
+    assert "the jobs were not all created and settled within the run's 1e-09 s" in fig["problems"]
 
 
 def test_the_command_prints_figures_as_json_and_a_table(capsys: pytest.CaptureFixture[str]) -> None:
