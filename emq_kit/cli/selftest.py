@@ -129,15 +129,24 @@ def _summarize(args: argparse.Namespace, out: Outputs, verdicts: list[MutantVerd
     interrupts.decided()  # the run's end, its cleanup done, before its verdict (INT-2, INT-3)
     s = summary(verdicts, len(_every_mutant(args)), _part(args))
     judged = f"{s['mutants']} of {s['of']}" + (f" ({s['part']})" if s["part"] else "")
+    detail = selftest_detail(s)
     out.say()
-    out.say(f"{headline('selftest', selftest_detail(s))}  mutants {judged}: killed {s['killed']}, "
-            f"equivalent {s['equivalent']}, survived {s['survived']}; "
-            f"median time-to-kill {s['median_seconds_to_kill']} s; median shrunk trace {s['median_shrunk_steps']} steps; "
-            f"shrinking median {s['median_shrink_seconds']} s, max {s['max_shrink_seconds']} s")
-    code = EXIT_FAIL if s["survived"] else EXIT_OK
+    out.say(f"{headline('selftest', detail)}  mutants {judged}: killed {s['killed']}, "
+            f"equivalent {s['equivalent']}, survived {s['survived']}"
+            + (f", unjudged {s['unjudged']} (the budget ran no whole example against them)" if s["unjudged"] else "")
+            + f"; median time-to-kill {_figure(s['median_seconds_to_kill'], 's')}; "
+            f"median shrunk trace {_figure(s['median_shrunk_steps'], 'steps')}; "
+            f"shrinking median {_figure(s['median_shrink_seconds'], 's')}, max {_figure(s['max_shrink_seconds'], 's')}")
+    code = EXIT_FAIL if detail in ("survivors", "unjudged") else EXIT_OK
     out.emit(lambda started, finished: selftest_document(verdicts, s, target=args.url, seed=args.seed, exit=code,
                                                          started=started, finished=finished))
     return code
+
+
+def _figure(value: float | None, unit: str) -> str:
+    """A summary figure with its unit; ``-`` where there is none (nothing killed, or
+    nothing shrunk)."""
+    return "-" if value is None else f"{value} {unit}"
 
 
 def _every_mutant(args: argparse.Namespace) -> list[Mutant]:

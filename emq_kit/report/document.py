@@ -175,10 +175,13 @@ def replay_document(trace_path: Path | str, result: Any, described: dict[str, An
 
 
 def selftest_detail(summary: dict[str, Any]) -> str:
-    """``emq selftest``'s word for ``summary`` (specs/verdicts.json): all killed is
-    ``all-killed`` only when every mutant was judged (specs/selftest.md, Verdicts)."""
+    """``emq selftest``'s word for ``summary`` (specs/verdicts.json): a survivor first,
+    then a mutant its budget left unjudged; all killed is ``all-killed`` only when every
+    mutant was judged (specs/selftest.md, Verdicts)."""
     if summary["survived"]:
         return "survivors"
+    if summary["unjudged"]:
+        return "unjudged"
     return "part-killed" if summary["mutants"] < summary.get("of", summary["mutants"]) else "all-killed"
 
 
@@ -189,7 +192,8 @@ def selftest_document(verdicts: list[Any], summary: dict[str, Any], *, target: s
         {"key": v.mutant.key, "status": v.status, "seconds": round(v.seconds, 3), "examples": v.examples,
          "shrunk": v.shrunk, "rule": v.rule, "reason": v.reason,
          "shrink_seconds": None if v.shrink_seconds is None else round(v.shrink_seconds, 3)} for v in verdicts]}
-    figures = {k: summary[k] for k in ("mutants", "killed", "equivalent", "survived", "median_seconds_to_kill")}
+    figures = {k: summary[k] for k in ("mutants", "killed", "equivalent", "survived", "unjudged",
+                                          "median_seconds_to_kill")}
     return envelope("selftest", selftest_detail(summary), exit, body, target=target or "fakeredis",
                     seed=seed, figures=figures, started=started, finished=finished)
 

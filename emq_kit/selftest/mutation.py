@@ -208,9 +208,9 @@ class MutantVerdict:
     """What the machine did to one mutant."""
 
     mutant: Mutant
-    status: str  # killed, survived, equivalent; ERROR: the environment failed, BUG: the kit did (never reported)
+    status: str  # killed, survived, equivalent, UNJUDGED; ERROR: the environment failed, BUG: the kit did (never reported)
     seconds: float  # to the first divergence when killed, else the time spent
-    examples: int
+    examples: int  # whole examples run against the mutant; -1 when unknown (a kill its watch made)
     shrunk: int = 0
     rule: str = ""
     reason: str = ""
@@ -230,17 +230,20 @@ def copy_scripts(into: str | Path, script: str, edit: Callable[[str], str], sour
 
 def _check(mutant: Mutant, url: str | None, seed: int, source: Path | None, started: float, tmp: str,
            found: Any = None, layout: Layout | None = None, names: Names | None = None,
-           unreplayed: Any = None) -> MutantVerdict:
+           unreplayed: Any = None, ran: Any = None) -> MutantVerdict:
     """The machine against one mutant, to the end (in a child process of ``judge``), its
     scripts written into the empty directory ``tmp`` (the parent's: a child killed for
     its budget cleans up nothing). Runs of ``seed``, then of the next seeds while every
     difference a run met failed to replay (specs/selftest.md): ``found`` (a shared
     double) gets the time of the first divergence as soon as the next example starts,
     back to 0 when that run's differences did not replay; ``unreplayed`` (a shared int)
-    the count of differences met that no replay showed."""
+    the count of differences met that no replay showed; ``ran`` (a shared int) the
+    examples started so far, the one running included."""
     def note(run: Any) -> None:
         if found is not None and run.first_failure is not None and not found.value:
             found.value = run.first_failure
+        if ran is not None:
+            ran.value = examples + run.examples
 
     copy_scripts(tmp, mutant.script, mutant.apply, source)
     try:
@@ -290,6 +293,11 @@ BUG = "bug"
 process died: no verdict, the run stops (``emq bug``)."""
 
 
+UNJUDGED = "unjudged"
+"""The status of a mutant whose budget was spent before one whole example ran against
+it: neither killed nor survived, counted apart (specs/selftest.md, Verdicts)."""
+
+
 UNREPLAYED = "unreplayed"
 """The status of a mutant whose budget (and the allowance past it) was spent with
 differences met and none shown again by a replay: no verdict, the run stops
@@ -333,6 +341,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     parent, child = ctx.Pipe(duplex=False)
     found = ctx.Value("d", 0.0)  # perf_counter() is CLOCK_MONOTONIC: one clock across the fork
     unreplayed = ctx.Value("i", 0)
+    ran = ctx.Value("i", 0)  # examples the child started, the one running included
     # when the child's command now running was sent (0: none): the child's CPU time on
     # fakeredis, perf_counter() on a server (the bound each is kept on, CC-9)
     calling = ctx.Value("d", 0.0)
@@ -350,7 +359,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
         # once the watch is off (shrinking)
         hang.SERVER_SECONDS = 0.0
         embedded.CPU_SECONDS = 2 * HANG_AFTER
-        child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names, unreplayed))
+        child.send(_check(mutant, url, seed, source, started, tmp, found, layout, names, unreplayed, ran))
 
     proc = ctx.Process(target=work, daemon=True)
     try:
@@ -401,9 +410,12 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
             verdict = MutantVerdict(mutant, UNREPLAYED, time.perf_counter() - started, -1,
                                     reason=f"{unreplayed.value} difference(s) met in the budget of {budget:g} s, "
                                            "none shown again by a replay")
+        elif (whole := ran.value - 1) < 1:  # a survivor is one the search ran whole examples against
+            verdict = MutantVerdict(mutant, UNJUDGED, time.perf_counter() - started, 0,
+                                    reason=f"budget of {budget:g} s spent before an example ran whole")
         else:
-            verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, -1,
-                                    reason=f"budget of {budget:g} s spent")
+            verdict = MutantVerdict(mutant, "survived", time.perf_counter() - started, whole,
+                                    reason=f"budget of {budget:g} s spent after {whole} examples")
     except EOFError:  # no verdict was sent: the kit's run died, not the mutant's doing
         verdict = MutantVerdict(mutant, BUG, time.perf_counter() - started, -1, reason="the check process died")
     except KeyboardInterrupt:  # the child goes, then a script of its still running on the server
@@ -424,7 +436,7 @@ def _judged(mutant: Mutant, url: str | None, budget: float, seed: int, source: P
     # and the child's death does not stop it: stop it, or every later mutant would fail on
     # BUSY. A script still running after the budget, or when the check died (on BUSY), is
     # the mutant's fault: killed.
-    if url is not None and stop_script(url) and verdict.status in ("survived", UNREPLAYED, BUG):
+    if url is not None and stop_script(url) and verdict.status in ("survived", UNJUDGED, UNREPLAYED, BUG):
         return MutantVerdict(mutant, "killed", time.perf_counter() - started, -1, 0, HANG,
                              "a script was still running when the budget was spent (stopped with SCRIPT KILL)")
     return verdict
@@ -615,6 +627,7 @@ def summary(verdicts: list[MutantVerdict], of: int | None = None, part: str = ""
         "killed": len(killed),
         "equivalent": sum(v.status == "equivalent" for v in verdicts),
         "survived": sum(v.status == "survived" for v in verdicts),
+        "unjudged": sum(v.status == UNJUDGED for v in verdicts),
         "median_seconds_to_kill": round(statistics.median(v.seconds for v in killed), 3) if killed else None,
         "median_shrunk_steps": statistics.median(shrunk) if shrunk else None,
         "median_shrink_seconds": round(statistics.median(shrinks), 3) if shrinks else None,

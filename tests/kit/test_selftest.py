@@ -144,7 +144,7 @@ def test_an_equivalent_mutant_survives_its_budget() -> None:
     apart, so no search may kill it."""
     mutant = next(m for m in all_mutants() if m.script == "lib" and m.before.strip() == "for i = 1, #a do")
     verdict = judge(mutant, None, budget=5, seed=0)
-    assert verdict.status == "survived"
+    assert verdict.status == "survived" and verdict.examples >= 1  # a survivor had whole examples run against it
     assert summary([verdict])["survived"] == 1
 
 
@@ -180,7 +180,10 @@ def test_listed_equivalents_are_not_killed_quickly(key: str, request: Any) -> No
     mutant = next(m for m in all_mutants(observer=True) if m.key == key)
     # snapshot.lua runs on a server only (on fakeredis the snapshot is read from memory)
     url = request.getfixturevalue("valkey").url if mutant.script in OBSERVER else None
-    assert judge(mutant, url, budget=3, seed=0).status == "survived"
+    # a budget that runs whole examples after the sweep even on a loaded machine: one spent
+    # before the first whole example is unjudged, no survival
+    verdict = judge(mutant, url, budget=10, seed=0)
+    assert verdict.status == "survived" and verdict.examples >= 1, verdict
 
 
 def test_snapshot_lua_is_mutated_on_a_server_only() -> None:
@@ -345,3 +348,27 @@ def test_a_part_of_the_mutants_judged_is_said_and_is_no_conformance(tmp_path: Pa
     doc = json.loads(report.read_text())
     assert (doc["verdict"], doc["detail"]) == ("inconclusive", "part-killed")
     assert (doc["selftest"]["summary"]["mutants"], doc["selftest"]["summary"]["of"]) == (2, of)
+
+
+def test_a_budget_that_runs_no_whole_example_judges_no_mutant(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A budget spent before one whole example ran against a mutant judged nothing: the
+    mutant is unjudged, never survived (nor killed), and a run that left mutants unjudged
+    is ``inconclusive (unjudged)``, exit 1, never ``differs (survivors)``; its summary
+    says ``-`` for the figures no kill gave, never Python's ``None``."""
+    from emq_kit import cli
+    from emq_kit.report.document import validate
+
+    path = tmp_path / "r.json"
+    code = cli.main(["selftest", "--budget", "0.001", "--sample", "3", "--report", str(path)])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_FAIL, out
+    assert "emq selftest: INCONCLUSIVE (unjudged)" in out and "survived 0, unjudged 3 " in out, out
+    assert "median time-to-kill -; median shrunk trace -; shrinking median -, max -" in out, out
+    assert "None" not in out and "| survived |" not in out and out.count("| unjudged |") == 3, out
+    doc = json.loads(path.read_text())
+    validate(doc)
+    assert (doc["verdict"], doc["detail"], doc["exit"]) == ("inconclusive", "unjudged", 1)
+    assert (doc["selftest"]["summary"]["survived"], doc["selftest"]["summary"]["unjudged"]) == (0, 3)
+    assert {(m["status"], m["examples"]) for m in doc["selftest"]["mutants"]} == {("unjudged", 0)}
+
