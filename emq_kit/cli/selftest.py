@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from emq_kit import interrupts
 from emq_kit.cli.campaign import add_cluster
-from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, add_outputs, bounded, claimed, within
+from emq_kit.cli.common import EXIT_FAIL, EXIT_OK, Outputs, Usage, add_outputs, bounded, claimed, within
 from emq_kit.cli.progress import Meter
 from emq_kit.layouts import NAMES, layout
 from emq_kit.report.document import selftest_detail, selftest_document
@@ -34,6 +34,8 @@ HEADER = "| operator | where | original line | verdict | s to kill | shrunk step
 def cmd_selftest(args: argparse.Namespace) -> int:
     """``emq selftest``; Ctrl-C stops it at the mutant it is on (its child process and a
     script of its still running go), says which and the command that runs it again."""
+    if args.wipe and args.url is None:  # a flag that would do nothing is refused, never ignored
+        raise Usage("--wipe lets the run delete keys a server already holds: it needs --url")
     at: list[str] = []  # the mutant being judged, once one is
     try:
         return _bullmq(args, at) if args.layout == "bullmq" else _echomq(args, at)
