@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
-from emq_kit import interrupts
-from emq_kit.errors import EXIT_FAIL, EXIT_OK, raised_as_kit_errors
+from emq_kit import arguments, interrupts
+from emq_kit.errors import EXIT_FAIL, EXIT_OK, BadArgument, raised_as_kit_errors
 
 if TYPE_CHECKING:
     from emq_kit.check.focus import Focus
@@ -65,9 +65,11 @@ def check(options: CheckOptions | None = None, /, *, progress: Callable[[Run], N
     from emq_kit.check.options import CheckOptions
     from emq_kit.outputs import writable_dir
 
-    options = options if options is not None else CheckOptions()
-    if fields:
-        options = options.replace(**fields)
+    if not isinstance(options, (CheckOptions, type(None))):
+        raise BadArgument(f"options are a CheckOptions (or give its fields by name), got {options!r}")
+    options = (options if options is not None else CheckOptions()).replace(**fields)
+    arguments.callback("progress", progress)
+    arguments.callback("say", say)
     say = say or _log.warning
     expected = expect.load(options.expect) if options.expect else {}
     writable_dir(options.traces, "traces")  # a counterexample found is never lost on its trace's path
@@ -243,7 +245,6 @@ def focus_of(options: CheckOptions, target: Any) -> Focus:
     would lack the core ops is ``BadArgument``."""
     from emq_kit.check.focus import Focus
     from emq_kit.check.options import CORE, EVERY_OP, KITSIDE
-    from emq_kit.errors import BadArgument
 
     can = target.capabilities
     ops: set[str] | None = None
@@ -293,9 +294,9 @@ class ReplayReport:
 def load_trace(path: str | Path) -> Trace:
     """The trace in the file ``path``, checked before anything runs (TR-9a; a file that
     is not one is ``BadArgument`` naming it)."""
-    from emq_kit.errors import BadArgument
     from emq_kit.trace.format import Trace
 
+    path = arguments.path("the trace", path)
     try:
         return Trace.load(path)
     except (OSError, ValueError, KeyError) as exc:
@@ -310,7 +311,8 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
     driver (each request within ``timeout`` seconds, as ``check``'s) or scripts only
     when given here, never those the trace names (TR-9: such a trace is ``BadArgument`` naming the option that runs them). On a server the steps'
     queues go under names of the replay's own, and nothing is left after it (TR-1a,
-    OWN-1).
+    OWN-1). Every argument is checked before anything runs or is written, as ``emq
+    replay``'s parser and ``CheckOptions`` check theirs (``BadArgument``).
 
         >>> import emq_kit, json, pathlib, tempfile
         >>> from emq_model import spec
@@ -326,10 +328,18 @@ def replay(trace: str | Path, *, url: str | None = None, scripts: str | None = N
         (True, 2, 'virtual', 0)
     """
     from emq_kit.check.clock import ServerClock
+    from emq_kit.check.options import CLOCKS
     from emq_kit.claim import claimed
     from emq_kit.layouts import of_trace
     from emq_kit.trace.replay import source_of, target_for
 
+    arguments.url(url)  # each as ``emq replay``'s parser and ``CheckOptions`` check it, before anything runs
+    arguments.text("--scripts", scripts)
+    arguments.text("--driver", driver)
+    arguments.choice("--clock", clock, CLOCKS, optional=True)
+    arguments.number("replay --timeout", timeout)
+    arguments.switch("--wipe", wipe)
+    arguments.callback("say", say)
     loaded = load_trace(trace)
     say = say or _log.warning
     chosen = of_trace(loaded.header)

@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from emq_kit import bounds
+from emq_kit import arguments
 from emq_kit.check.focus import HOSTILE
 from emq_kit.check.names import named
 from emq_kit.check.pools import QUEUES
@@ -51,8 +51,12 @@ RERUN_SWITCHES = ("first", "strict", "refence")
 FLAG = {"queues": "queue"}
 """An option's flag where it is not the option's name (``--queue``, once per queue)."""
 
-NUMBERS = {"examples": int, "steps": int, "depth": int, "seed": int, "shrink_steps": int, "timeout": float}
-"""The numeric options and their type; each option's range is ``bounds``' ``check --<flag>``."""
+NUMBERS = ("examples", "steps", "depth", "seed", "shrink_steps", "timeout")
+"""The numeric options; each option's range (and whether it counts or is seconds) is
+``bounds``' ``check --<flag>``."""
+OPTIONAL = frozenset({"examples", "steps", "seed", "timeout"})
+"""The numeric options ``None`` leaves to the run: the profile's, a random seed, a
+driver's own timeout."""
 
 
 @dataclass(frozen=True)
@@ -90,30 +94,17 @@ class CheckOptions:
 
     def __post_init__(self) -> None:
         for name in ("queues", "ops", "skip_ops"):  # a list is as good as a tuple; the value stays hashable
-            value = getattr(self, name)
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise _refused(name, f"not a sequence of names: {value!r}")
-            object.__setattr__(self, name, tuple(value))
-        for name, kind in NUMBERS.items():
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
-                raise _refused(name, f"not {'a number' if kind is float else 'an integer'}: {value!r}")
-            why = bounds.bound(f"check --{_flag(name)}").refusal(value)
-            if why is not None:
-                raise _refused(name, why)
-        for name in ("url", "scripts", "driver", "expect", "traces"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise _refused(name, f"not a string: {getattr(self, name)!r}")
+            object.__setattr__(self, name, arguments.names(_flag(name), getattr(self, name)))
+        for name in NUMBERS:
+            arguments.number(f"check {_flag(name)}", getattr(self, name), optional=name in OPTIONAL)
+        arguments.url(self.url)
+        for name in ("scripts", "driver", "expect", "traces"):
+            arguments.text(_flag(name), getattr(self, name), optional=name != "traces")
         for name in ("wipe", "refence", "first", "strict", "corpus"):
-            if not isinstance(getattr(self, name), bool):
-                raise _refused(name, f"not True or False: {getattr(self, name)!r}")
+            arguments.switch(_flag(name), getattr(self, name))
         for name, choices in (("clock", CLOCKS), ("layout", LAYOUTS), ("profile", sorted(PROFILES)),
                               ("hostile", HOSTILE)):
-            if getattr(self, name) not in choices:
-                raise _refused(name, f"invalid choice: {getattr(self, name)!r} "
-                                     f"(choose from {', '.join(map(repr, choices))})")
+            arguments.choice(_flag(name), getattr(self, name), choices)
         for name in ("ops", "skip_ops"):
             unknown = set(getattr(self, name)) - EVERY_OP
             if unknown:
@@ -148,7 +139,9 @@ class CheckOptions:
         return named(QUEUES, list(self.queues)) if self.queues else None
 
     def replace(self, **changes: Any) -> CheckOptions:
-        """These options with ``changes``, checked again."""
+        """These options with ``changes``, checked again (a name that is no option:
+        ``BadArgument``)."""
+        arguments.given(changes, [f.name for f in dataclasses.fields(self)], "options")
         return dataclasses.replace(self, **changes)
 
     def command(self, seed: int) -> str:
@@ -182,15 +175,11 @@ def command_of(seed: int, profile: str, options: CheckOptions | None = None) -> 
         if name in ("ops", "skip_ops"):
             value = ",".join(value)
         for one in value if name == "queues" else [value]:  # --queue: once per queue
-            parts += ["--" + _flag(name), redact(str(one)) if name == "url" else str(one)]
+            parts += [_flag(name), redact(str(one)) if name == "url" else str(one)]
     parts += ["--" + name for name in RERUN_SWITCHES if getattr(options, name)]
     return shlex.join(parts)
 
 
 def _flag(name: str) -> str:
-    return FLAG.get(name, name).replace("_", "-")
-
-
-def _refused(name: str, why: str) -> BadArgument:
-    """``argument --FLAG: WHY``, as the command line's parser words a bad argument."""
-    return BadArgument(f"argument --{_flag(name)}: {why}")
+    """The option ``name``'s flag: ``--skip-ops``."""
+    return "--" + FLAG.get(name, name).replace("_", "-")

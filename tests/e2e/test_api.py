@@ -8,6 +8,7 @@ and ``emq_kit.check`` stays the function."""
 from __future__ import annotations
 
 import doctest
+import json
 import pickle
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from emq_kit.check.options import CheckOptions
 from emq_kit.cli.check import options_of
 from emq_kit.errors import BadArgument
 from emq_kit.server import ServerProcess
+from emq_model import spec
 
 
 @pytest.mark.parametrize("module", [emq_kit, api, options_module], ids=lambda m: m.__name__)
@@ -75,11 +77,89 @@ def test_import_emq_kit_loads_no_engine_and_check_stays_the_function() -> None:
     ({"queues": ("a", "b")}, "--queue names the run's queues on a server: it needs --url"),
     ({"queues": ("a",), "url": "redis://h:1"}, "the run uses 2 queues: give --queue 2 times (got 1)"),
     ({"wipe": "yes"}, "argument --wipe: not True or False: 'yes'"),
+    ({"depth": None}, "argument --depth: not an integer: None"),
+    ({"shrink_steps": None}, "argument --shrink-steps: not an integer: None"),
+    ({"traces": None}, "argument --traces: not a string: None"),
+    ({"queues": None}, "argument --queue: not a sequence of names: None"),
+    ({"ops": None}, "argument --ops: not a sequence of names: None"),
+    ({"ops": 5}, "argument --ops: not a sequence of names: 5"),
+    ({"url": "http://x"}, "argument --url: http://x: the scheme must be one of redis,"),
+    ({"url": b"redis://:pw@h"}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got bytes"),
 ])
 def test_options_are_checked_when_made(fields: dict[str, Any], why: str) -> None:
     with pytest.raises(BadArgument) as refused:
         CheckOptions(**fields)
     assert str(refused.value).startswith(why), str(refused.value)
+
+
+def test_a_field_that_is_no_option_is_refused_by_name() -> None:
+    for call in (lambda: CheckOptions().replace(bogus=1), lambda: emq_kit.check(bogus=1)):
+        with pytest.raises(BadArgument, match="^unknown options 'bogus'; they are url, scripts, driver"):
+            call()
+
+
+@pytest.mark.parametrize("given", ["dev", {"profile": "dev"}])
+def test_check_takes_options_or_fields_by_name(given: Any) -> None:
+    with pytest.raises(BadArgument, match="^options are a CheckOptions"):
+        emq_kit.check(given)
+
+
+BASE_TRACE = {"format": "emq-trace", "version": 1, "kit_version": "0.1.0", "spec_version": spec.SPEC_VERSION,
+              "wire_version": spec.WIRE_VERSION, "target": {"target": "fakeredis"}, "seed": 0,
+              "clock": "virtual", "divergence": None,
+              "steps": [{"i": 1, "queue": "alpha", "op": "enqueue", "args": {"id": "JOB00000000001", "payload": "x"}}]}
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"clock": "wall"}, "argument --clock: invalid choice: 'wall' (choose from 'virtual', 'server')"),
+    ({"clock": 5}, "argument --clock: invalid choice: 5"),
+    ({"timeout": -1}, "argument --timeout: must be above 0 seconds, got -1"),
+    ({"timeout": "x"}, "argument --timeout: not a number: 'x'"),
+    ({"timeout": float("nan")}, "argument --timeout: must be a finite number, got nan"),
+    ({"timeout": 3601}, "argument --timeout: must be at most 3,600"),
+    ({"wipe": "no"}, "argument --wipe: not True or False: 'no'"),
+    ({"url": 5}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got int"),
+    ({"url": Path("x")}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got PosixPath"),
+    ({"url": b"redis://:pw@h"}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got bytes"),
+    ({"url": "http://:pw@x"}, "argument --url: http://***@x: the scheme must be one of"),
+    ({"scripts": 5}, "argument --scripts: not a string: 5"),
+    ({"driver": 5}, "argument --driver: not a string: 5"),
+    ({"say": 5}, "say is called by the run: a function, got 5"),
+    ({"trace": None}, "the trace is a file's path (a str or a Path), got NoneType"),
+    ({"trace": BASE_TRACE}, "the trace is a file's path (a str or a Path), got dict"),
+    ({"trace": b"t.json"}, "the trace is a file's path (a str or a Path), got bytes"),
+])
+def test_replay_checks_every_argument_before_it_runs(fields: dict[str, Any], why: str, tmp_path: Path) -> None:
+    """``replay``'s arguments, refused with the ranges and words of ``emq replay``'s
+    parser (and ``CheckOptions``') before the trace is even read."""
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(BASE_TRACE), "utf-8")
+    with pytest.raises(BadArgument) as refused:
+        emq_kit.replay(fields.pop("trace", trace), **fields)
+    assert str(refused.value).startswith(why) and "pw" not in str(refused.value), str(refused.value)
+    assert emq_kit.replay(trace).conforms  # the same trace, its arguments good
+
+
+@pytest.mark.parametrize("call", [
+    lambda url, tmp: emq_kit.replay(tmp / "t.json", url=url, scripts=5),
+    lambda url, tmp: emq_kit.replay(tmp / "t.json", url=url, driver=5),
+    lambda url, tmp: emq_kit.check(url=url, depth=None, traces=str(tmp), profile="dev"),
+    lambda url, tmp: emq_kit.check(url=url, progress=5, traces=str(tmp), profile="dev"),
+], ids=["replay scripts=5", "replay driver=5", "check depth=None", "check progress=5"])
+def test_a_refused_argument_sends_the_server_nothing(call: Any, valkey: ServerProcess, tmp_path: Path) -> None:
+    """Every argument is checked before anything runs: the server named hears not one
+    command (no claim of the run, no script loaded) before the refusal."""
+    from tests.livekit import Monitor
+
+    (tmp_path / "t.json").write_text(json.dumps(BASE_TRACE), "utf-8")
+    with valkey.client() as r:
+        watch = Monitor(valkey.url, r)
+        try:
+            with pytest.raises(BadArgument):
+                call(valkey.url, tmp_path)
+            assert watch.lines() == []
+        finally:
+            watch.close()
 
 
 EVERY_FLAG = ["--url", "redis://u:secret@h:1/0", "--scripts", "lua", "--timeout", "2.5", "--clock", "server",
