@@ -43,6 +43,9 @@ class Layout:
     - ``step_args(op)``: the (required, allowed) argument names of a trace step's op, or
       ``None`` for an op the layout has not; ``queues``: the queues its steps may name
       (``emq replay`` checks a trace against both before anything runs);
+    - ``check_values(where, op, queue, args)``: each argument value of a trace step at
+      ``where`` (``steps/3``) against what the layout's run sends, ``TraceError`` naming
+      the first that is not (before anything runs);
     - ``settings``: the ops that set an example's settings (bullmq's ``retention``): a
       trace keeps them however it is minimized (emq_kit/check/minimize.py);
     - ``logical()``: every queue name a run may send, each of which gets a name of the
@@ -56,6 +59,7 @@ class Layout:
     machine: Callable[[Any, "Run", "Clock | None"], Callable[[], Any]]
     replay: Callable[[list["Step"], Any, "Clock | None"], "Replayed"]
     step_args: Callable[[str], "tuple[set[str], set[str]] | None"]
+    check_values: Callable[[str, str, str, dict[str, Any]], None]
     queues: tuple[str, ...]
     logical: Callable[[], tuple[str, ...]]
     audit: Callable[[str], tuple[dict[str, int], list[str]]] | None = None

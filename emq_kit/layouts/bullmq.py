@@ -31,7 +31,7 @@ from emq_kit.check.target import unavailable
 from emq_kit.errors import AuditError, BadArgument, TargetUnavailable
 from emq_kit.layouts import Layout
 from emq_kit.targets.protocol import Capabilities
-from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, check_projection, diff, table
+from emq_model.layouts.bullmq import NO_LOCK, BullModel, Retention, arg_ok, check_projection, diff, table
 from emq_model.layouts.bullmq_steps import CUSTOM_LOW, UNKNOWN_ID
 
 QUEUE = table()["queue"]  # the one queue a run drives; every step names it
@@ -347,6 +347,19 @@ def step_args(op: str) -> tuple[set[str], set[str]] | None:
     return None if entry is None else (set(entry["args"]), set(entry["args"]))
 
 
+def check_values(where: str, op: str, queue: str, encoded: dict[str, Any]) -> None:
+    """Every argument of a trace step at ``where`` (``steps/3``) against what the run
+    sends for it (``arg_ok``: the adapter refuses anything else before sending it, so a
+    replay of another value would judge a call BullMQ never received): ``TraceError``
+    naming the first that is not."""
+    from emq_kit.errors import TraceError
+
+    for name, value in encoded.items():
+        if not arg_ok(op, name, value):
+            raise TraceError(f"{where}/args/{name}: {value!r:.80} is no {name} the bullmq layout sends "
+                             f"({op}'s arguments as its adapter checks them)")
+
+
 def audit(url: str) -> tuple[dict[str, int], list[str]]:
     """A read-only audit of the layout's queue on ``url``: each location's size and
     BQ-INV-1..4 on the projection of every job the keys show. Nothing is written (the
@@ -385,6 +398,7 @@ LAYOUT = Layout(
     machine=BullConformance.factory,
     replay=replay,
     step_args=step_args,
+    check_values=check_values,
     queues=(QUEUE,),
     logical=lambda: (LOGICAL,),
     audit=audit,

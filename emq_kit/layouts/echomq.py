@@ -23,6 +23,12 @@ def _step_args(op: str) -> Any:
     return step_args(op)
 
 
+def _check_values(where: str, op: str, queue: str, encoded: dict[str, Any]) -> None:
+    from emq_kit.trace.validate import check_values
+
+    check_values(where, op, queue, encoded)
+
+
 def _replay(steps: list[Any], target: Any, clock: Any = None) -> Any:
     from emq_kit.trace.replay import replay
 
@@ -43,6 +49,7 @@ LAYOUT = Layout(
     machine=_windowed,
     replay=_replay,
     step_args=_step_args,
+    check_values=_check_values,
     queues=tuple(QUEUES),
     logical=vocabulary,
 )

@@ -4,8 +4,9 @@ then the contract of the layout its header names — each step's op is one of th
 layout's (for the four sets an op of specs/transitions.json, a fault (``forget_row``,
 ``spoil_key``, ``mend_key``, ``stray_key``, ``drop_key``), ``queue``, ``raw`` or
 ``sleep_ms``), its queue one of the machine's, its arguments the op's, none missing —
-and, for the four sets, every argument's value against its type (``arg_types``: the contract's types,
-the faults', the extra steps'). The first problem is reported with its JSON path
+and every argument's value (the layout's ``check_values``: for the four sets against its
+type, ``arg_types``: the contract's types, the faults', the extra steps'; for bullmq what
+its adapter sends). The first problem is reported with its JSON path
 (``steps/3/args/lease_ms``), so a hand-edited trace says where it went wrong.
 
 A step may carry one value outside its type, as the machine's hostile calls do (a
@@ -93,6 +94,7 @@ def check_trace(data: Any) -> None:
         raise TraceError(f"{_path(first.absolute_path)}: {first.message:.300}")
     if not data["steps"]:
         raise TraceError("steps: no steps: a trace holds the calls that made its run")
+    _check_rows(data)
     from emq_kit.layouts import of_trace
 
     try:
@@ -115,8 +117,38 @@ def check_trace(data: Any) -> None:
         for side in ("model", "target"):
             if side in step:
                 _decoded(f"{where}/{side}", step[side])
-        if layout.name == "echomq":
-            _check_values(where, op, queue, step["args"])
+        layout.check_values(where, op, queue, step["args"])
+
+
+def _check_rows(data: dict[str, Any]) -> None:
+    """Each snapshot row value as the header's ``version`` writes it (TR-4): ``{"b64":
+    ...}`` from version 3, latin-1 text before (the schema takes either in any version)."""
+    from emq_kit.ports.protocol import is_bytes_json, json_bytes
+
+    version, divergence = data["version"], data["divergence"] or {}
+    for side in ("model", "target"):
+        for job, row in divergence.get(f"{side}_snapshot", {"rows": {}})["rows"].items():
+            for name, value in row.items():
+                at = f"divergence/{side}_snapshot/rows/{job}/{name}"
+                if version >= 3:
+                    if not is_bytes_json(value):
+                        raise TraceError(f"{at}: a version {version} trace writes a row value as {{\"b64\": ...}}, "
+                                         f"got {value!r:.80}")
+                    try:
+                        json_bytes(value)
+                    except ValueError as exc:
+                        raise TraceError(f"{at}: {exc}") from None
+                elif not isinstance(value, str) or not _latin1(value):
+                    raise TraceError(f"{at}: a version {version} trace writes a row value as latin-1 text, "
+                                     f"got {value!r:.80}")
+
+
+def _latin1(text: str) -> bool:
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _decoded(where: str, value: Any) -> Any:
@@ -160,9 +192,9 @@ def step_args(op: str) -> tuple[set[str], set[str]] | None:
     return required, set(types)
 
 
-def _check_values(where: str, op: str, queue: str, encoded: dict[str, Any]) -> None:
-    """Every argument of a step against its type; at most one contract argument may be
-    a value the machine spoils it with."""
+def check_values(where: str, op: str, queue: str, encoded: dict[str, Any]) -> None:
+    """The four sets' check of every argument of a step against its type; at most one
+    contract argument may be a value the machine spoils it with."""
     from emq_kit.check.pools import bad_values
 
     types = arg_types(op) or {}

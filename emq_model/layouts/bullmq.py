@@ -50,8 +50,9 @@ def _is_int(v: Any, low: int, high: int | None = None) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= low and (high is None or v <= high)
 
 
-# What each argument named in the table's ops may be (the model accepts what the scripts
-# accept; the target refuses the rest before it sends anything).
+# What each argument named in the table's ops (and the retention step) may be (the model
+# accepts what the scripts accept; the target refuses the rest before it sends anything,
+# and a trace's step holding another value is refused when it is read).
 ARG_RULES = {
     "job_id": lambda v: isinstance(v, str) and (v == "" or (v.isdigit() and not v.startswith("0"))),
     "token": lambda v: isinstance(v, str) and v != "" and v.isprintable(),
@@ -63,7 +64,16 @@ ARG_RULES = {
     "state": lambda v: v in ("failed", "completed"),
     "value": lambda v: isinstance(v, str),
     "reason": lambda v: isinstance(v, str),
+    # the retention step's keepJobs counts (KEEP_ALL, 0, or how many to keep), packed by msgpack
+    "completed": lambda v: _is_int(v, KEEP_ALL, 2**32),
+    "failed": lambda v: _is_int(v, KEEP_ALL, 2**32),
 }
+
+
+def arg_ok(op: str, name: str, value: Any) -> bool:
+    """Whether ``value`` may be the argument ``name`` of ``op`` (``ARG_RULES``; ``""``
+    asks add for an auto id, and only add)."""
+    return ARG_RULES[name](value) and not (name == "job_id" and value == "" and op != "add")
 
 
 def check_args(op: str, args: tuple[Any, ...]) -> None:
@@ -74,7 +84,7 @@ def check_args(op: str, args: tuple[Any, ...]) -> None:
     if len(args) != len(names):
         raise ArgError(f"{op} takes {', '.join(names)}")
     for name, value in zip(names, args):
-        if not ARG_RULES[name](value) or (name == "job_id" and value == "" and op != "add"):
+        if not arg_ok(op, name, value):
             raise ArgError(f"{op}: bad {name} {value!r}")
 
 

@@ -1006,6 +1006,30 @@ def _raw_enqueue(at: int, key: bytes, i: int = 4) -> dict[str, Any]:
             "model": "EMQARG", "target": "EMQARG"}
 
 
+def _diverged(data: dict[str, Any], **changes: Any) -> None:
+    """``data`` with its corpus trace's divergence (version 1: rows as latin-1 text) back,
+    ``changes`` made to it."""
+    data["divergence"] = {**json.loads((CORPUS / "retry-two-sets.json").read_text())["divergence"], **changes}
+
+
+def _rows_b64(data: dict[str, Any]) -> None:
+    """Rows as version 3 writes them under a version 1 header."""
+    _diverged(data)
+    data["divergence"]["model_snapshot"]["rows"]["JOB00000000001"]["attempts"] = {"b64": "MQ=="}
+
+
+def _rows_text(data: dict[str, Any]) -> None:
+    """Rows as version 1 wrote them under a version 3 header."""
+    _diverged(data)
+    data["version"] = 3
+
+
+def _bullmq(**args: Any) -> Callable[[dict[str, Any]], None]:
+    """A bullmq-layout trace of one ``add`` step, ``args`` over the machine's own."""
+    add = {"job_id": "1", "now": 1_000_000, "delay": 0, "priority": 0, "lifo": False, **args}
+    return lambda d: d.update(layout="bullmq", steps=[{"i": 1, "queue": "{q}", "op": "add", "args": add}])
+
+
 EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a str lease": (lambda d: _claim(d).update(lease_ms="x"), "steps/1/args/lease_ms: EMQARG lease_ms must be an integer"),
     "a huge lease": (lambda d: _claim(d).update(lease_ms=10**400), "steps/1/args/lease_ms: EMQARG lease_ms must be in"),
@@ -1020,6 +1044,19 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
                               "steps/3/args/keys/0: b'other-app:key' is no key of a queue a run sends"),
     "a raw key of a user's queue": (lambda d: d["steps"].append(_raw_enqueue(6, b"emq:{theirs}:job:JOB00000000077")),
                                     "steps/3/args/keys/6: b'emq:{theirs}:job:JOB00000000077' is no key of a queue"),
+    "version 3 over text rows": (_rows_text,
+                                 "divergence/model_snapshot/rows/JOB00000000001/attempts: a version 3 trace writes "
+                                 'a row value as {"b64": ...}, got \'1\''),
+    "version 1 over b64 rows": (_rows_b64, "divergence/model_snapshot/rows/JOB00000000001/attempts: a version 1 trace "
+                                           "writes a row value as latin-1 text, got {'b64': 'MQ=='}"),
+    "a bullmq now past its adapter's": (_bullmq(now=2**40 + 1),
+                                        "steps/0/args/now: 1099511627777 is no now the bullmq layout sends"),
+    "a bullmq delay of another type": (_bullmq(delay="x"), "steps/0/args/delay: 'x' is no delay the bullmq layout"),
+    "a bullmq lifo of another type": (_bullmq(lifo="yes"), "steps/0/args/lifo: 'yes' is no lifo the bullmq layout"),
+    "a bullmq retention of another type": (
+        lambda d: d.update(layout="bullmq", steps=[{"i": 1, "queue": "{q}", "op": "retention",
+                                                    "args": {"completed": "x", "failed": 0}}]),
+        "steps/0/args/completed: 'x' is no completed the bullmq layout sends"),
 }
 
 
