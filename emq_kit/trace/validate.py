@@ -17,6 +17,8 @@ machine itself sends for it. Anything else outside a type (``lease_ms: -5``, ``"
 from __future__ import annotations
 
 import json
+import re
+import sys
 from functools import cache
 from importlib import resources
 from typing import Any, Callable
@@ -67,14 +69,16 @@ def _path(parts: Any) -> str:
 
 def parse(text: str) -> Any:
     """The JSON of a trace file's ``text``: its size bounded before it is parsed, its
-    nesting right after (TR-9c)."""
+    nesting and its text right after (TR-9c)."""
     if len(text) > MAX_BYTES:
         raise TraceError(f"(the document): {len(text):,} characters, more than a trace holds ({MAX_BYTES:,})")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_integer)
     except RecursionError:  # the parser's own bound, far past ours
         raise TraceError(f"(the document): nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:  # not JSON, or an integer of more digits than Python converts
+    except TraceError:
+        raise
+    except ValueError as exc:  # not JSON
         raise TraceError(f"(the document): not JSON: {str(exc)[:200]}") from None
     level, deepest = [data], 0
     while level:  # breadth first, without recursion: what follows (the schema) recurses
@@ -83,14 +87,51 @@ def parse(text: str) -> Any:
             raise TraceError(f"(the document): nested deeper than {MAX_DEPTH} levels")
         level = [v for node in level if isinstance(node, (list, dict))
                  for v in (node.values() if isinstance(node, dict) else node)]
+    if _ESCAPED_SURROGATE.search(text):  # only an escape makes one: the file was read as UTF-8
+        _utf8(data, ())
     return data
+
+
+def _integer(digits: str) -> int:
+    """A JSON integer, unless it has more digits than Python converts (an edit: no trace
+    value comes near)."""
+    most = sys.get_int_max_str_digits()
+    if most and len(digits.lstrip("-")) > most:
+        raise TraceError(f"(the document): an integer of {len(digits.lstrip('-')):,} digits, more than a trace "
+                         f"holds ({most:,} at most)")
+    return int(digits)
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(node: Any, at: tuple[Any, ...]) -> None:
+    """``TraceError`` at the first string of ``node`` (a value or an object's key) that
+    holds a lone surrogate (``"\\ud800"``, valid JSON): no UTF-8 text can, so no trace
+    the kit writes does, and no output could show or write it (TR-9c). Recursive: the
+    nesting is bounded already."""
+    if isinstance(node, str) and _SURROGATE.search(node):
+        raise TraceError(f"{_path(at)}: {node!r:.80} holds a lone surrogate, which UTF-8 cannot encode: a trace "
+                         "is UTF-8 text")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if _SURROGATE.search(key):
+                raise TraceError(f"{_path(at)}: the key {key!r:.80} holds a lone surrogate, which UTF-8 cannot "
+                                 "encode: a trace is UTF-8 text")
+            _utf8(value, (*at, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _utf8(value, (*at, i))
 
 
 def check_trace(data: Any) -> None:
     """``TraceError`` for the first way ``data`` (parsed JSON) is not a replayable trace."""
+    from jsonschema.exceptions import best_match
+
     errors = sorted(_validator().iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if errors:
-        first = errors[0]
+        first = best_match(errors[:1])  # within a oneOf (a divergence, a row value), the field that fails it
         raise TraceError(f"{_path(first.absolute_path)}: {first.message:.300}")
     if not data["steps"]:
         raise TraceError("steps: no steps: a trace holds the calls that made its run")

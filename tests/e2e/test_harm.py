@@ -1030,6 +1030,8 @@ def _bullmq(**args: Any) -> Callable[[dict[str, Any]], None]:
     return lambda d: d.update(layout="bullmq", steps=[{"i": 1, "queue": "{q}", "op": "add", "args": add}])
 
 
+SURROGATE = "\ud800"  # valid JSON as an escape, and no UTF-8 text: no trace the kit writes holds one
+
 EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "a str lease": (lambda d: _claim(d).update(lease_ms="x"), "steps/1/args/lease_ms: EMQARG lease_ms must be an integer"),
     "a huge lease": (lambda d: _claim(d).update(lease_ms=10**400), "steps/1/args/lease_ms: EMQARG lease_ms must be in"),
@@ -1057,6 +1059,23 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         lambda d: d.update(layout="bullmq", steps=[{"i": 1, "queue": "{q}", "op": "retention",
                                                     "args": {"completed": "x", "failed": 0}}]),
         "steps/0/args/completed: 'x' is no completed the bullmq layout sends"),
+    "a lone surrogate in a queue name": (
+        lambda d: d["steps"].append({"i": 4, "queue": "", "op": "queue", "args": {"name": "a" + SURROGATE}}),
+        "steps/3/args/name: 'a\\ud800' holds a lone surrogate, which UTF-8 cannot encode: a trace is UTF-8 text"),
+    "a lone surrogate in a stray key": (
+        lambda d: d["steps"].append({"i": 4, "queue": "alpha", "op": "stray_key",
+                                     "args": {"key": "x" + SURROGATE, "kind": "string"}}),
+        "steps/3/args/key: 'x\\ud800' holds a lone surrogate"),
+    "a lone surrogate in the evidence": (lambda d: _diverged(d, evidence=[SURROGATE]),
+                                         "divergence/evidence/0: '\\ud800' holds a lone surrogate"),
+    "a lone surrogate in the server": (lambda d: d["target"].update(server=SURROGATE),
+                                       "target/server: '\\ud800' holds a lone surrogate"),
+    "a lone surrogate in a key": (lambda d: d["target"].update({SURROGATE: "x"}),
+                                  "target: the key '\\ud800' holds a lone surrogate"),
+    "a divergence of no kind": (lambda d: _diverged(d, kind="x"),
+                                "divergence/kind: 'x' is not one of ['answer', 'snapshot', 'invariant']"),
+    "a divergence's evidence of another type": (lambda d: _diverged(d, evidence=5),
+                                                "divergence/evidence: 5 is not of type 'array'"),
 }
 
 
@@ -1078,11 +1097,13 @@ def test_an_edited_trace_is_refused_before_anything_runs(where: str, tmp_path: P
         edit(data)
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "digits.json").write_text(json.dumps(_trace()).replace('"seed": ', '"seed": ' + "1" * 5_000, 1))
     with open(tmp_path / "large.json", "wb") as f:
         f.truncate(validate.MAX_BYTES + 1)  # sparse: refused by its size, never read
     for kind in unreadable.KINDS:  # a FIFO, /dev/zero, a directory: refused before a byte is read
         unreadable.make(tmp_path / f"{kind}.json", kind)
     cases = {**{name: words for name, (_, words) in EDITS.items()}, "deep": "nested deeper than 32 levels",
+             "digits": "(the document): an integer of 5,001 digits, more than a trace holds",
              "large": "more than a trace holds", **unreadable.KINDS}
     for name, words in cases.items():
         code, out, err = run(["replay", f"{name}.json", *flags], capsys)
