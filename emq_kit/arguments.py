@@ -67,8 +67,8 @@ def url(value: object) -> None:
     if value is not None:
         try:
             check_url(value)
-        except UrlError as exc:
-            raise refused("--url", str(exc)) from None
+        except UrlError as exc:  # worded as every command words a URL it cannot read: the URL first
+            raise BadArgument(str(exc)) from None
 
 
 def callback(name: str, value: object) -> None:

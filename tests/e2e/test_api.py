@@ -83,8 +83,8 @@ def test_import_emq_kit_loads_no_engine_and_check_stays_the_function() -> None:
     ({"queues": None}, "argument --queue: not a sequence of names: None"),
     ({"ops": None}, "argument --ops: not a sequence of names: None"),
     ({"ops": 5}, "argument --ops: not a sequence of names: 5"),
-    ({"url": "http://x"}, "argument --url: http://x: the scheme must be one of redis,"),
-    ({"url": b"redis://:pw@h"}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got bytes"),
+    ({"url": "http://x"}, "http://x: the scheme must be one of redis,"),
+    ({"url": b"redis://:pw@h"}, "a server URL is a str such as 'redis://host:6379/0', got bytes"),
 ])
 def test_options_are_checked_when_made(fields: dict[str, Any], why: str) -> None:
     with pytest.raises(BadArgument) as refused:
@@ -118,10 +118,10 @@ BASE_TRACE = {"format": "emq-trace", "version": 1, "kit_version": "0.1.0", "spec
     ({"timeout": float("nan")}, "argument --timeout: must be a finite number, got nan"),
     ({"timeout": 3601}, "argument --timeout: must be at most 3,600"),
     ({"wipe": "no"}, "argument --wipe: not True or False: 'no'"),
-    ({"url": 5}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got int"),
-    ({"url": Path("x")}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got PosixPath"),
-    ({"url": b"redis://:pw@h"}, "argument --url: a server URL is a str such as 'redis://host:6379/0', got bytes"),
-    ({"url": "http://:pw@x"}, "argument --url: http://***@x: the scheme must be one of"),
+    ({"url": 5}, "a server URL is a str such as 'redis://host:6379/0', got int"),
+    ({"url": Path("x")}, "a server URL is a str such as 'redis://host:6379/0', got PosixPath"),
+    ({"url": b"redis://:pw@h"}, "a server URL is a str such as 'redis://host:6379/0', got bytes"),
+    ({"url": "http://:pw@x"}, "http://***@x: the scheme must be one of"),
     ({"scripts": 5}, "argument --scripts: not a string: 5"),
     ({"driver": 5}, "argument --driver: not a string: 5"),
     ({"say": 5}, "say is called by the run: a function, got 5"),
