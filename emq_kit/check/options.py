@@ -54,6 +54,8 @@ FLAG = {"queues": "queue"}
 NUMBERS = ("examples", "steps", "depth", "seed", "shrink_steps", "timeout")
 """The numeric options; each option's range (and whether it counts or is seconds) is
 ``bounds``' ``check --<flag>``."""
+WIPE_NEEDS_URL = "--wipe lets the run delete keys a server already holds: it needs --url"
+"""A ``--wipe`` without a server would do nothing: refused, never ignored."""
 OPTIONAL = frozenset({"examples", "steps", "seed", "timeout"})
 """The numeric options ``None`` leaves to the run: the profile's, a random seed, a
 driver's own timeout."""
@@ -116,6 +118,8 @@ class CheckOptions:
         """Options that need another: each refusal says which."""
         if self.clock == "server" and self.url is None:
             raise BadArgument("--clock server needs a server: give --url")
+        if self.wipe and self.url is None:
+            raise BadArgument(WIPE_NEEDS_URL)
         if self.strict and not self.expect:
             raise BadArgument("--strict needs --expect FILE: it fails the run on an expected difference not met")
         if self.refence and (self.url is None or self.layout != "echomq"):

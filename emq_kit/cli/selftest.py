@@ -34,8 +34,10 @@ HEADER = "| operator | where | original line | verdict | s to kill | shrunk step
 def cmd_selftest(args: argparse.Namespace) -> int:
     """``emq selftest``; Ctrl-C stops it at the mutant it is on (its child process and a
     script of its still running go), says which and the command that runs it again."""
-    if args.wipe and args.url is None:  # a flag that would do nothing is refused, never ignored
-        raise Usage("--wipe lets the run delete keys a server already holds: it needs --url")
+    if args.wipe and args.url is None:
+        from emq_kit.check.options import WIPE_NEEDS_URL
+
+        raise Usage(WIPE_NEEDS_URL)
     at: list[str] = []  # the mutant being judged, once one is
     try:
         return _bullmq(args, at) if args.layout == "bullmq" else _echomq(args, at)

@@ -77,6 +77,7 @@ def test_import_emq_kit_loads_no_engine_and_check_stays_the_function() -> None:
     ({"queues": ("a", "b")}, "--queue names the run's queues on a server: it needs --url"),
     ({"queues": ("a",), "url": "redis://h:1"}, "the run uses 2 queues: give --queue 2 times (got 1)"),
     ({"wipe": "yes"}, "argument --wipe: not True or False: 'yes'"),
+    ({"wipe": True}, "--wipe lets the run delete keys a server already holds: it needs --url"),
     ({"depth": None}, "argument --depth: not an integer: None"),
     ({"shrink_steps": None}, "argument --shrink-steps: not an integer: None"),
     ({"traces": None}, "argument --traces: not a string: None"),

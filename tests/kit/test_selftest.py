@@ -373,11 +373,12 @@ def test_a_budget_that_runs_no_whole_example_judges_no_mutant(tmp_path: Path,
     assert {(m["status"], m["examples"]) for m in doc["selftest"]["mutants"]} == {("unjudged", 0)}
 
 
-def test_wipe_without_a_server_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("argv", [["selftest", "--budget", "1", "--sample", "1"], ["check", "--profile", "dev"]])
+def test_wipe_without_a_server_is_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """--wipe allows deleting keys on a server: without --url it would do nothing, so it
-    is refused in one line, exit 2, before any mutant runs."""
+    is refused in one line, exit 2, before anything runs."""
     from emq_kit import cli
 
-    assert cli.main(["selftest", "--wipe", "--budget", "1", "--sample", "1"]) == cli.EXIT_ENV
+    assert cli.main([*argv, "--wipe"]) == cli.EXIT_ENV
     out, err = capsys.readouterr()
-    assert out == "" and err.strip() == "emq selftest: --wipe lets the run delete keys a server already holds: it needs --url"
+    assert out == "" and err.strip() == f"emq {argv[0]}: --wipe lets the run delete keys a server already holds: it needs --url"
