@@ -23,6 +23,7 @@ the text of a failing one is what ``emq check`` or ``emq replay`` would print):
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 from functools import partial
 from pathlib import Path
@@ -139,6 +140,16 @@ def _write(report: Path | None, html: Path | None, summary: Path | None, documen
         write_text(summary, check_summary(result))
 
 
+REPLAY_FLAGS = re.compile(r"(?<![\w-])--(url|scripts|driver|timeout|clock)\b")
+"""The flags of ``emq replay`` a refusal may name, each an option of this plugin's."""
+
+
+def as_options(line: str) -> str:
+    """``line`` with the ``emq replay`` flags it names as this plugin's options
+    (``--scripts DIR``: ``--emq-scripts DIR``): what to give here."""
+    return REPLAY_FLAGS.sub(r"--emq-\1", line)
+
+
 def run_replay(trace: Path, **given: Any) -> Outcome:
     """``emq_kit.replay`` of ``trace`` on the target ``given`` names, as ``emq replay
     --report`` gives it."""
@@ -153,7 +164,7 @@ def run_replay(trace: Path, **given: Any) -> Outcome:
         replayed = replay(trace, say=lambda line: said.append(f"emq replay: {line}"), **given)
     except Exception as exc:  # noqa: BLE001 - every error, shown as its class says (emq_kit.errors)
         error = kit_error(exc)
-        return Outcome(error.exit_code, None, "\n".join([*said, error.show("replay")]))
+        return Outcome(error.exit_code, None, "\n".join([*said, as_options(error.show("replay"))]))
     document = replay_document(str(trace), replayed.result, replayed.target, exit=replayed.exit_code,
                                started=started, finished=_now(), seed=replayed.seed)
     return Outcome(replayed.exit_code, document, "\n".join([*said, format_replay(replayed)]))
